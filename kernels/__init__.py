@@ -1,0 +1,12 @@
+"""Floor 1 of labeled_func: what each operation computes, batches and differentiates.
+
+Positional and backend-neutral: impls use the array API of their inputs
+(:mod:`kernels.backend`); rules are written with :func:`bind`.  Never imports
+xarray or labeled_func.
+"""
+from . import creation, elementwise, indexing, linalg, reductions, shape
+from .backend import namespace
+from .primitive import Primitive, Traced, bind
+
+__all__ = ["Primitive", "Traced", "bind", "namespace", "creation", "elementwise",
+           "indexing", "linalg", "reductions", "shape"]

@@ -1,0 +1,159 @@
+"""The array namespace of the inputs, and the few functions the standard lacks.
+
+Impls take their functions from :func:`namespace` (array-api-compat), so the same
+kernel runs on NumPy, CuPy or any array-API library.  What the array API standard
+does not have goes through :func:`extra`: the library's own function when it has one
+(NumPy and CuPy both do), else a portable fallback written with standard functions.
+"""
+from __future__ import annotations
+
+import numbers
+
+import array_api_compat
+import array_api_compat.numpy as numpy_namespace
+import numpy as np
+
+from .primitive import Traced
+
+__all__ = ["namespace", "extra", "is_array"]
+
+_SCALARS = (numbers.Number, np.generic, bool)
+_namespace_by_type = {np.ndarray: numpy_namespace}
+
+
+def namespace(*values):
+    """The array-API namespace of ``values`` (Python scalars are ignored)."""
+    found = None
+    for value in values:
+        kind = type(value)
+        xp = _namespace_by_type.get(kind)
+        if xp is None:
+            if isinstance(value, _SCALARS) or value is None:
+                continue
+            if isinstance(value, Traced):
+                xp = value._namespace()
+            else:
+                xp = array_api_compat.array_namespace(value)
+                _namespace_by_type[kind] = xp
+        if found is None:
+            found = xp
+        elif xp is not found:
+            raise TypeError(
+                f"arrays of different libraries in one operation: {found.__name__} and {xp.__name__}"
+            )
+    return numpy_namespace if found is None else found
+
+
+def is_array(value):
+    """True for an array of any backend (not a Python or NumPy scalar)."""
+    return not isinstance(value, _SCALARS) and hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def extra(xp, name):
+    """``xp.<name>`` where the library has it, else the portable fallback."""
+    function = getattr(xp, name, None)
+    if function is not None:
+        return function
+    return _FALLBACKS[name](xp)
+
+
+def _einsum_fallback(xp):
+    def einsum(subscripts, *operands):
+        inputs, output = parse_einsum(subscripts, [op.ndim for op in operands])
+        letters = sorted(set("".join(inputs)) | set(output))
+        sizes = {}
+        for term, op in zip(inputs, operands):
+            for letter, size in zip(term, op.shape):
+                sizes[letter] = max(sizes.get(letter, 1), size)
+        product = None
+        for term, op in zip(inputs, operands):
+            order = sorted(range(len(term)), key=lambda i: letters.index(term[i]))
+            op = xp.permute_dims(op, tuple(order)) if order else op
+            present = sorted(set(term), key=letters.index)
+            shape = tuple(op.shape[present.index(l)] if l in present else 1 for l in letters)
+            op = xp.reshape(op, shape)
+            product = op if product is None else product * op
+        summed = tuple(i for i, l in enumerate(letters) if l not in output)
+        if summed:
+            product = xp.sum(product, axis=summed)
+        kept = [l for l in letters if l in output]
+        order = tuple(kept.index(l) for l in output)
+        return xp.permute_dims(product, order) if order else product
+
+    return einsum
+
+
+def _sliding_window_fallback(xp):
+    def sliding_window_view(x, window_shape, axis):
+        for size, ax in zip(window_shape, axis):
+            count = x.shape[ax] - size + 1
+            index = xp.reshape(xp.arange(count), (count, 1)) + xp.reshape(xp.arange(size), (1, size))
+            taken = xp.take(x, xp.reshape(index, (-1,)), axis=ax)
+            shape = x.shape[:ax] + (count, size) + x.shape[ax + 1:]
+            x = xp.moveaxis(xp.reshape(taken, shape), ax + 1, -1)
+        return x
+
+    return sliding_window_view
+
+
+_FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback}
+
+
+def parse_einsum(subscripts, ndims):
+    """Split einsum ``subscripts`` into per-operand terms and the output term.
+
+    Ellipses are replaced by upper-case letters (one per broadcast axis), so the
+    result uses plain letters only.  Implicit output = letters used once, sorted.
+    """
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        lhs, output = subscripts.split("->")
+    else:
+        lhs, output = subscripts, None
+    terms = lhs.split(",")
+    if len(terms) != len(ndims):
+        raise ValueError(f"einsum: {len(terms)} terms for {len(ndims)} operands")
+    ellipsis_rank = max(
+        (ndim - len(term.replace("...", "")) for term, ndim in zip(terms, ndims) if "..." in term),
+        default=0,
+    )
+    broadcast = "".join(chr(ord("Z") - i) for i in range(ellipsis_rank))[::-1]
+    expanded = []
+    for term, ndim in zip(terms, ndims):
+        if "..." in term:
+            rank = ndim - len(term.replace("...", ""))
+            term = term.replace("...", broadcast[len(broadcast) - rank:] if rank else "")
+        expanded.append(term)
+    if output is None:
+        counts = {}
+        for term in expanded:
+            for letter in term:
+                counts[letter] = counts.get(letter, 0) + 1
+        output = broadcast + "".join(sorted(l for l, c in counts.items() if c == 1 and l not in broadcast))
+    else:
+        output = output.replace("...", broadcast)
+    return expanded, output
+
+
+def normalize_axis(axis, ndim):
+    """A tuple of non-negative axes for ``axis`` (None = all) of an ``ndim`` array."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (tuple, list)):
+        return tuple(_one_axis(a, ndim) for a in axis)
+    return (_one_axis(axis, ndim),)
+
+
+def _one_axis(axis, ndim):
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise np.exceptions.AxisError(axis, ndim)
+    return axis % ndim if ndim else 0
+
+
+def dtype_kind(dtype):
+    """NumPy's one-letter kind ("b", "i", "u", "f", "c") of any backend's dtype."""
+    kind = getattr(dtype, "kind", None)
+    if kind is None:  # array-api-strict wraps NumPy dtypes
+        kind = np.dtype(getattr(dtype, "_np_dtype", dtype)).kind
+    return kind

@@ -1,0 +1,226 @@
+"""Indexing: ``x[key]`` and its functional update ``x[key] = v``.
+
+A key is a tuple of ints, slices, None, Ellipsis and integer arrays.  The arrays
+travel as arguments (they may be traced, e.g. an index computed per example); the
+rest of the key travels as a static template with :class:`Slot` placeholders.
+
+Batching follows NumPy's advanced-indexing rule: the broadcast dims of the array
+indices go where the first one stood if they are adjacent, else to the front.  A
+batched index array joins them with an ``arange`` over the batch, and the result is
+transposed back to the layout the per-example index would give.
+"""
+from __future__ import annotations
+
+from .backend import namespace
+from .primitive import Primitive
+from .shape import broadcast_batch, broadcast_to, reshape, transpose
+
+__all__ = ["Slot", "getitem", "setitem", "getitem_static", "split_key", "normalize_key"]
+
+
+class Slot:
+    """Placeholder in a key template for the ``index``-th index array argument."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index):
+        self.index = index
+
+    def __eq__(self, other):
+        return isinstance(other, Slot) and other.index == self.index
+
+    def __hash__(self):
+        return hash(("Slot", self.index))
+
+    def __repr__(self):
+        return f"Slot({self.index})"
+
+
+def _fill(template, arrays):
+    return tuple(arrays[item.index] if isinstance(item, Slot) else item for item in template)
+
+
+def split_key(key):
+    """``(template, arrays)`` for a key tuple whose array entries become slots."""
+    template, arrays = [], []
+    for item in key:
+        if item is None or item is Ellipsis or isinstance(item, (int, slice)):
+            template.append(item)
+        else:
+            template.append(Slot(len(arrays)))
+            arrays.append(item)
+    return tuple(template), arrays
+
+
+def normalize_key(template, ndim):
+    """The template without Ellipsis, one entry per consumed axis, trailing slices added."""
+    consumed = sum(1 for item in template if item is not None and item is not Ellipsis)
+    out = []
+    seen_ellipsis = False
+    for item in template:
+        if item is Ellipsis:
+            if not seen_ellipsis:
+                out.extend([slice(None)] * (ndim - consumed))
+                seen_ellipsis = True
+            continue
+        out.append(item)
+    if not seen_ellipsis:
+        out.extend([slice(None)] * (ndim - consumed))
+    return tuple(out)
+
+
+def _is_advanced(item):
+    return isinstance(item, Slot) or (isinstance(item, int) and not isinstance(item, bool))
+
+
+def _layout(template, has_arrays):
+    """(first advanced position in the result, whether advanced entries are adjacent)."""
+    positions = [i for i, item in enumerate(template) if _is_advanced(item)]
+    if not has_arrays or not positions:
+        return None, True
+    adjacent = positions == list(range(positions[0], positions[-1] + 1))
+    before = sum(1 for item in template[: positions[0]] if not _is_advanced(item))
+    return before, adjacent
+
+
+# --- getitem -------------------------------------------------------------------------
+def _getitem_impl(x, *arrays, template):
+    return x[_fill(template, arrays)]
+
+
+def _getitem_batch(axis_size, values, batched, *, template):
+    x, arrays = values[0], list(values[1:])
+    x_batched, arrays_batched = batched[0], batched[1:]
+    logical_ndim = x.ndim - 1 if x_batched else x.ndim
+    template = normalize_key(template, logical_ndim)
+    if not any(arrays_batched):
+        # batch axis stays a plain slice in front
+        out = getitem.bind(x, *arrays, template=(slice(None),) + template)
+        start, adjacent = _layout(template, bool(arrays))
+        if arrays and not adjacent:
+            index_rank = len(_broadcast_shape([a.shape for a in arrays]))
+            out = _move_axis(out, index_rank, 0)
+        return out, True
+    key, params, block_rank, start, adjacent = _batched_key(axis_size, x, x_batched, arrays, arrays_batched, template)
+    out = getitem.bind(*key, **params)
+    return _restore_layout(out, block_rank, start, adjacent, x_batched), True
+
+
+getitem = Primitive("getitem", _getitem_impl, _getitem_batch)
+
+
+def getitem_static(x, key):
+    """``x[key]`` for a key tuple without arrays (a convenience for composites)."""
+    template, arrays = split_key(key if isinstance(key, tuple) else (key,))
+    return getitem.bind(x, *arrays, template=template)
+
+
+def _broadcast_shape(shapes):
+    rank = max((len(s) for s in shapes), default=0)
+    out = [1] * rank
+    for shape in shapes:
+        for i, size in enumerate(shape):
+            j = rank - len(shape) + i
+            out[j] = size if out[j] == 1 else out[j]
+    return tuple(out)
+
+
+def _batched_key(axis_size, x, x_batched, arrays, arrays_batched, template):
+    """Arguments of a getitem with a batched index array, and where the block lands."""
+    logical_shapes = [tuple(a.shape[1:]) if b else tuple(a.shape) for a, b in zip(arrays, arrays_batched)]
+    ints = [item for item in template if isinstance(item, int) and not isinstance(item, bool)]
+    block = _broadcast_shape(logical_shapes + [()] * len(ints))
+    aligned = []
+    for array, is_batched, shape in zip(arrays, arrays_batched, logical_shapes):
+        if is_batched:
+            array = reshape.bind(array, shape=(axis_size,) + (1,) * (len(block) - len(shape)) + shape)
+        aligned.append(array)
+    start, adjacent = _layout(template, True)
+    if x_batched:
+        xp = namespace(x, *aligned)
+        batch_index = xp.reshape(xp.arange(axis_size), (axis_size,) + (1,) * len(block))
+        aligned.append(batch_index)
+        template = (Slot(len(aligned) - 1),) + template
+    return (x, *aligned), {"template": template}, len(block) + 1, start, adjacent
+
+
+def _restore_layout(out, block_rank, start, adjacent, x_batched):
+    """Move the (batch, *index) block of ``out`` to NumPy's per-example layout."""
+    if x_batched:
+        # with the batch index in front the block is first; per example it sits at `start`
+        if adjacent and start:
+            order = list(range(out.ndim))
+            block = order[1:block_rank]
+            rest = order[block_rank:]
+            order = [0] + rest[:start] + block + rest[start:]
+            out = transpose.bind(out, axes=tuple(order))
+        return out
+    # x unbatched: the block (batch first) sits at `start` if adjacent, else in front
+    position = start if adjacent else 0
+    return _move_axis(out, position, 0)
+
+
+def _move_axis(x, source, destination):
+    if source == destination:
+        return x
+    order = list(range(x.ndim))
+    order.insert(destination, order.pop(source))
+    return transpose.bind(x, axes=tuple(order))
+
+
+# --- setitem (functional) ------------------------------------------------------------------
+def _setitem_impl(x, value, *arrays, template):
+    out = namespace(x).asarray(x, copy=True)
+    out[_fill(template, arrays)] = value
+    return out
+
+
+def _target_shape(shape, template, array_shapes):
+    """The shape of ``x[key]`` for an ``x`` of ``shape``, computed without data."""
+    import numpy as np
+
+    probe = np.broadcast_to(np.empty((), dtype=bool), shape)
+    dummies = [np.zeros(s, dtype=np.intp) for s in array_shapes]
+    return probe[_fill(template, dummies)].shape
+
+
+def _setitem_batch(axis_size, values, batched, *, template):
+    x, value, arrays = values[0], values[1], list(values[2:])
+    x_batched, value_batched, arrays_batched = batched[0], batched[1], list(batched[2:])
+    if not x_batched:
+        x = broadcast_batch(x, axis_size)
+    logical_shape = tuple(x.shape[1:])
+    template = normalize_key(template, len(logical_shape))
+    array_shapes = [tuple(a.shape[1:]) if b else tuple(a.shape) for a, b in zip(arrays, arrays_batched)]
+    target = _target_shape(logical_shape, template, array_shapes)
+    # the value in per-example layout, batch first: (B, *target)
+    if value_batched:
+        vshape = tuple(value.shape[1:])
+        value = reshape.bind(value, shape=(axis_size,) + (1,) * (len(target) - len(vshape)) + vshape)
+        value = broadcast_to.bind(value, shape=(axis_size,) + target)
+    else:
+        value = broadcast_to.bind(value, shape=target)
+        value = broadcast_batch(value, axis_size)
+    if any(arrays_batched):
+        key, params, block_rank, start, adjacent = _batched_key(axis_size, x, True, arrays, arrays_batched, template)
+        value = _inverse_layout(value, block_rank, start, adjacent)
+        return setitem.bind(x, value, *key[1:], **params), True
+    full = (slice(None),) + template
+    start, adjacent = _layout(template, bool(arrays))
+    if arrays and not adjacent:
+        index_rank = len(_broadcast_shape([a.shape for a in arrays]))
+        value = _move_axis(value, 0, index_rank)
+    return setitem.bind(x, value, *arrays, template=full), True
+
+
+def _inverse_layout(value, block_rank, start, adjacent):
+    if adjacent and start:
+        order = list(range(value.ndim))
+        rest = order[1:1 + start] + order[1 + start + block_rank - 1:]
+        block = order[1 + start:1 + start + block_rank - 1]
+        inverse = [0] + block + rest
+        return transpose.bind(value, axes=tuple(inverse))
+    return value
+
+
+setitem = Primitive("setitem", _setitem_impl, _setitem_batch)

@@ -1,0 +1,66 @@
+"""Primitives: what one operation computes and how it batches.
+
+A :class:`Primitive` carries everything about one operation: ``impl`` computes it on
+concrete arrays, ``batch`` vectorises it over a leading batch axis, and the ``jvp``
+and ``vjp`` slots hold its derivative rules.  :func:`bind` is the only way an
+operation is applied: it hands the primitive to the highest transform level among
+the arguments, or runs ``impl`` when no argument is traced.  Rules are written with
+``bind`` themselves, so that transforms compose.
+"""
+from __future__ import annotations
+
+__all__ = ["Primitive", "Traced", "bind"]
+
+
+class Traced:
+    """Base class of the values a transform level traces.
+
+    The engine subclasses it; kernels only need two things of an instance: its
+    ``_level`` (with ``depth``, ``alive``, ``process(prim, args, params)`` and
+    ``escaped(prim)``) and nothing else.
+    """
+
+    __slots__ = ()
+
+
+class Primitive:
+    """One operation: its impl, batch rule and derivative rules.
+
+    ``batch(axis_size, values, batched, **params)`` receives the argument values with
+    the batch axis physically at 0 where ``batched[i]`` is true and returns
+    ``(out, out_batched)``.  A primitive without a batch rule cannot be vmapped;
+    ``dynamic_shape`` marks those whose output shape depends on the data.
+    """
+
+    __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape")
+
+    def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False):
+        self.name = name
+        self.impl = impl
+        self.batch = batch
+        self.jvp = jvp
+        self.vjp = vjp
+        self.dynamic_shape = dynamic_shape
+
+    def bind(self, *args, **params):
+        return bind(self, args, params)
+
+    __call__ = bind
+
+    def __repr__(self):
+        return f"Primitive({self.name!r})"
+
+
+def bind(prim, args, params):
+    """Apply ``prim`` to ``args``: at the highest level among them, or concretely."""
+    top = None
+    for arg in args:
+        if isinstance(arg, Traced):
+            level = arg._level
+            if not level.alive:
+                level.escaped(prim)
+            if top is None or level.depth > top.depth:
+                top = level
+    if top is None:
+        return prim.impl(*args, **params)
+    return top.process(prim, args, params)

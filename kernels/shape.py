@@ -1,0 +1,311 @@
+"""Shape primitives: reshape, transpose, expand/squeeze, broadcast, join, pad, roll...
+
+Batch rules shift axes by one (the batch axis is physically first) and never
+broadcast an unbatched value unless the result needs it (concatenate, stack).
+"""
+from __future__ import annotations
+
+from .backend import extra, namespace, normalize_axis
+from .primitive import Primitive
+
+__all__ = [
+    "reshape", "transpose", "moveaxis", "expand_dims", "squeeze", "broadcast_to",
+    "concatenate", "stack", "pad", "roll", "flip", "sliding_window_view", "diff",
+    "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch",
+]
+
+
+def _shifted(axes):
+    return tuple(a + 1 for a in axes)
+
+
+# --- reshape ----------------------------------------------------------------
+def _reshape_impl(x, *, shape):
+    return namespace(x).reshape(x, shape)
+
+
+def _reshape_batch(axis_size, values, batched, *, shape):
+    (x,) = values
+    return reshape.bind(x, shape=(x.shape[0],) + tuple(shape)), True
+
+
+reshape = Primitive("reshape", _reshape_impl, _reshape_batch)
+
+
+# --- transpose --------------------------------------------------------------
+def _transpose_impl(x, *, axes):
+    return namespace(x).permute_dims(x, axes)
+
+
+def _transpose_batch(axis_size, values, batched, *, axes):
+    return transpose.bind(values[0], axes=(0,) + _shifted(axes)), True
+
+
+transpose = Primitive("transpose", _transpose_impl, _transpose_batch)
+
+
+def moveaxis(x, source, destination):
+    ndim = x.ndim
+    source = normalize_axis(source, ndim)
+    destination = normalize_axis(destination, ndim)
+    order = [a for a in range(ndim) if a not in source]
+    for dest, src in sorted(zip(destination, source)):
+        order.insert(dest, src)
+    return transpose.bind(x, axes=tuple(order)) if order != list(range(ndim)) else x
+
+
+# --- expand_dims / squeeze ----------------------------------------------------
+def _expand_dims_impl(x, *, axis):
+    shape = list(x.shape)
+    for a in sorted(axis):
+        shape.insert(a, 1)
+    return namespace(x).reshape(x, tuple(shape))
+
+
+def _expand_dims_batch(axis_size, values, batched, *, axis):
+    return expand_dims.bind(values[0], axis=_shifted(axis)), True
+
+
+expand_dims = Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch)
+
+
+def _squeeze_impl(x, *, axis):
+    return namespace(x).squeeze(x, axis=axis) if axis else x
+
+
+def _squeeze_batch(axis_size, values, batched, *, axis):
+    return squeeze.bind(values[0], axis=_shifted(axis)), True
+
+
+squeeze = Primitive("squeeze", _squeeze_impl, _squeeze_batch)
+
+
+# --- broadcast_to -------------------------------------------------------------
+def _broadcast_to_impl(x, *, shape):
+    return namespace(x).broadcast_to(x, shape)
+
+
+def _broadcast_to_batch(axis_size, values, batched, *, shape):
+    (x,) = values
+    missing = len(shape) - (x.ndim - 1)
+    if missing:
+        x = expand_dims.bind(x, axis=tuple(range(1, missing + 1)))
+    return broadcast_to.bind(x, shape=(x.shape[0],) + tuple(shape)), True
+
+
+broadcast_to = Primitive("broadcast_to", _broadcast_to_impl, _broadcast_to_batch)
+
+
+def broadcast_batch(x, axis_size):
+    """An unbatched value repeated along a new leading batch axis of ``axis_size``."""
+    x = expand_dims.bind(x, axis=(0,))
+    return broadcast_to.bind(x, shape=(axis_size,) + tuple(x.shape[1:]))
+
+
+def move_batch_axis_to_front(x, axis):
+    """``x`` with its axis ``axis`` moved to position 0."""
+    return moveaxis(x, axis, 0) if axis != 0 else x
+
+
+# --- concatenate / stack --------------------------------------------------------
+def _concatenate_impl(*arrays, axis):
+    xp = namespace(*arrays)
+    if axis is None:
+        arrays = [xp.reshape(a, (-1,)) for a in arrays]
+        axis = 0
+    return xp.concat(arrays, axis=axis)
+
+
+def _join_inputs(axis_size, values, batched):
+    return [v if b else broadcast_batch(v, axis_size) for v, b in zip(values, batched)]
+
+
+def _concatenate_batch(axis_size, values, batched, *, axis):
+    values = _join_inputs(axis_size, values, batched)
+    if axis is None:
+        values = [reshape.bind(v, shape=(axis_size, -1)) for v in values]
+        axis = 0
+    return concatenate.bind(*values, axis=axis + 1), True
+
+
+concatenate = Primitive("concatenate", _concatenate_impl, _concatenate_batch)
+
+
+def _stack_impl(*arrays, axis):
+    return namespace(*arrays).stack(arrays, axis=axis)
+
+
+def _stack_batch(axis_size, values, batched, *, axis):
+    return stack.bind(*_join_inputs(axis_size, values, batched), axis=axis + 1), True
+
+
+stack = Primitive("stack", _stack_impl, _stack_batch)
+
+
+# --- pad ----------------------------------------------------------------------
+def _pad_impl(x, *, pad_width, mode, constant_value):
+    """Pad with array-API concatenation: ``mode`` is "constant" or "edge"."""
+    xp = namespace(x)
+    for axis, (before, after) in enumerate(pad_width):
+        if not (before or after):
+            continue
+        parts = []
+        for count, edge in ((before, 0), (after, -1)):
+            if not count:
+                parts.append(None)
+                continue
+            shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
+            if mode == "constant":
+                part = xp.full(shape, constant_value, dtype=x.dtype)
+            else:
+                index = [slice(None)] * x.ndim
+                index[axis] = slice(edge, edge + 1 if edge == 0 else None)
+                part = xp.broadcast_to(x[tuple(index)], shape)
+            parts.append(part)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+        x = xp.concat(pieces, axis=axis)
+    return x
+
+
+def _pad_batch(axis_size, values, batched, *, pad_width, mode, constant_value):
+    pad_width = ((0, 0),) + tuple(pad_width)
+    return pad.bind(values[0], pad_width=pad_width, mode=mode, constant_value=constant_value), True
+
+
+pad = Primitive("pad", _pad_impl, _pad_batch)
+
+
+# --- roll / flip ----------------------------------------------------------------
+def _roll_impl(x, *, shift, axis):
+    return namespace(x).roll(x, shift, axis=axis)
+
+
+def _roll_batch(axis_size, values, batched, *, shift, axis):
+    (x,) = values
+    if axis is None:
+        shape = tuple(x.shape)
+        flat = reshape.bind(x, shape=(shape[0], -1))
+        return reshape.bind(roll.bind(flat, shift=shift, axis=(1,)), shape=shape), True
+    return roll.bind(x, shift=shift, axis=_shifted(axis)), True
+
+
+roll = Primitive("roll", _roll_impl, _roll_batch)
+
+
+def _flip_impl(x, *, axis):
+    return namespace(x).flip(x, axis=axis)
+
+
+def _flip_batch(axis_size, values, batched, *, axis):
+    return flip.bind(values[0], axis=_shifted(axis)), True
+
+
+flip = Primitive("flip", _flip_impl, _flip_batch)
+
+
+# --- sliding windows -------------------------------------------------------------
+def _sliding_window_impl(x, *, window_shape, axis):
+    xp = namespace(x)
+    if xp.__name__.endswith("numpy") or xp.__name__.endswith("cupy"):
+        lib = __import__(xp.__name__.rsplit(".", 1)[-1])
+        return lib.lib.stride_tricks.sliding_window_view(x, window_shape, axis=axis)
+    return extra(xp, "sliding_window_view")(x, window_shape, axis)
+
+
+def _sliding_window_batch(axis_size, values, batched, *, window_shape, axis):
+    return sliding_window_view.bind(values[0], window_shape=window_shape, axis=_shifted(axis)), True
+
+
+sliding_window_view = Primitive("sliding_window_view", _sliding_window_impl, _sliding_window_batch)
+
+
+# --- copy ---------------------------------------------------------------------------
+def _copy_impl(x):
+    return namespace(x).asarray(x, copy=True)
+
+
+def _copy_batch(axis_size, values, batched):
+    return copy.bind(values[0]), True
+
+
+copy = Primitive("copy", _copy_impl, _copy_batch)
+
+
+# --- composites -----------------------------------------------------------------------
+def diff(x, n=1, axis=-1, prepend=None, append=None):
+    """Differences along ``axis``, ``n`` times (NumPy semantics)."""
+    from . import elementwise as ew
+    from .indexing import getitem_static
+
+    axis = normalize_axis(axis, x.ndim)[0]
+    if prepend is not None or append is not None:
+        edge = [slice(None)] * x.ndim
+        edge[axis] = slice(0, 1)
+        template = getitem_static(x, tuple(edge))
+
+        def block(value):
+            if getattr(value, "ndim", 0) == 0:
+                return ew.where.bind(True, value, template)
+            return value
+
+        parts = [block(prepend)] if prepend is not None else []
+        parts.append(x)
+        if append is not None:
+            parts.append(block(append))
+        x = concatenate.bind(*parts, axis=axis)
+    for _ in range(n):
+        upper = [slice(None)] * x.ndim
+        lower = [slice(None)] * x.ndim
+        upper[axis] = slice(1, None)
+        lower[axis] = slice(None, -1)
+        x = ew.subtract.bind(getitem_static(x, tuple(upper)), getitem_static(x, tuple(lower)))
+    return x
+
+
+def gradient(x, *varargs, axis=None, edge_order=1):
+    """Second-order central differences inside, first-order at the edges (NumPy's)."""
+    from . import elementwise as ew
+    from .indexing import getitem_static
+
+    if edge_order != 1:
+        raise NotImplementedError("gradient: only edge_order=1 is supported")
+    axes = normalize_axis(axis, x.ndim)
+    if not varargs:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1:
+        spacings = list(varargs) * len(axes)
+    else:
+        spacings = list(varargs)
+    results = []
+    for ax, h in zip(axes, spacings):
+        def part(start, stop):
+            index = [slice(None)] * x.ndim
+            index[ax] = slice(start, stop)
+            return getitem_static(x, tuple(index))
+
+        if getattr(h, "ndim", 0) == 0:
+            interior = ew.divide.bind(ew.subtract.bind(part(2, None), part(None, -2)), 2.0 * h)
+            first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), h)
+            last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), h)
+        else:
+            # coordinates given: NumPy's non-uniform second-order formula
+            coords = h
+            dx = ew.subtract.bind(getitem_static(coords, (slice(1, None),)), getitem_static(coords, (slice(None, -1),)))
+            shape = [1] * x.ndim
+            shape[ax] = -1
+            dx1 = reshape.bind(getitem_static(dx, (slice(None, -1),)), shape=tuple(shape))
+            dx2 = reshape.bind(getitem_static(dx, (slice(1, None),)), shape=tuple(shape))
+            total = ew.add.bind(dx1, dx2)
+            a = ew.negative.bind(ew.divide.bind(dx2, ew.multiply.bind(dx1, total)))
+            b = ew.divide.bind(ew.subtract.bind(dx2, dx1), ew.multiply.bind(dx1, dx2))
+            c = ew.divide.bind(dx1, ew.multiply.bind(dx2, total))
+            interior = ew.add.bind(
+                ew.add.bind(ew.multiply.bind(a, part(None, -2)), ew.multiply.bind(b, part(1, -1))),
+                ew.multiply.bind(c, part(2, None)),
+            )
+            first_dx = reshape.bind(getitem_static(dx, (slice(0, 1),)), shape=tuple(shape))
+            last_dx = reshape.bind(getitem_static(dx, (slice(-1, None),)), shape=tuple(shape))
+            first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), first_dx)
+            last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), last_dx)
+        results.append(concatenate.bind(first, interior, last, axis=ax))
+    return results[0] if len(results) == 1 else results

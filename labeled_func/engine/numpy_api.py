@@ -1,0 +1,605 @@
+"""NumPy function / ufunc -> kernels primitive: the table behind NEP-13 and NEP-18.
+
+``UFUNCS`` maps ufuncs to primitives; ``FUNCTIONS`` maps array functions to small
+handlers with NumPy's signature.  Anything else raises UnsupportedOperationError
+naming it: there is no silent per-example fallback.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import creation as kc
+from kernels import elementwise as ew
+from kernels import indexing as ki
+from kernels import linalg as kl
+from kernels import reductions as kr
+from kernels import shape as ks
+from kernels.backend import dtype_kind, is_array, normalize_axis
+
+from .errors import DynamicShapeError, OutArgumentError, UnsupportedOperationError
+
+__all__ = ["UFUNCS", "FUNCTIONS", "DEFERRING_TYPES", "dispatch_ufunc", "dispatch_function",
+           "getitem", "setitem"]
+
+# Types whose own __array_ufunc__/__array_function__ must handle mixed operations
+# (xarray's DataArray, Dataset, Variable); floor 3 registers them.
+DEFERRING_TYPES: set = set()
+
+UFUNCS = {
+    np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
+    np.divide: ew.divide, np.floor_divide: ew.floor_divide, np.remainder: ew.remainder,
+    np.power: ew.pow, np.negative: ew.negative, np.positive: ew.positive,
+    np.absolute: ew.abs, np.fabs: ew.abs, np.sign: ew.sign, np.sqrt: ew.sqrt,
+    np.cbrt: ew.cbrt, np.square: ew.square, np.reciprocal: ew.reciprocal,
+    np.exp: ew.exp, np.exp2: ew.exp2, np.expm1: ew.expm1, np.log: ew.log,
+    np.log2: ew.log2, np.log10: ew.log10, np.log1p: ew.log1p, np.logaddexp: ew.logaddexp,
+    np.sin: ew.sin, np.cos: ew.cos, np.tan: ew.tan, np.arcsin: ew.asin,
+    np.arccos: ew.acos, np.arctan: ew.atan, np.arctan2: ew.atan2, np.hypot: ew.hypot,
+    np.sinh: ew.sinh, np.cosh: ew.cosh, np.tanh: ew.tanh, np.arcsinh: ew.asinh,
+    np.arccosh: ew.acosh, np.arctanh: ew.atanh, np.floor: ew.floor, np.ceil: ew.ceil,
+    np.rint: ew.rint, np.trunc: ew.trunc, np.isnan: ew.isnan, np.isinf: ew.isinf,
+    np.isfinite: ew.isfinite, np.signbit: ew.signbit, np.copysign: ew.copysign,
+    np.maximum: ew.maximum, np.minimum: ew.minimum, np.fmax: ew.fmax, np.fmin: ew.fmin,
+    np.equal: ew.equal, np.not_equal: ew.not_equal, np.less: ew.less,
+    np.less_equal: ew.less_equal, np.greater: ew.greater, np.greater_equal: ew.greater_equal,
+    np.logical_and: ew.logical_and, np.logical_or: ew.logical_or,
+    np.logical_xor: ew.logical_xor, np.logical_not: ew.logical_not,
+    np.bitwise_and: ew.bitwise_and, np.bitwise_or: ew.bitwise_or,
+    np.bitwise_xor: ew.bitwise_xor, np.invert: ew.bitwise_invert,
+    np.conjugate: ew.conj, np.matmul: kl.matmul,
+}
+_LOGICAL_ON_BOOL = {np.bitwise_and: ew.logical_and, np.bitwise_or: ew.logical_or,
+                    np.bitwise_xor: ew.logical_xor, np.invert: ew.logical_not}
+_REDUCE = {np.add: kr.sum, np.multiply: kr.prod, np.maximum: kr.max, np.minimum: kr.min,
+           np.logical_and: kr.all, np.logical_or: kr.any}
+_ACCUMULATE = {np.add: kr.cumsum, np.multiply: kr.cumprod}
+_IGNORED_UFUNC_KWARGS = {"casting", "order", "subok"}
+
+
+def _name(func):
+    module = getattr(func, "__module__", None) or "numpy"
+    return f"{module}.{getattr(func, '__name__', func)}"
+
+
+def dispatch_ufunc(ufunc, method, inputs, kwargs):
+    for value in inputs:
+        if type(value) in DEFERRING_TYPES:
+            return NotImplemented
+    out = kwargs.pop("out", None)
+    dtype = kwargs.pop("dtype", None)
+    unknown = set(kwargs) - _IGNORED_UFUNC_KWARGS
+    if unknown:
+        raise UnsupportedOperationError(f"numpy.{ufunc.__name__} with {sorted(unknown)} is not supported on traced arrays")
+    if method == "__call__":
+        prim = UFUNCS.get(ufunc)
+        if prim is None:
+            raise UnsupportedOperationError(f"numpy.{ufunc.__name__} has no kernel in labeled_func")
+        if ufunc in _LOGICAL_ON_BOOL and all(_kind(v) == "b" for v in inputs):
+            prim = _LOGICAL_ON_BOOL[ufunc]
+        result = prim.bind(*inputs)
+    elif method == "reduce" and ufunc in _REDUCE:
+        (x,) = inputs[:1]
+        result = _REDUCE[ufunc](x, axis=kwargs.get("axis", inputs[1] if len(inputs) > 1 else 0))
+    elif method == "accumulate" and ufunc in _ACCUMULATE:
+        x = inputs[0]
+        result = _ACCUMULATE[ufunc](x, axis=inputs[1] if len(inputs) > 1 else 0)
+    else:
+        raise UnsupportedOperationError(f"numpy.{ufunc.__name__}.{method} has no kernel in labeled_func")
+    if dtype is not None:
+        result = ew.astype.bind(result, dtype=dtype)
+    if out is None:
+        return result
+    return _write_out(ufunc.__name__, out, inputs, result)
+
+
+def _write_out(name, out, inputs, result):
+    from .tracer import inplace_assign
+
+    target = out[0] if isinstance(out, tuple) else out
+    if isinstance(out, tuple) and len(out) != 1:
+        raise OutArgumentError(f"numpy.{name}: out= with several outputs is not supported under a transform")
+    if not any(target is value for value in inputs):
+        raise OutArgumentError(
+            f"numpy.{name}: out= is not supported under a transform (only the in-place "
+            "form x op= y, where out is one of the inputs). Use the returned value instead."
+        )
+    inplace_assign(target, result, f"numpy.{name}(..., out=...)")
+    return target
+
+
+def _kind(value):
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return "b" if isinstance(value, bool) else "f"
+    return dtype_kind(dtype)
+
+
+def dispatch_function(func, types, args, kwargs):
+    handler = FUNCTIONS.get(func)
+    if handler is None:
+        raise UnsupportedOperationError(f"{_name(func)} has no kernel in labeled_func")
+    for kind in types:
+        if kind in DEFERRING_TYPES:
+            return NotImplemented
+    if kwargs.get("out") is not None:
+        raise OutArgumentError(f"{_name(func)}: out= is not supported under a transform; use the returned value")
+    kwargs.pop("out", None)
+    return handler(*args, **kwargs)
+
+
+# --- the function table ---------------------------------------------------------------------
+FUNCTIONS: dict = {}
+
+
+def implements(*functions):
+    def register(handler):
+        for function in functions:
+            FUNCTIONS[function] = handler
+        return handler
+
+    return register
+
+
+_NO_VALUE = np._NoValue
+
+
+def _reject(name, **options):
+    """Raise for NumPy options we do not support (``where=``, ``initial=``...)."""
+    given = [k for k, v in options.items() if v is not _NO_VALUE and v is not None]
+    if given:
+        raise UnsupportedOperationError(f"numpy.{name} with {given} is not supported on traced arrays")
+
+
+def _reduction(kernel, name, with_dtype=True, with_ddof=False):
+    def handler(a, axis=None, dtype=None, out=None, keepdims=_NO_VALUE, *, ddof=0,
+                where=_NO_VALUE, initial=_NO_VALUE, correction=_NO_VALUE, mean=_NO_VALUE):
+        _reject(name, where=where, initial=initial, mean=mean)
+        keepdims = bool(keepdims) if keepdims is not _NO_VALUE else False
+        options = {"dtype": dtype} if with_dtype else {}
+        if with_ddof:
+            options["ddof"] = correction if correction is not _NO_VALUE else ddof
+        return kernel(_asarray(a), axis=axis, keepdims=keepdims, **options)
+
+    handler.__name__ = name
+    return handler
+
+
+for _function, _kernel, _dtype, _ddof in [
+    (np.sum, kr.sum, True, False), (np.prod, kr.prod, True, False),
+    (np.mean, kr.mean, True, False), (np.var, kr.var, True, True), (np.std, kr.std, True, True),
+    (np.nansum, kr.nansum, True, False), (np.nanprod, kr.nanprod, True, False),
+    (np.nanmean, kr.nanmean, True, False), (np.nanvar, kr.nanvar, True, True),
+    (np.nanstd, kr.nanstd, True, True),
+]:
+    implements(_function)(_reduction(_kernel, _function.__name__, _dtype, _ddof))
+
+
+def _minmax(kernel, name):
+    def handler(a, axis=None, out=None, keepdims=_NO_VALUE, initial=_NO_VALUE, where=_NO_VALUE):
+        _reject(name, initial=initial, where=where)
+        return kernel(_asarray(a), axis=axis, keepdims=keepdims if keepdims is not _NO_VALUE else False)
+
+    return handler
+
+
+for _function, _kernel in [(np.max, kr.max), (np.amax, kr.max), (np.min, kr.min),
+                           (np.amin, kr.min), (np.any, kr.any), (np.all, kr.all),
+                           (np.nanmax, kr.nanmax), (np.nanmin, kr.nanmin)]:
+    implements(_function)(_minmax(_kernel, _function.__name__))
+
+
+def _arg(kernel):
+    def handler(a, axis=None, out=None, *, keepdims=_NO_VALUE):
+        return kernel(_asarray(a), axis=axis, keepdims=keepdims if keepdims is not _NO_VALUE else False)
+
+    return handler
+
+
+for _function, _kernel in [(np.argmax, kr.argmax), (np.argmin, kr.argmin),
+                           (np.nanargmax, kr.nanargmax), (np.nanargmin, kr.nanargmin)]:
+    implements(_function)(_arg(_kernel))
+
+
+def _scan(kernel):
+    def handler(a, axis=None, dtype=None, out=None):
+        return kernel(_asarray(a), axis=axis, dtype=dtype)
+
+    return handler
+
+
+for _function, _kernel in [(np.cumsum, kr.cumsum), (np.cumprod, kr.cumprod),
+                           (np.nancumsum, kr.nancumsum), (np.nancumprod, kr.nancumprod)]:
+    implements(_function)(_scan(_kernel))
+
+
+def _median_handler(kernel):
+    def handler(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        return kernel(_asarray(a), axis=axis, keepdims=keepdims)
+
+    return handler
+
+
+FUNCTIONS[np.median] = _median_handler(kr.median)
+FUNCTIONS[np.nanmedian] = _median_handler(kr.nanmedian)
+
+
+@implements(np.sort)
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    return kr.sort(_asarray(a), axis=axis)
+
+
+@implements(np.take_along_axis)
+def _take_along_axis(arr, indices, axis=-1):
+    if axis is None:
+        arr, axis = ks.reshape.bind(arr, shape=(-1,)), 0
+    return kr.take_along_axis.bind(arr, indices, axis=normalize_axis(axis, arr.ndim)[0])
+
+
+# elementwise functions that are not ufuncs
+@implements(np.where)
+def _where(condition, x=_NO_VALUE, y=_NO_VALUE):
+    if x is _NO_VALUE and y is _NO_VALUE:
+        return _dynamic_shape("numpy.where (one-argument form, i.e. nonzero)")(condition)
+    return ew.where.bind(condition, _asarray(x), _asarray(y))
+
+
+@implements(np.clip)
+def _clip(a, a_min=_NO_VALUE, a_max=_NO_VALUE, out=None, *, min=_NO_VALUE, max=_NO_VALUE, **kwargs):
+    lower = a_min if a_min is not _NO_VALUE else (min if min is not _NO_VALUE else None)
+    upper = a_max if a_max is not _NO_VALUE else (max if max is not _NO_VALUE else None)
+    return ew.clip(a, lower, upper)
+
+
+@implements(np.round, np.around)
+def _round(a, decimals=0, out=None):
+    return ew.round.bind(a, decimals=decimals)
+
+
+@implements(np.astype)
+def _astype(x, dtype, /, *, copy=True, device=None):
+    return ew.astype.bind(x, dtype=dtype)
+
+
+@implements(np.isclose)
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    close = ew.less_equal.bind(ew.abs.bind(ew.subtract.bind(a, b)), ew.add.bind(atol, ew.multiply.bind(rtol, ew.abs.bind(b))))
+    if equal_nan:
+        close = ew.logical_or.bind(close, ew.logical_and.bind(ew.isnan.bind(a), ew.isnan.bind(b)))
+    return close
+
+
+@implements(np.deg2rad, np.radians)
+def _deg2rad(x, *args, **kwargs):
+    return ew.multiply.bind(x, np.pi / 180)
+
+
+# shape functions
+@implements(np.reshape)
+def _reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
+    shape = newshape if shape is None else shape
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return ks.reshape.bind(a, shape=shape)
+
+
+@implements(np.ravel)
+def _ravel(a, order="C"):
+    return ks.reshape.bind(a, shape=(-1,))
+
+
+@implements(np.transpose, np.permute_dims)
+def _transpose(a, axes=None):
+    if axes is None:
+        axes = tuple(reversed(range(a.ndim)))
+    return ks.transpose.bind(a, axes=normalize_axis(axes, a.ndim))
+
+
+@implements(np.moveaxis)
+def _moveaxis(a, source, destination):
+    return ks.moveaxis(a, source, destination)
+
+
+@implements(np.swapaxes)
+def _swapaxes(a, axis1, axis2):
+    order = list(range(a.ndim))
+    i, j = normalize_axis((axis1, axis2), a.ndim)
+    order[i], order[j] = order[j], order[i]
+    return ks.transpose.bind(a, axes=tuple(order))
+
+
+@implements(np.expand_dims)
+def _expand_dims(a, axis):
+    axis = (axis,) if isinstance(axis, int) else tuple(axis)
+    return ks.expand_dims.bind(a, axis=normalize_axis(axis, a.ndim + len(axis)))
+
+
+@implements(np.squeeze)
+def _squeeze(a, axis=None):
+    if axis is None:
+        axis = tuple(i for i, s in enumerate(a.shape) if s == 1)
+    return ks.squeeze.bind(a, axis=normalize_axis(axis, a.ndim))
+
+
+@implements(np.broadcast_to)
+def _broadcast_to(array, shape, subok=False):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return ks.broadcast_to.bind(_asarray(array), shape=shape)
+
+
+@implements(np.broadcast_arrays)
+def _broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*[np.shape(a) for a in args])
+    return tuple(ks.broadcast_to.bind(_asarray(a), shape=shape) for a in args)
+
+
+def _atleast_handler(rank):
+    def handler(*arrays):
+        out = []
+        for a in arrays:
+            a = _asarray(a)
+            if a.ndim < rank:
+                shape = tuple(a.shape)
+                if rank == 3 and a.ndim == 2:
+                    shape = shape + (1,)
+                elif rank == 3 and a.ndim == 1:
+                    shape = (1,) + shape + (1,)
+                else:
+                    shape = (1,) * (rank - a.ndim) + shape
+                a = ks.reshape.bind(a, shape=shape)
+            out.append(a)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return handler
+
+
+FUNCTIONS[np.atleast_1d] = _atleast_handler(1)
+FUNCTIONS[np.atleast_2d] = _atleast_handler(2)
+FUNCTIONS[np.atleast_3d] = _atleast_handler(3)
+
+
+@implements(np.concatenate, np.concat)
+def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = [_asarray(a) for a in arrays]
+    if axis is not None:
+        axis = normalize_axis(axis, arrays[0].ndim)[0]
+    result = ks.concatenate.bind(*arrays, axis=axis)
+    return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+@implements(np.stack)
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = [_asarray(a) for a in arrays]
+    axis = normalize_axis(axis, arrays[0].ndim + 1)[0]
+    result = ks.stack.bind(*arrays, axis=axis)
+    return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+@implements(np.pad)
+def _pad(array, pad_width, mode="constant", **kwargs):
+    if callable(mode) or mode not in ("constant", "edge"):
+        raise UnsupportedOperationError(f"numpy.pad with mode={mode!r} is not supported on traced arrays (use 'constant' or 'edge')")
+    pad_width = np.broadcast_to(np.asarray(pad_width, dtype=int), (array.ndim, 2)).tolist()
+    constant = kwargs.pop("constant_values", 0)
+    if kwargs:
+        raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs)} is not supported on traced arrays")
+    constant = np.asarray(constant)
+    if constant.ndim:
+        if np.unique(constant).size != 1:
+            raise UnsupportedOperationError("numpy.pad with different constant_values per side is not supported on traced arrays")
+        constant = constant.flat[0]
+    constant = constant.item() if hasattr(constant, "item") else constant
+    return ks.pad.bind(array, pad_width=tuple(map(tuple, pad_width)), mode=mode, constant_value=constant)
+
+
+@implements(np.roll)
+def _roll(a, shift, axis=None):
+    if axis is None:
+        return ks.roll.bind(a, shift=shift, axis=None)
+    axis = normalize_axis(axis, a.ndim)
+    shift = (shift,) * len(axis) if isinstance(shift, int) else tuple(shift)
+    return ks.roll.bind(a, shift=shift, axis=axis)
+
+
+@implements(np.flip)
+def _flip(m, axis=None):
+    return ks.flip.bind(m, axis=normalize_axis(axis, m.ndim))
+
+
+@implements(np.lib.stride_tricks.sliding_window_view)
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    window_shape = (window_shape,) if isinstance(window_shape, int) else tuple(window_shape)
+    if axis is None:
+        axis = tuple(range(x.ndim))
+    axis = normalize_axis(axis, x.ndim)
+    return ks.sliding_window_view.bind(x, window_shape=window_shape, axis=axis)
+
+
+@implements(np.diff)
+def _diff(a, n=1, axis=-1, prepend=_NO_VALUE, append=_NO_VALUE):
+    return ks.diff(a, n, axis, None if prepend is _NO_VALUE else prepend,
+                   None if append is _NO_VALUE else append)
+
+
+@implements(np.gradient)
+def _gradient(f, *varargs, axis=None, edge_order=1):
+    return ks.gradient(f, *varargs, axis=axis, edge_order=edge_order)
+
+
+@implements(np.copy)
+def _copy(a, order="K", subok=False):
+    return ks.copy.bind(a)
+
+
+# contractions
+@implements(np.einsum)
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    return kl.einsum(subscripts, *[_asarray(op) for op in operands])
+
+
+@implements(np.tensordot)
+def _tensordot(a, b, axes=2):
+    return kl.tensordot(_asarray(a), _asarray(b), axes)
+
+
+@implements(np.dot)
+def _dot(a, b, out=None):
+    return kl.dot(a, b)
+
+
+@implements(np.inner)
+def _inner(a, b):
+    return kl.inner(a, b)
+
+
+@implements(np.outer)
+def _outer(a, b, out=None):
+    return kl.outer(a, b)
+
+
+@implements(np.vdot)
+def _vdot(a, b):
+    return kl.vdot(a, b)
+
+
+# constructors
+@implements(np.zeros_like)
+def _zeros_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(kc.zeros_like, "zeros_like", a, dtype, shape)
+
+
+@implements(np.ones_like)
+def _ones_like(a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(kc.ones_like, "ones_like", a, dtype, shape)
+
+
+@implements(np.empty_like)
+def _empty_like(prototype, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return _like(kc.empty_like, "empty_like", prototype, dtype, shape)
+
+
+def _like(prim, name, a, dtype, shape, **params):
+    if shape is not None:
+        raise UnsupportedOperationError(f"numpy.{name} with shape= is not supported on traced arrays")
+    return prim.bind(a, dtype=dtype, **params)
+
+
+@implements(np.full_like)
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    if is_array(fill_value):
+        base = _like(kc.zeros_like, "full_like", a, dtype or getattr(a, "dtype", None), shape)
+        return ew.add.bind(base, fill_value)
+    return _like(kc.full_like, "full_like", a, dtype, shape, fill_value=fill_value)
+
+
+# questions answered from dtypes and shapes alone (no operation is recorded)
+@implements(np.result_type)
+def _result_type(*arrays_and_dtypes):
+    return np.result_type(*[_dtype_only(v) for v in arrays_and_dtypes])
+
+
+@implements(np.can_cast)
+def _can_cast(from_, to, casting="safe"):
+    return np.can_cast(_dtype_only(from_), _dtype_only(to), casting)
+
+
+@implements(np.shape)
+def _shape(a):
+    return tuple(a.shape)
+
+
+@implements(np.ndim)
+def _ndim(a):
+    return a.ndim
+
+
+@implements(np.size)
+def _size(a, axis=None):
+    return a.size if axis is None else a.shape[axis]
+
+
+@implements(np.iscomplexobj)
+def _iscomplexobj(x):
+    return dtype_kind(x.dtype) == "c"
+
+
+@implements(np.isrealobj)
+def _isrealobj(x):
+    return dtype_kind(x.dtype) != "c"
+
+
+def _dtype_only(value):
+    from .tracer import Tracer
+
+    if isinstance(value, Tracer):
+        return np.dtype(getattr(value.dtype, "_np_dtype", value.dtype))
+    return value
+
+
+# data-dependent shapes: a policy error under vmap
+def _dynamic_shape(name):
+    def handler(*args, **kwargs):
+        raise DynamicShapeError(
+            f"{name}: the output shape depends on the values of a mapped input, so the "
+            "examples of a batch would give arrays of different shapes. Use a fixed-shape "
+            "alternative: xr.where / np.where(condition, x, y), a mask multiplied in, or "
+            "sorting with a fixed count."
+        )
+
+    return handler
+
+
+for _function in (np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.extract,
+                  np.compress, np.unique_values, np.unique_counts, np.unique_inverse,
+                  np.unique_all, np.trim_zeros, np.count_nonzero):
+    FUNCTIONS[_function] = _dynamic_shape(_name(_function))
+
+del _function
+
+
+def _asarray(value):
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    return value
+
+
+# --- indexing -------------------------------------------------------------------------------------
+def _is_boolean_index(item):
+    return hasattr(item, "dtype") and _kind(item) == "b" and not isinstance(item, (bool, np.bool_))
+
+
+def _prepare_key(key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    prepared = []
+    for item in key:
+        if isinstance(item, list):
+            item = np.asarray(item)
+        elif isinstance(item, np.integer):
+            item = int(item)
+        elif isinstance(item, slice):
+            item = slice(*(None if v is None else int(v) for v in (item.start, item.stop, item.step)))
+        prepared.append(item)
+    return tuple(prepared)
+
+
+def getitem(x, key):
+    key = _prepare_key(key)
+    if any(_is_boolean_index(item) for item in key):
+        return _dynamic_shape("boolean-mask indexing x[mask]")()
+    template, arrays = ki.split_key(key)
+    return ki.getitem.bind(x, *arrays, template=template)
+
+
+def setitem(x, key, value):
+    from .tracer import inplace_assign
+
+    key = _prepare_key(key)
+    value = _asarray(value)
+    masks = [item for item in key if _is_boolean_index(item)]
+    if masks:
+        if len(key) != 1 or getattr(value, "ndim", 0) != 0:
+            return _dynamic_shape("boolean-mask assignment x[mask] = array")()
+        new = ew.where.bind(key[0], value, x)
+    else:
+        template, arrays = ki.split_key(key)
+        new = ki.setitem.bind(x, value, *arrays, template=template)
+    inplace_assign(x, new, "x[...] = value")

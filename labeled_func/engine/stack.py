@@ -1,0 +1,56 @@
+"""The active transforms, one level each, in a ContextVar.
+
+Dask's threaded scheduler runs blocks in parallel threads (each with a copy of the
+context), so the stack is per task, never a module global.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+from .errors import EscapedTracerError
+
+__all__ = ["Level", "active", "current_levels"]
+
+_STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
+
+
+class Level:
+    """One active transform.  ``depth`` orders nesting; ``alive`` turns off on exit."""
+
+    name = "transform"
+    __slots__ = ("depth", "alive", "__weakref__")
+
+    def __init__(self):
+        self.depth = 0
+        self.alive = True
+
+    def escaped(self, operation):
+        what = getattr(operation, "name", operation)
+        raise EscapedTracerError(
+            f"{what}: this value was traced by a {self.name} that has already returned "
+            "(it escaped, e.g. through a global variable or a captured list). Return "
+            "everything you need from the transformed function instead; with grad or "
+            "vjp, return extra outputs with has_aux=True."
+        )
+
+    def process(self, prim, args, params):  # pragma: no cover - every level overrides
+        raise NotImplementedError
+
+
+@contextmanager
+def active(level):
+    """Push ``level`` for the duration of the block; it dies when the block ends."""
+    stack = _STACK.get()
+    level.depth = len(stack) + 1
+    token = _STACK.set(stack + (level,))
+    try:
+        yield level
+    finally:
+        level.alive = False
+        _STACK.reset(token)
+
+
+def current_levels():
+    """The active levels, outermost first."""
+    return _STACK.get()

@@ -1,0 +1,384 @@
+"""Tracer: the duck array xarray holds inside a transform.
+
+It answers what xarray asks of a duck array (shape, dtype, NEP-13/NEP-18, transpose,
+astype, round, indexing, deepcopy, an inline repr) and turns every operation into a
+primitive bound at its level.  Conversions to concrete values (``__array__``,
+``__bool__``, ``float``, ``item``...) are the level's policy: ``_concrete(what)``.
+"""
+from __future__ import annotations
+
+import dis
+import math
+import sys
+
+import numpy as np
+
+from kernels import Traced
+from kernels import creation as kc
+from kernels import elementwise as ew
+from kernels import linalg as kl
+from kernels import shape as ks
+from kernels.backend import dtype_kind, namespace
+
+from . import numpy_api
+from .errors import InplaceError
+
+__all__ = ["Tracer", "inplace_assign", "register_conversion_sites"]
+
+# code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
+# so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
+_CONVERSION_SITES: dict = {}
+_STORE_OPS = {dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap}
+
+
+def register_conversion_sites(sites):
+    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "item"}."""
+    _CONVERSION_SITES.update(sites)
+
+
+def _conversion_kind(frame):
+    """Why ``__array__`` was called: "setitem", "bool", "float", ... or "array"."""
+    code = frame.f_code.co_code
+    if frame.f_lasti < len(code) and code[frame.f_lasti] in _STORE_OPS:
+        return "setitem"
+    for _ in range(8):
+        if frame is None:
+            break
+        kind = _CONVERSION_SITES.get(frame.f_code)
+        if kind is not None:
+            return kind
+        frame = frame.f_back
+    return "array"
+
+
+class Tracer(Traced):
+    """Base of every traced value; subclasses set ``shape`` and ``_concrete``."""
+
+    __slots__ = ("_level", "_value")
+    __array_priority__ = 1000
+    __hash__ = None
+
+    # --- what the value looks like ----------------------------------------------------
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self):
+        return np.dtype(self.dtype).itemsize if isinstance(self.dtype, np.dtype) else 8
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+    @property
+    def real(self):
+        if dtype_kind(self.dtype) == "c":
+            return ew.real.bind(self)
+        return self
+
+    @property
+    def imag(self):
+        if dtype_kind(self.dtype) == "c":
+            return ew.imag.bind(self)
+        # side-effect free: a read-only zero of the logical shape, not recorded anywhere
+        return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
+
+    @property
+    def T(self):
+        return ks.transpose.bind(self, axes=tuple(reversed(range(self.ndim))))
+
+    @property
+    def mT(self):
+        order = list(range(self.ndim))
+        order[-2:] = order[-1], order[-2]
+        return ks.transpose.bind(self, axes=tuple(order))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def _namespace(self):
+        return namespace(self._value)
+
+    # --- NumPy protocols ------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return numpy_api.dispatch_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return numpy_api.dispatch_function(func, types, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        return self._concrete(_conversion_kind(sys._getframe(1)))
+
+    def __bool__(self):
+        return bool(self._concrete("bool"))
+
+    def __float__(self):
+        return float(self._concrete("float"))
+
+    def __int__(self):
+        return int(self._concrete("int"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex"))
+
+    def __index__(self):
+        return int(self._concrete("index"))
+
+    def item(self, *args):
+        return self._concrete("item").item(*args)
+
+    def tolist(self):
+        return self._concrete("tolist").tolist()
+
+    def __format__(self, spec):
+        if not spec:
+            return str(self)
+        return format(self._concrete("format").item(), spec)
+
+    def _repr_inline_(self, max_width):
+        text = f"{type(self).__name__}<{self.dtype}, shape={self.shape}>"
+        return text if len(text) <= max_width else text[: max(max_width - 3, 0)] + "..."
+
+    # --- indexing ------------------------------------------------------------------------------
+    def __getitem__(self, key):
+        return numpy_api.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        numpy_api.setitem(self, key, value)
+
+    # --- methods xarray and users call -------------------------------------------------------------
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        return ew.astype.bind(self, dtype=dtype)
+
+    def round(self, decimals=0):
+        return ew.round.bind(self, decimals=decimals)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+            axes = tuple(axes[0])
+        if not axes or axes == (None,):
+            axes = tuple(reversed(range(self.ndim)))
+        return ks.transpose.bind(self, axes=tuple(a % self.ndim for a in axes))
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return ks.reshape.bind(self, shape=tuple(shape))
+
+    def copy(self, order="C"):
+        return ks.copy.bind(self)
+
+    def __copy__(self):
+        return ks.copy.bind(self)
+
+    def __deepcopy__(self, memo=None):
+        return ks.copy.bind(self)
+
+    def ravel(self, order="C"):
+        return ks.reshape.bind(self, shape=(-1,))
+
+    flatten = ravel
+
+    def squeeze(self, axis=None):
+        return np.squeeze(self, axis=axis)
+
+    def swapaxes(self, a, b):
+        return np.swapaxes(self, a, b)
+
+    def conj(self):
+        return ew.conj.bind(self) if dtype_kind(self.dtype) == "c" else self
+
+    conjugate = conj
+
+    def dot(self, other):
+        return kl.dot(self, other)
+
+    def clip(self, min=None, max=None):
+        return ew.clip(self, min, max)
+
+    def sum(self, *args, **kwargs):
+        return np.sum(self, *args, **kwargs)
+
+    def prod(self, *args, **kwargs):
+        return np.prod(self, *args, **kwargs)
+
+    def mean(self, *args, **kwargs):
+        return np.mean(self, *args, **kwargs)
+
+    def var(self, *args, **kwargs):
+        return np.var(self, *args, **kwargs)
+
+    def std(self, *args, **kwargs):
+        return np.std(self, *args, **kwargs)
+
+    def max(self, *args, **kwargs):
+        return np.max(self, *args, **kwargs)
+
+    def min(self, *args, **kwargs):
+        return np.min(self, *args, **kwargs)
+
+    def argmax(self, *args, **kwargs):
+        return np.argmax(self, *args, **kwargs)
+
+    def argmin(self, *args, **kwargs):
+        return np.argmin(self, *args, **kwargs)
+
+    def any(self, *args, **kwargs):
+        return np.any(self, *args, **kwargs)
+
+    def all(self, *args, **kwargs):
+        return np.all(self, *args, **kwargs)
+
+    def cumsum(self, *args, **kwargs):
+        return np.cumsum(self, *args, **kwargs)
+
+    def cumprod(self, *args, **kwargs):
+        return np.cumprod(self, *args, **kwargs)
+
+    def fill(self, value):
+        inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
+
+    # --- arithmetic: straight to the primitives ------------------------------------------------------
+    def __neg__(self):
+        return ew.negative.bind(self)
+
+    def __pos__(self):
+        return ew.positive.bind(self)
+
+    def __abs__(self):
+        return ew.abs.bind(self)
+
+    def __invert__(self):
+        return ew.bitwise_invert.bind(self) if dtype_kind(self.dtype) != "b" else ew.logical_not.bind(self)
+
+    def __matmul__(self, other):
+        return _binary(kl.matmul, self, other)
+
+    def __rmatmul__(self, other):
+        return _binary(kl.matmul, other, self)
+
+    def __imatmul__(self, other):
+        return _inplace(kl.matmul, self, other, "@=")
+
+
+def _deferring(value):
+    return type(value) in numpy_api.DEFERRING_TYPES
+
+
+def _binary(prim, a, b):
+    other = b if isinstance(a, Tracer) else a
+    if _deferring(other):
+        return NotImplemented
+    if isinstance(other, (list, tuple)):
+        other = np.asarray(other)
+        a, b = (a, other) if isinstance(a, Tracer) else (other, b)
+    return prim.bind(a, b)
+
+
+def _inplace(prim, target, other, symbol):
+    if _deferring(other):
+        return NotImplemented
+    result = prim.bind(target, other)
+    if not np.can_cast(_np_dtype(result.dtype), _np_dtype(target.dtype), "same_kind"):
+        raise TypeError(
+            f"{symbol}: cannot write the {result.dtype} result into a {target.dtype} array "
+            "in place (NumPy's same_kind casting); use an out-of-place operation"
+        )
+    inplace_assign(target, result, symbol)
+    return target
+
+
+def _np_dtype(dtype):
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
+
+
+def _define_operators():
+    table = {
+        "add": (ew.add, "+"), "sub": (ew.subtract, "-"), "mul": (ew.multiply, "*"),
+        "truediv": (ew.divide, "/"), "floordiv": (ew.floor_divide, "//"),
+        "mod": (ew.remainder, "%"), "pow": (ew.pow, "**"),
+        "and": (None, "&"), "or": (None, "|"), "xor": (None, "^"),
+    }
+    bitwise = {"and": (ew.bitwise_and, ew.logical_and), "or": (ew.bitwise_or, ew.logical_or),
+               "xor": (ew.bitwise_xor, ew.logical_xor)}
+
+    for name, (prim, symbol) in table.items():
+        if prim is None:
+            prim = _BitwiseOrLogical(*bitwise[name])
+
+        def forward(self, other, prim=prim):
+            return _binary(prim, self, other)
+
+        def reflected(self, other, prim=prim):
+            return _binary(prim, other, self)
+
+        def inplace(self, other, prim=prim, symbol=symbol + "="):
+            return _inplace(prim, self, other, symbol)
+
+        setattr(Tracer, f"__{name}__", forward)
+        setattr(Tracer, f"__r{name}__", reflected)
+        setattr(Tracer, f"__i{name}__", inplace)
+
+    for name, prim in {"eq": ew.equal, "ne": ew.not_equal, "lt": ew.less, "le": ew.less_equal,
+                       "gt": ew.greater, "ge": ew.greater_equal}.items():
+        def compare(self, other, prim=prim):
+            return _binary(prim, self, other)
+
+        setattr(Tracer, f"__{name}__", compare)
+
+
+class _BitwiseOrLogical:
+    """``&``, ``|``, ``^``: logical on booleans (the array API has no bitwise on bool)."""
+
+    def __init__(self, bitwise, logical):
+        self.bitwise = bitwise
+        self.logical = logical
+
+    def bind(self, a, b):
+        both_bool = all(dtype_kind(getattr(v, "dtype", np.dtype(type(v)))) == "b" for v in (a, b))
+        return (self.logical if both_bool else self.bitwise).bind(a, b)
+
+
+_define_operators()
+
+
+def inplace_assign(dest, src, operation):
+    """Write ``src`` into ``dest`` as ``dest[...] = src`` would, level by level.
+
+    A value traced at a level where ``dest`` is not traced cannot go in: that is
+    the in-place policy (a mapped value into an unmapped array).
+    """
+    top = None
+    for value in (dest, src):
+        if isinstance(value, Tracer):
+            level = value._level
+            if not level.alive:
+                level.escaped(operation)
+            if top is None or level.depth > top.depth:
+                top = level
+    if top is None:
+        dest[...] = src
+        return
+    if not (isinstance(dest, Tracer) and dest._level is top):
+        raise InplaceError(
+            f"{operation}: cannot write a value mapped by {top.name} into an array that is "
+            "not mapped (it would need more elements than it has). Build the buffer from "
+            "the mapped input instead, e.g. xr.zeros_like(x) / np.zeros_like(x), or use "
+            "an out-of-place operation (y = x + v instead of x += v)."
+        )
+    top.assign(dest, src, operation)

@@ -1,0 +1,82 @@
+"""Random draws that know about vmap: ``seed``, ``normal``, ``uniform``.
+
+Under ``vmap(..., randomness=...)``: "error" raises RandomnessError, "different"
+draws independently per example, "same" draws once and shares it.  NumPy's own
+``np.random`` is not controlled by vmap (it sees no batch; see docs/limitations.md).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import xarray as xr
+
+from .engine import BatchLevel, BatchTracer, current_levels
+from .engine.errors import RandomnessError
+
+__all__ = ["seed", "normal", "uniform", "get_state", "set_state"]
+
+_lock = threading.Lock()  # one generator shared by threads: draws take turns
+_generator = np.random.default_rng()
+
+
+def seed(n):
+    """Reset the default generator to ``n`` (like ``np.random.seed``).
+
+    >>> import labeled_func as lf
+    >>> lf.random.seed(0); a = lf.random.normal(sizes={"member": 3})
+    >>> lf.random.seed(0); b = lf.random.normal(sizes={"member": 3})
+    >>> bool((a == b).all())
+    True
+    """
+    global _generator
+    with _lock:
+        _generator = np.random.default_rng(n)
+
+
+def get_state():
+    """The default generator's state (for reproducing draws)."""
+    return _generator.bit_generator.state
+
+
+def set_state(state):
+    with _lock:
+        _generator.bit_generator.state = state
+
+
+def normal(sizes=None, *, like=None, loc=0.0, scale=1.0, rng=None):
+    """Normal draws as a DataArray with dims ``sizes`` (a dict) or those of ``like``.
+
+    >>> import labeled_func as lf
+    >>> lf.random.normal(sizes={"member": 4}).sizes
+    Frozen({'member': 4})
+    """
+    return _draw("normal", lambda g, shape: g.normal(loc, scale, shape), sizes, like, rng)
+
+
+def uniform(sizes=None, *, like=None, low=0.0, high=1.0, rng=None):
+    """Uniform draws in [low, high) as a DataArray with dims ``sizes`` or those of ``like``."""
+    return _draw("uniform", lambda g, shape: g.uniform(low, high, shape), sizes, like, rng)
+
+
+def _draw(name, sample, sizes, like, rng):
+    if like is not None:
+        dims, shape, coords = tuple(like.dims), tuple(like.shape), like.coords
+    else:
+        sizes = dict(sizes or {})
+        dims, shape, coords = tuple(sizes), tuple(sizes.values()), None
+    levels = [level for level in current_levels() if isinstance(level, BatchLevel)]
+    for level in levels:
+        if level.randomness == "error":
+            raise RandomnessError(
+                f"lf.random.{name} inside vmap(randomness='error'): say what the draws "
+                "should be: randomness='different' (independent per example) or "
+                "randomness='same' (one draw shared by every example)."
+            )
+    different = [level for level in levels if level.randomness == "different"]
+    generator = rng if rng is not None else _generator
+    with _lock:
+        value = sample(generator, tuple(level.axis_size for level in different) + shape)
+    for level in different:  # outermost first: each wraps the one before
+        value = BatchTracer(level, value)
+    return xr.DataArray(value, dims=dims, coords=coords)

@@ -1,0 +1,344 @@
+"""``lf.vmap``: map a function of one example over a named dim."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+import optree
+
+from .engine import BatchLevel, active
+from .named import concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
+
+__all__ = ["vmap"]
+
+RANDOMNESS = ("error", "different", "same")
+
+
+def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_size=None,
+         axis_size=None):
+    """Vectorise ``func``, written for one example, over the named dim ``dim``.
+
+    Parameters
+    ----------
+    func : callable
+        Takes and returns DataArrays, Datasets, DataTrees, arrays, scalars and
+        tuples/lists/dicts of them.  Inside, the mapped dims are gone.
+    dim : str or tuple of str, optional
+        Map over this dim in every argument that has it; arguments without it are
+        shared by all examples.  Several dims map as nested vmaps, first outermost.
+    in_dims : tuple or dict, optional
+        Instead of ``dim``: per positional argument (tuple) or per parameter name
+        (dict), a dim name, a tuple of names, ``None`` (not mapped), an ``int`` axis
+        (bare arrays), or a list/dict mirroring a nested argument.
+    out_dims : int or "preserve"
+        Where the mapped dim goes in every output: an axis, or where it stood in
+        the first mapped input.
+    randomness : {"error", "different", "same"}
+        What ``lf.random`` draws do inside: raise, differ per example, or be shared.
+    chunk_size : int, optional
+        Evaluate this many examples at a time (bounds peak memory).
+    axis_size : int, optional
+        The batch size when no argument has the dim.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray(np.arange(6.0).reshape(3, 2), dims=("sample", "t"),
+    ...                  coords={"sample": [10, 20, 30]})
+    >>> def centred_norm(x):            # one example: x has dims ("t",)
+    ...     return np.sqrt(((x - x.mean("t")) ** 2).sum("t"))
+    >>> lf.vmap(centred_norm, dim="sample")(x)
+    <xarray.DataArray (sample: 3)> Size: 24B
+    array([0.70710678, 0.70710678, 0.70710678])
+    Coordinates:
+      * sample   (sample) int64 24B 10 20 30
+    """
+    if randomness not in RANDOMNESS:
+        raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
+    if dim is not None and in_dims is not None:
+        raise ValueError("vmap: give either dim= or in_dims=, not both")
+    if dim is None and in_dims is None:
+        raise ValueError("vmap: say what to map over, with dim='name' or in_dims=(...)")
+    if not (out_dims == "preserve" or isinstance(out_dims, int)):
+        raise ValueError(f"vmap: out_dims={out_dims!r} must be an int or 'preserve'")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"vmap: chunk_size={chunk_size!r} must be a positive int")
+    options = dict(out_dims=out_dims, randomness=randomness, axis_size=axis_size)
+
+    levels = _split_levels(dim, in_dims)
+    inner = func
+    for k, (level_dim, level_in_dims) in reversed(list(enumerate(levels))):
+        inner = _Mapped(inner, func, level_dim, level_in_dims,
+                        chunk_size=chunk_size if k == 0 else None, **options)
+    return functools.wraps(func)(inner) if callable(func) else inner
+
+
+def _split_levels(dim, in_dims):
+    """[(dim, in_dims)] per level, outermost first."""
+    if dim is not None:
+        names = (dim,) if isinstance(dim, str) else tuple(dim)
+        if not names or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"vmap: dim={dim!r} must be a dim name or a tuple of names")
+        return [(name, None) for name in names]
+    if not isinstance(in_dims, (tuple, dict)):
+        raise ValueError(f"vmap: in_dims must be a tuple (one entry per positional argument) or a dict keyed by parameter name, not {type(in_dims).__name__}")
+    entries = list(in_dims.values()) if isinstance(in_dims, dict) else list(in_dims)
+    names = []
+    for spec in _spec_leaves(entries):
+        for name in (spec if isinstance(spec, tuple) else (spec,)):
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+    if not names:
+        return [(None, in_dims)]
+
+    def at_level(name, first):
+        def pick(spec):
+            if isinstance(spec, tuple):
+                return name if name in spec else None
+            if isinstance(spec, str):
+                return spec if spec == name else None
+            return spec if first else None
+        return _map_specs(pick, in_dims)
+
+    return [(None, at_level(name, k == 0)) for k, name in enumerate(names)]
+
+
+def _is_multi(spec):
+    return isinstance(spec, tuple) and all(isinstance(s, str) for s in spec) and spec
+
+
+def _spec_leaves(spec):
+    if _is_multi(spec) or spec is None or isinstance(spec, (str, int)):
+        yield spec
+    elif isinstance(spec, dict):
+        for value in spec.values():
+            yield from _spec_leaves(value)
+    elif isinstance(spec, (list, tuple)):
+        for value in spec:
+            yield from _spec_leaves(value)
+
+
+def _map_specs(function, spec, top=True):
+    if not top and (_is_multi(spec) or spec is None or isinstance(spec, (str, int))):
+        return function(spec)
+    if isinstance(spec, dict):
+        return {k: _map_specs(function, v, False) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return type(spec)(_map_specs(function, v, False) for v in spec)
+    return function(spec)
+
+
+class _Mapped:
+    """One vmap level around ``func``; ``original`` names the arguments in messages."""
+
+    def __init__(self, func, original, dim, in_dims, *, out_dims, randomness, chunk_size, axis_size):
+        self.func = func
+        self.dim = dim
+        self.in_dims = in_dims
+        self.out_dims = out_dims
+        self.randomness = randomness
+        self.chunk_size = chunk_size
+        self.axis_size = axis_size
+        self.parameters = _parameters(original)
+        self.signature = _signature(original)
+
+    def __call__(self, *args, **kwargs):
+        leaves, specs, labels, treedef = self._flatten(args, kwargs)
+        dim, size, preserve, coords = self._plan(leaves, specs, labels)
+        position = preserve if self.out_dims == "preserve" else self.out_dims
+        run = functools.partial(self._run, treedef, specs, dim, position, coords)
+        chunk = self.chunk_size
+        if chunk is None or chunk >= size:
+            return run(leaves, size)
+        from . import random as lf_random
+
+        state = lf_random.get_state() if self.randomness == "same" else None
+        parts = []
+        for start in range(0, size, chunk):
+            stop = min(start + chunk, size)
+            if state is not None:
+                lf_random.set_state(state)
+            sliced = [slice_leaf(v, s, start, stop) if s is not None else v for v, s in zip(leaves, specs)]
+            parts.append(run(sliced, stop - start))
+        flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
+        out_leaves = [concat_leaves(list(group), dim, position if isinstance(position, int) else 0)
+                      for group in zip(*(f[0] for f in flat_parts))]
+        return optree.tree_unflatten(flat_parts[0][1], out_leaves)
+
+    # --- which leaf maps over what ----------------------------------------------------------------
+    def _flatten(self, args, kwargs):
+        labels_top = [self._label(i) for i in range(len(args))] + list(kwargs)
+        values_top = list(args) + list(kwargs.values())
+        specs_top = self._top_specs(args, kwargs)
+        leaves, specs, labels = [], [], []
+        for value, spec, label in zip(values_top, specs_top, labels_top):
+            paths, value_leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
+            for path, leaf in zip(paths, value_leaves):
+                leaf_label = label + "".join(f"[{k!r}]" for k in path)
+                leaves.append(leaf)
+                labels.append(leaf_label)
+                specs.append(self._leaf_spec(spec, path, leaf, leaf_label, label))
+        treedef = optree.tree_structure((tuple(args), kwargs), none_is_leaf=True)
+        return leaves, specs, labels, treedef
+
+    def _label(self, i):
+        return self.parameters[i] if i < len(self.parameters) else f"argument {i}"
+
+    def _top_specs(self, args, kwargs):
+        count = len(args) + len(kwargs)
+        if self.dim is not None:
+            return [self.dim] * count
+        if isinstance(self.in_dims, tuple):
+            if len(self.in_dims) != len(args):
+                raise ValueError(
+                    f"vmap: in_dims has {len(self.in_dims)} entries but the function was "
+                    f"called with {len(args)} positional arguments ({', '.join(self._label(i) for i in range(len(args)))}); "
+                    "give one entry per positional argument (None for unmapped)"
+                )
+            return list(self.in_dims) + [None] * len(kwargs)
+        # a dict keyed by parameter name
+        if self.signature is None:
+            raise ValueError("vmap: in_dims as a dict needs a function with an inspectable signature")
+        unknown = [name for name in self.in_dims if name not in self.signature.parameters]
+        if unknown:
+            raise ValueError(f"vmap: in_dims names {unknown}, which are not parameters of the function (it has {list(self.signature.parameters)})")
+        bound = self.signature.bind(*args, **kwargs)
+        names = list(bound.signature.parameters)
+        specs = [self.in_dims.get(names[i]) if i < len(names) else None for i in range(len(args))]
+        specs += [self.in_dims.get(name) for name in kwargs]
+        return specs
+
+    def _leaf_spec(self, spec, path, leaf, leaf_label, label):
+        for key in path:
+            if spec is None or isinstance(spec, (str, int)):
+                break
+            try:
+                spec = spec[key]
+            except (KeyError, IndexError, TypeError):
+                raise ValueError(f"vmap: the in_dims entry for {label} does not fit the argument: no entry for {leaf_label}") from None
+        if isinstance(spec, (dict, list, tuple)):
+            raise ValueError(f"vmap: the in_dims entry for {label} does not fit the argument: {leaf_label} is a leaf but its entry is {spec!r}")
+        if spec is None:
+            return None
+        if isinstance(spec, str):
+            if is_labeled(leaf):
+                if spec not in leaf_dims(leaf):
+                    if self.dim is not None:
+                        return None  # dim= maps only the arguments that have it
+                    raise ValueError(
+                        f"vmap: in_dims maps {leaf_label} over dim {spec!r}, but {leaf_label} has dims {leaf_dims(leaf)}"
+                    )
+                return spec
+            if self.dim is not None or not hasattr(leaf, "shape"):
+                return None
+            raise ValueError(f"vmap: in_dims maps {leaf_label} over dim {spec!r}, but {leaf_label} is a {type(leaf).__name__} without dim names; give an int axis")
+        # an int axis
+        if is_labeled(leaf):
+            dims = leaf_dims(leaf)
+            if not -len(dims) <= spec < len(dims):
+                raise ValueError(f"vmap: in_dims axis {spec} is out of range for {leaf_label} with dims {dims}")
+            return dims[spec]
+        if not hasattr(leaf, "shape"):
+            raise ValueError(f"vmap: in_dims maps {leaf_label} over axis {spec}, but it is a {type(leaf).__name__}, not an array")
+        if not -len(leaf.shape) <= spec < len(leaf.shape):
+            raise ValueError(f"vmap: in_dims axis {spec} is out of range for {leaf_label} with shape {tuple(leaf.shape)}")
+        return spec % len(leaf.shape)
+
+    def _plan(self, leaves, specs, labels):
+        """The level's dim name, size, 'preserve' position and coords to restore."""
+        names = [s for s in specs if isinstance(s, str)]
+        dim = self.dim if self.dim is not None else (names[0] if names else None)
+        distinct = sorted(set(names))
+        if len(distinct) > 1:
+            raise ValueError(f"vmap: one vmap level maps over one dim, but in_dims names {distinct} at the same level; use a tuple of names per argument to nest them")
+        sizes, preserve, index, index_owner, coords = [], None, None, None, {}
+        for leaf, spec, label in zip(leaves, specs, labels):
+            if spec is None:
+                continue
+            if isinstance(spec, str):
+                sizes.append((label, leaf_size(leaf, spec)))
+                if preserve is None:
+                    preserve = _axis_of(leaf, spec)
+                labels_here, coords_here = dim_labels(leaf, spec)
+                if labels_here is not None:
+                    if index is None:
+                        index, index_owner = labels_here, label
+                    elif not labels_here.equals(index):
+                        raise ValueError(
+                            f"vmap over dim {spec!r}: the coordinate labels of {index_owner} and {label} "
+                            f"differ ({index_owner}: {_preview(index)}, {label}: {_preview(labels_here)}); "
+                            "vmap pairs examples by position and never aligns them. Reindex, "
+                            "assign_coords or drop_vars one of them first."
+                        )
+                for name, var in coords_here.items():
+                    coords.setdefault(name, var)
+            else:
+                sizes.append((label, leaf.shape[spec]))
+                if preserve is None:
+                    preserve = spec
+        what = f"dim {dim!r}" if dim is not None else "the mapped axis"
+        if not sizes:
+            if self.axis_size is None:
+                described = ", ".join(f"{label} with dims {leaf_dims(leaf)}" if is_labeled(leaf) else f"{label} ({type(leaf).__name__})"
+                                      for leaf, label in zip(leaves, labels)) or "no arguments"
+                raise ValueError(f"vmap over {what}: no argument has it ({described}); pass axis_size= to map a function of unmapped arguments")
+            return dim, self.axis_size, 0, coords
+        distinct_sizes = {size for _, size in sizes}
+        if len(distinct_sizes) > 1:
+            listing = ", ".join(f"{label} has {size}" for label, size in sizes)
+            raise ValueError(f"vmap over {what}: the arguments disagree on its size: {listing}")
+        size = sizes[0][1]
+        if self.axis_size is not None and self.axis_size != size:
+            raise ValueError(f"vmap over {what}: axis_size={self.axis_size} but {sizes[0][0]} has size {size}")
+        return dim, size, preserve or 0, coords
+
+    # --- one pass ---------------------------------------------------------------------------------
+    def _run(self, treedef, specs, dim, position, coords, leaves, size):
+        level = BatchLevel(size, self.randomness)
+        with active(level):
+            inside = [_enter(leaf, spec, level) for leaf, spec in zip(leaves, specs)]
+            args, kwargs = optree.tree_unflatten(treedef, inside)
+            out = self.func(*args, **kwargs)
+            paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
+            if dim is None and any(is_labeled(v) for v in out_leaves):
+                raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
+            results = [
+                unmap_leaf(value, dim, level, position, coords, "output" + "".join(f"[{k!r}]" for k in path))
+                for path, value in zip(paths, out_leaves)
+            ]
+        return optree.tree_unflatten(out_def, results)
+
+
+def _enter(leaf, spec, level):
+    if spec is None:
+        return leaf
+    if isinstance(spec, str):
+        return map_leaf(leaf, spec, level)
+    from .engine import batch_value
+
+    return batch_value(level, leaf, spec)
+
+
+def _axis_of(leaf, dim):
+    dims = leaf_dims(leaf)
+    return dims.index(dim)
+
+
+def _preview(index):
+    values = list(index[:4])
+    return "[" + ", ".join(map(str, values)) + (", ...]" if len(index) > 4 else "]")
+
+
+def _parameters(func):
+    signature = _signature(func)
+    if signature is None:
+        return []
+    return [name for name, p in signature.parameters.items()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _signature(func):
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,978 @@
+"""The operator table: one entry per NumPy function that the engine batches.
+
+Generic tests run every entry through every transform (vmap vs a for-loop now; JVP, VJP
+and their compositions later), in the style of functorch's ``OpInfo``. An entry holds
+the callable, a ``sample_inputs(rng, dtype)`` generator and the facts the generic
+tests need: which dtypes to try, whether it is differentiable, where its inputs must
+lie, and whether it runs on ``array_api_strict``.
+
+Sample generators draw only *values* from ``rng``: shapes, kwargs and static arguments
+are fixed, so calling a generator with several seeds gives several examples of the same
+sample, which ``examples`` stacks into a batch. The bottom of this module holds that
+batching and the for-loop oracle, shared by the NumPy and ``array_api_strict`` tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+FLOAT = (np.dtype(np.float64), np.dtype(np.float32))
+INT = (np.dtype(np.int64),)
+BOOL = (np.dtype(np.bool_),)
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """Where the values of one array argument are drawn from.
+
+    ``exclude_zero`` draws magnitudes from ``[0.5, max(|low|, |high|)]`` with a random
+    sign (divisors, ``abs`` away from its kink); ``discrete`` draws integers in
+    ``[low, high]`` even for float dtypes (ties for comparisons, zeros for logical ops);
+    ``special_values`` are written into about a quarter of the elements.
+    """
+
+    low: float = -2.0
+    high: float = 2.0
+    exclude_zero: bool = False
+    discrete: bool = False
+    special_values: tuple[float, ...] = ()
+
+    def scalar(self, dtype: np.dtype) -> Any:
+        """A Python scalar inside the domain, for operands passed as plain numbers."""
+        if dtype.kind == "b":
+            return True
+        value = 0.75 * self.high + 0.25 * self.low
+        if dtype.kind in "iu" or self.discrete:
+            return int(round(value)) or 1
+        return round(value * 4) / 4 or 0.5
+
+
+ANY = Domain()
+POSITIVE = Domain(0.1, 3.0)
+NONZERO = Domain(-2.0, 2.0, exclude_zero=True)
+UNIT_OPEN = Domain(-0.9, 0.9)
+NEAR_ONE = Domain(0.5, 1.5)
+SMALL_INTS = Domain(-2.0, 2.0, discrete=True)
+NAN_AND_INF = Domain(special_values=(np.nan, np.inf, -np.inf))
+SOME_NAN = Domain(special_values=(np.nan,))
+
+
+@dataclasses.dataclass(frozen=True)
+class SampleInput:
+    """One call: ``op(*args, **kwargs)``. ``np.ndarray`` args are the arrays that the
+    tests batch; every other arg (Python scalars, strings, shapes) is static."""
+
+    args: tuple
+    kwargs: dict = dataclasses.field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        def show(value):
+            if isinstance(value, np.ndarray):
+                return f"{value.dtype.name}{list(value.shape)}"
+            return repr(value)
+
+        shown = [show(a) for a in self.args] + [f"{k}={show(v)}" for k, v in self.kwargs.items()]
+        return f"({', '.join(shown)})"
+
+
+@dataclasses.dataclass(frozen=True)
+class OpInfo:
+    """Everything the generic tests know about one operation.
+
+    - ``domain``: one ``Domain`` per array argument (for the autodiff tests: finite
+      differences must stay inside it too).
+    - ``strict_ok``: False where the standard lacks the function and the library uses
+      its NumPy/CuPy-only table (``einsum``).
+    - ``integer_index_args``: positions of integer index arrays (never differentiated).
+    - ``compare_values``: False where only shape and dtype are defined (``empty_like``).
+    - ``index_into_first_arg``: ``x[i]``. With a raw array ``x`` and a batched ``i``,
+      ``ndarray.__getitem__`` runs before any tracer can: vmap must raise a
+      ``TransformError``, not return garbage.
+    - ``writes_into_first_arg``: setitem / in-place. Writing a value mapped at some
+      level into an array not mapped at that level raises ``InplaceError`` (the
+      policy), or a ``TransformError`` where NumPy's own ``__setitem__`` runs first.
+    - ``operator_on_first_arg``: a Python operator or method of the first argument;
+      ``array_api_strict``'s own operators reject a tracer as right operand.
+    """
+
+    name: str
+    op: Callable
+    sample_inputs: Callable[[np.random.Generator, np.dtype], list[SampleInput]]
+    dtypes: tuple[np.dtype, ...] = FLOAT
+    differentiable: bool = True
+    domain: tuple[Domain, ...] = (ANY,)
+    strict_ok: bool = True
+    integer_index_args: tuple[int, ...] = ()
+    compare_values: bool = True
+    index_into_first_arg: bool = False
+    writes_into_first_arg: bool = False
+    operator_on_first_arg: bool = False
+
+
+# --------------------------------------------------------------------------- values
+
+
+def make_array(rng: np.random.Generator, shape: tuple, dtype: np.dtype, domain: Domain = ANY) -> np.ndarray:
+    """An array of ``shape`` and ``dtype`` with values inside ``domain``."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        return np.asarray(rng.random(shape) < 0.5)
+    if dtype.kind in "iu":
+        low, high = math.ceil(domain.low), math.floor(domain.high)
+        values = rng.integers(low, high + 1, size=shape)
+        if domain.exclude_zero:
+            values = np.where(values == 0, high, values)
+        return np.asarray(values, dtype=dtype)
+    if domain.discrete:
+        values = rng.integers(math.ceil(domain.low), math.floor(domain.high) + 1, size=shape).astype(float)
+    elif domain.exclude_zero:
+        magnitude = rng.uniform(0.5, max(abs(domain.low), abs(domain.high)), size=shape)
+        values = np.where(rng.random(shape) < 0.5, -magnitude, magnitude)
+    else:
+        values = rng.uniform(domain.low, domain.high, size=shape)
+    if domain.special_values:
+        special = rng.choice(np.asarray(domain.special_values), size=shape)
+        values = np.where(rng.random(shape) < 0.25, special, values)
+    return np.asarray(values, dtype=dtype)
+
+
+def sprinkle_nans(rng: np.random.Generator, x: np.ndarray, axis) -> np.ndarray:
+    """``x`` with some NaNs, but none of the slices that a reduction over ``axis``
+    sees is all-NaN (``nanargmax`` raises there, ``nanmean`` warns)."""
+    if x.ndim == 0:
+        return x
+    axes = tuple(range(x.ndim)) if axis is None else tuple(int(a) % x.ndim for a in np.atleast_1d(axis))
+    kept = [a for a in range(x.ndim) if a not in axes]
+    slice_size = math.prod(x.shape[a] for a in axes)
+    mask = rng.random((math.prod(x.shape[a] for a in kept), slice_size)) < 0.3
+    mask[:, rng.permutation(slice_size)[:2]] = False  # two values per slice: nanvar with ddof=1
+    mask = mask.reshape([x.shape[a] for a in kept] + [x.shape[a] for a in axes])
+    mask = np.moveaxis(mask, range(len(kept), x.ndim), axes)
+    return np.where(mask, np.nan, x).astype(x.dtype)
+
+
+def integer_index(rng: np.random.Generator, shape: tuple, size: int, distinct: bool = False) -> np.ndarray:
+    """Indices into an axis of length ``size``, negative ones included."""
+    if distinct:
+        return (rng.permutation(size)[: math.prod(shape)] - size * (rng.random(shape) < 0.5)).reshape(shape)
+    return rng.integers(-size, size, size=shape)
+
+
+# ----------------------------------------------------------------- sample generators
+
+UNARY_SHAPES = [(), (1,), (4,), (3, 1), (2, 3, 4)]
+SCALAR = "python scalar"
+BINARY_SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 1), (4,)),
+    ((2, 3, 4), (3, 1)),
+    ((), (2, 3)),
+    ((1, 4), ()),
+    ((4,), SCALAR),
+    (SCALAR, (3, 4)),
+]
+TERNARY_SHAPES = [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), ()), ((), (2, 3), (1, 3))]
+
+
+def elementwise_samples(rng, dtype, *, domains, shapes, arg_dtypes=None):
+    """Elementwise calls over broadcasting shapes; ``SCALAR`` marks a Python number."""
+    arg_dtypes = arg_dtypes or (dtype,) * len(domains)
+    samples = []
+    for shape_tuple in shapes:
+        args = tuple(
+            domain.scalar(np.dtype(arg_dtype)) if shape == SCALAR else make_array(rng, shape, arg_dtype, domain)
+            for shape, domain, arg_dtype in zip(shape_tuple, domains, arg_dtypes)
+        )
+        samples.append(SampleInput(args))
+    return samples
+
+
+def elementwise(name, op, *, domain=ANY, dtypes=FLOAT, arity=1, **fields) -> OpInfo:
+    domains = domain if isinstance(domain, tuple) else (domain,) * arity
+    shapes = {1: [(s,) for s in UNARY_SHAPES], 2: BINARY_SHAPES, 3: TERNARY_SHAPES}[len(domains)]
+    return OpInfo(
+        name,
+        op,
+        functools.partial(elementwise_samples, domains=domains, shapes=shapes),
+        dtypes=dtypes,
+        domain=domains,
+        **fields,
+    )
+
+
+def binary(name, op, *, domain=ANY, **fields) -> OpInfo:
+    return elementwise(name, op, domain=domain, arity=2, **fields)
+
+
+class A:
+    """An array argument of this shape in a call spec; its values come from the domain."""
+
+    def __init__(self, *shape: int):
+        self.shape = shape
+
+
+def fixed_samples(rng, dtype, *, calls, domain=ANY):
+    """Calls given as ``(args, kwargs)``: each ``A(*shape)`` becomes an array drawn
+    in ``domain``; every other argument (a shape, a string, a number) is static."""
+    return [
+        SampleInput(
+            tuple(make_array(rng, a.shape, dtype, domain) if isinstance(a, A) else a for a in args),
+            dict(kwargs),
+        )
+        for args, kwargs in calls
+    ]
+
+
+def fixed(name, op, calls, *, domain=ANY, **fields) -> OpInfo:
+    return OpInfo(name, op, functools.partial(fixed_samples, calls=calls, domain=domain), domain=(domain,), **fields)
+
+
+REDUCTIONS = [
+    ((), {}),
+    ((5,), {}),
+    ((5,), {"axis": 0}),
+    ((5,), {"axis": -1, "keepdims": True}),
+    ((1, 4), {"axis": 0}),
+    ((3, 4), {"axis": 1}),
+    ((3, 4), {"axis": -2, "keepdims": True}),
+    ((3, 4), {"axis": None, "keepdims": True}),
+    ((2, 3, 4), {}),
+    ((2, 3, 4), {"axis": (0, 2)}),
+    ((2, 3, 4), {"axis": (-1, 1), "keepdims": True}),
+]
+WITH_DDOF = REDUCTIONS + [
+    ((5,), {"ddof": 1}),
+    ((3, 4), {"axis": 1, "ddof": 1}),
+    ((2, 3, 4), {"axis": (0, 2), "ddof": 1, "keepdims": True}),
+]
+ARG_REDUCTIONS = [
+    ((), {}),
+    ((5,), {}),
+    ((1, 4), {"axis": 0}),
+    ((3, 4), {"axis": 1}),
+    ((3, 4), {"axis": -2, "keepdims": True}),
+    ((2, 3, 4), {}),
+    ((2, 3, 4), {"axis": 1}),
+]
+CUMULATIVE = [
+    ((), {}),
+    ((5,), {}),
+    ((1, 4), {"axis": 0}),
+    ((3, 4), {"axis": 1}),
+    ((3, 4), {"axis": -2}),
+    ((2, 3, 4), {}),
+    ((2, 3, 4), {"axis": 0}),
+]
+
+
+def reduction_samples(rng, dtype, *, calls, domain, nans):
+    samples = []
+    for shape, kwargs in calls:
+        x = make_array(rng, shape, dtype, domain)
+        if nans:
+            x = sprinkle_nans(rng, x, kwargs.get("axis"))
+        samples.append(SampleInput((x,), dict(kwargs)))
+    return samples
+
+
+def reduction(name, op, *, calls=REDUCTIONS, domain=ANY, nans=False, **fields) -> OpInfo:
+    return OpInfo(
+        name,
+        op,
+        functools.partial(reduction_samples, calls=calls, domain=domain, nans=nans),
+        domain=(domain,),
+        **fields,
+    )
+
+
+# ------------------------------------------------------------------ special samples
+
+
+def gradient_samples(rng, dtype):
+    coordinates = lambda n: np.cumsum(rng.uniform(0.5, 1.5, size=n)).astype(dtype)
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(5),)),
+        SampleInput((x(5), 2.0)),
+        SampleInput((x(3, 4),), {"axis": 0}),
+        SampleInput((x(3, 4), 0.5), {"axis": -1}),
+        SampleInput((x(3, 4),)),  # one array per axis: a list output
+        SampleInput((x(4), coordinates(4))),
+        SampleInput((x(3, 5), coordinates(5)), {"axis": 1}),
+        SampleInput((x(5),), {"edge_order": 2}),
+    ]
+
+
+def concatenate_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(2, 3), x(4, 3)), {"axis": 0}),
+        SampleInput((x(3, 2), x(3, 4)), {"axis": -1}),
+        SampleInput((x(2, 3), x(2, 3)), {"axis": None}),
+        SampleInput((x(4), x(1))),
+        SampleInput((x(2, 3, 4), x(2, 1, 4)), {"axis": 1}),
+    ]
+
+
+def stack_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 4), x(3, 4))),
+        SampleInput((x(3, 4), x(3, 4)), {"axis": -1}),
+        SampleInput((x(3, 4), x(3, 4)), {"axis": 1}),
+        SampleInput((x(), x())),
+    ]
+
+
+def three_array_samples(rng, dtype, *, calls):
+    return [
+        SampleInput(tuple(make_array(rng, shape, dtype) for shape in shapes), dict(kwargs))
+        for shapes, kwargs in calls
+    ]
+
+
+def take_samples(rng, dtype, *, calls):
+    """``(x_shape, [(index_shape, indexed_axis_length), ...])`` per call."""
+    return [
+        SampleInput((make_array(rng, x_shape, dtype),) + tuple(integer_index(rng, s, n) for s, n in indices))
+        for x_shape, indices in calls
+    ]
+
+
+def setitem_samples(rng, dtype, *, calls):
+    """``(x_shape, value_shape)``; a value shape ``SCALAR`` is a Python number."""
+    return [
+        SampleInput(
+            (
+                make_array(rng, x_shape, dtype),
+                ANY.scalar(dtype) if v_shape == SCALAR else make_array(rng, v_shape, dtype),
+            )
+        )
+        for x_shape, v_shape in calls
+    ]
+
+
+def setitem_index_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(5, 3), integer_index(rng, (2,), 5, distinct=True), x(2, 3))),
+        SampleInput((x(5, 3), integer_index(rng, (2,), 5, distinct=True), x(3))),
+        SampleInput((x(4), integer_index(rng, (), 4), x())),
+    ]
+
+
+def where_samples(rng, dtype):
+    cond = lambda *shape: make_array(rng, shape, BOOL[0])
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((cond(3, 4), x(3, 4), x(3, 4))),
+        SampleInput((cond(3, 1), x(4), x())),
+        SampleInput((cond(), x(2, 3), x(1, 3))),
+        SampleInput((cond(3, 4), x(3, 4), ANY.scalar(dtype))),
+    ]
+
+
+LOWER = Domain(-1.5, -0.1)
+UPPER = Domain(0.1, 1.5)
+
+
+def clip_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 4), make_array(rng, (3, 4), dtype, LOWER), make_array(rng, (3, 4), dtype, UPPER))),
+        SampleInput((x(3, 4), make_array(rng, (4,), dtype, LOWER), UPPER.scalar(dtype))),
+        SampleInput((x(2, 3), LOWER.scalar(dtype), make_array(rng, (), dtype, UPPER))),
+        SampleInput((x(5), -1, 1)),
+        SampleInput((x(5), None, 1)),
+    ]
+
+
+def result_type_samples(rng, dtype):
+    x = lambda shape, dt=dtype: make_array(rng, shape, dt)
+    return [
+        SampleInput((x((3,)), x((3,), np.float64))),
+        SampleInput((x((3,)), x((3,), np.float32))),
+        SampleInput((x((2, 3)), x((), np.int64))),
+        SampleInput((x((3,)), 2.0)),
+        SampleInput((x((3,)), 2)),
+    ]
+
+
+def getitem(name, key, shapes, **fields) -> OpInfo:
+    return fixed(f"getitem_{name}", lambda x: x[key], [((A(*s),), {}) for s in shapes], dtypes=FLOAT + INT, **fields)
+
+
+def setitem(name, key, calls) -> OpInfo:
+    def write(x, v):
+        y = x * 1
+        y[key] = v
+        return y
+
+    return OpInfo(
+        f"setitem_{name}",
+        write,
+        functools.partial(setitem_samples, calls=calls),
+        dtypes=FLOAT + INT,
+        writes_into_first_arg=True,
+    )
+
+
+def inplace_add(x, v):
+    y = x * 1
+    y += v
+    return y
+
+
+def setitem_index(x, i, v):
+    y = x * 1
+    y[i] = v
+    return y
+
+
+def cast(x, dtype):
+    return x.astype(dtype)
+
+
+def cast_to_result_type(x, y):
+    return x.astype(np.result_type(x, y))
+
+
+def like_calls(fill=()):
+    """``*_like`` calls: with and without a ``dtype`` (NumPy dtype objects: the strict
+    test translates them)."""
+    calls = [((A(*s),) + fill, {}) for s in [(), (3, 4), (2, 3, 4)]]
+    calls += [((A(3, 4),) + fill, {"dtype": np.dtype(np.float32)}), ((A(3),) + fill, {"dtype": np.dtype(np.int64)})]
+    return calls
+
+
+def einsum(subscripts_and_shapes):
+    calls = [((subscripts,) + tuple(A(*s) for s in shapes), {}) for subscripts, shapes in subscripts_and_shapes]
+    return fixed("einsum", np.einsum, calls, strict_ok=False)
+
+
+def operator(name, op, *, domain=ANY, dtypes=FLOAT, **fields) -> OpInfo:
+    return binary(f"operator_{name}", op, domain=domain, dtypes=dtypes, operator_on_first_arg=True, **fields)
+
+
+# ------------------------------------------------------------------------ the table
+
+OP_DB: list[OpInfo] = [
+    # arithmetic ufuncs
+    binary("add", np.add, dtypes=FLOAT + INT),
+    binary("subtract", np.subtract, dtypes=FLOAT + INT),
+    binary("multiply", np.multiply, dtypes=FLOAT + INT),
+    binary("divide", np.divide, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
+    binary("true_divide", np.true_divide, domain=(ANY, NONZERO)),
+    binary("floor_divide", np.floor_divide, domain=(ANY, NONZERO), dtypes=FLOAT + INT, differentiable=False),
+    binary("remainder", np.remainder, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
+    binary("mod", np.mod, domain=(ANY, NONZERO)),
+    binary("power", np.power, domain=(Domain(0.5, 2.0), ANY)),
+    binary("power_int", np.power, domain=(Domain(-3, 3), Domain(0, 3)), dtypes=INT, differentiable=False),
+    elementwise("negative", np.negative, dtypes=FLOAT + INT),
+    elementwise("positive", np.positive, dtypes=FLOAT + INT),
+    elementwise("reciprocal", np.reciprocal, domain=NONZERO),
+    elementwise("square", np.square, dtypes=FLOAT + INT),
+    # comparisons and logic (discrete values, so that ties occur)
+    *(
+        binary(name, fn, domain=SMALL_INTS, dtypes=FLOAT + INT + BOOL, differentiable=False)
+        for name, fn in [
+            ("equal", np.equal),
+            ("not_equal", np.not_equal),
+            ("less", np.less),
+            ("less_equal", np.less_equal),
+            ("greater", np.greater),
+            ("greater_equal", np.greater_equal),
+            ("logical_and", np.logical_and),
+            ("logical_or", np.logical_or),
+            ("logical_xor", np.logical_xor),
+        ]
+    ),
+    elementwise("logical_not", np.logical_not, domain=SMALL_INTS, dtypes=BOOL + FLOAT, differentiable=False),
+    # exponentials and logarithms
+    elementwise("exp", np.exp, domain=Domain(-3.0, 3.0)),
+    elementwise("exp2", np.exp2, domain=Domain(-3.0, 3.0)),
+    elementwise("expm1", np.expm1, domain=Domain(-3.0, 3.0)),
+    elementwise("log", np.log, domain=POSITIVE),
+    elementwise("log2", np.log2, domain=POSITIVE),
+    elementwise("log10", np.log10, domain=POSITIVE),
+    elementwise("log1p", np.log1p, domain=Domain(-0.9, 3.0)),
+    binary("logaddexp", np.logaddexp),
+    # trigonometric and hyperbolic
+    elementwise("sin", np.sin),
+    elementwise("cos", np.cos),
+    elementwise("tan", np.tan, domain=Domain(-1.2, 1.2)),
+    elementwise("arcsin", np.arcsin, domain=UNIT_OPEN),
+    elementwise("arccos", np.arccos, domain=UNIT_OPEN),
+    elementwise("arctan", np.arctan),
+    binary("arctan2", np.arctan2, domain=(ANY, NONZERO)),
+    elementwise("sinh", np.sinh),
+    elementwise("cosh", np.cosh),
+    elementwise("tanh", np.tanh),
+    elementwise("arcsinh", np.arcsinh),
+    elementwise("arccosh", np.arccosh, domain=Domain(1.1, 3.0)),
+    elementwise("arctanh", np.arctanh, domain=UNIT_OPEN),
+    binary("hypot", np.hypot, domain=(NONZERO, ANY)),
+    # roots, signs, rounding
+    elementwise("sqrt", np.sqrt, domain=POSITIVE),
+    elementwise("cbrt", np.cbrt, domain=NONZERO),
+    elementwise("abs", np.abs, domain=NONZERO, dtypes=FLOAT + INT),
+    elementwise("absolute", np.absolute, domain=NONZERO),
+    elementwise("fabs", np.fabs, domain=NONZERO),
+    elementwise("sign", np.sign, dtypes=FLOAT + INT, differentiable=False),
+    elementwise("floor", np.floor, domain=Domain(-3.0, 3.0), differentiable=False),
+    elementwise("ceil", np.ceil, domain=Domain(-3.0, 3.0), differentiable=False),
+    elementwise("rint", np.rint, domain=Domain(-3.0, 3.0), differentiable=False),
+    elementwise("trunc", np.trunc, domain=Domain(-3.0, 3.0), differentiable=False),
+    binary("copysign", np.copysign, domain=(ANY, NONZERO)),
+    # extrema
+    binary("maximum", np.maximum, dtypes=FLOAT + INT),
+    binary("minimum", np.minimum, dtypes=FLOAT + INT),
+    binary("fmax", np.fmax, domain=SOME_NAN),
+    binary("fmin", np.fmin, domain=SOME_NAN),
+    # floating-point classes
+    elementwise("isnan", np.isnan, domain=NAN_AND_INF, differentiable=False),
+    elementwise("isfinite", np.isfinite, domain=NAN_AND_INF, differentiable=False),
+    elementwise("isinf", np.isinf, domain=NAN_AND_INF, differentiable=False),
+    # Python operators (NumPy's ndarray operators reach the tracer through ufuncs)
+    operator("add", lambda x, y: x + y, dtypes=FLOAT + INT),
+    operator("subtract", lambda x, y: x - y),
+    operator("multiply", lambda x, y: x * y),
+    operator("divide", lambda x, y: x / y, domain=(ANY, NONZERO)),
+    operator("floor_divide", lambda x, y: x // y, domain=(ANY, NONZERO), differentiable=False),
+    operator("remainder", lambda x, y: x % y, domain=(ANY, NONZERO)),
+    operator("power", lambda x, y: x**y, domain=(Domain(0.5, 2.0), ANY)),
+    operator("less", lambda x, y: x < y, domain=SMALL_INTS, differentiable=False),
+    operator("equal", lambda x, y: x == y, domain=SMALL_INTS, differentiable=False),
+    elementwise("operator_negative", lambda x: -x, dtypes=FLOAT + INT),
+    elementwise("operator_abs", abs, domain=NONZERO),
+    # selection
+    OpInfo("where", np.where, where_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY)),
+    OpInfo("clip", np.clip, clip_samples, dtypes=FLOAT + INT, domain=(ANY, LOWER, UPPER)),
+    # reductions
+    reduction("sum", np.sum, dtypes=FLOAT + INT),
+    reduction("prod", np.prod, domain=NEAR_ONE),
+    reduction("mean", np.mean, dtypes=FLOAT + INT),
+    reduction("var", np.var, calls=WITH_DDOF),
+    reduction("std", np.std, calls=WITH_DDOF),
+    reduction("max", np.max, dtypes=FLOAT + INT),
+    reduction("amax", np.amax),
+    reduction("min", np.min, dtypes=FLOAT + INT),
+    reduction("amin", np.amin),
+    reduction("argmax", np.argmax, calls=ARG_REDUCTIONS, dtypes=FLOAT + INT, differentiable=False),
+    reduction("argmin", np.argmin, calls=ARG_REDUCTIONS, dtypes=FLOAT + INT, differentiable=False),
+    reduction("any", np.any, domain=Domain(-1, 1, discrete=True), dtypes=BOOL + FLOAT, differentiable=False),
+    reduction("all", np.all, domain=Domain(-1, 1, discrete=True), dtypes=BOOL + FLOAT, differentiable=False),
+    reduction("cumsum", np.cumsum, calls=CUMULATIVE, dtypes=FLOAT + INT),
+    reduction("cumprod", np.cumprod, calls=CUMULATIVE, domain=NEAR_ONE),
+    reduction("median", np.median),
+    reduction("nansum", np.nansum, nans=True),
+    reduction("nanprod", np.nanprod, domain=NEAR_ONE, nans=True),
+    reduction("nanmean", np.nanmean, nans=True),
+    reduction("nanvar", np.nanvar, calls=WITH_DDOF, nans=True),
+    reduction("nanstd", np.nanstd, calls=WITH_DDOF, nans=True),
+    reduction("nanmax", np.nanmax, nans=True),
+    reduction("nanmin", np.nanmin, nans=True),
+    reduction("nanargmax", np.nanargmax, calls=ARG_REDUCTIONS, nans=True, differentiable=False),
+    reduction("nanargmin", np.nanargmin, calls=ARG_REDUCTIONS, nans=True, differentiable=False),
+    reduction("nancumsum", np.nancumsum, calls=CUMULATIVE, nans=True),
+    reduction("nancumprod", np.nancumprod, calls=CUMULATIVE, domain=NEAR_ONE, nans=True),
+    reduction("nanmedian", np.nanmedian, nans=True),
+    # shapes
+    fixed(
+        "reshape",
+        np.reshape,
+        [
+            ((A(2, 3), (6,)), {}),
+            ((A(2, 3), (3, -1)), {}),
+            ((A(6),), {"shape": (1, 2, 3)}),
+            ((A(),), {"shape": (1,)}),
+            ((A(1),), {"shape": ()}),
+            ((A(2, 3, 4),), {"shape": (4, -1)}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "reshape_method",
+        lambda x: x.reshape(-1, x.shape[-1]),
+        [((A(4),), {}), ((A(3, 4),), {}), ((A(2, 3, 4),), {})],
+    ),
+    fixed(
+        "transpose",
+        np.transpose,
+        [
+            ((A(),), {}),
+            ((A(4),), {}),
+            ((A(3, 4),), {}),
+            ((A(2, 3, 4),), {}),
+            ((A(2, 3, 4),), {"axes": (1, 0, 2)}),
+            ((A(2, 3, 4), (2, 0, 1)), {}),
+            ((A(2, 3, 4),), {"axes": (-1, 0, 1)}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed("transpose_method", lambda x, axes: x.transpose(axes), [((A(2, 3, 4),), {"axes": (2, 0, 1)})]),
+    fixed("T", lambda x: x.T, [((A(3, 4),), {}), ((A(2, 3, 4),), {}), ((A(4),), {})]),
+    fixed(
+        "moveaxis",
+        np.moveaxis,
+        [
+            ((A(2, 3, 4), 0, -1), {}),
+            ((A(2, 3, 4), (0, 1), (2, 0)), {}),
+            ((A(3, 4),), {"source": -1, "destination": 0}),
+            ((A(4), 0, 0), {}),
+        ],
+    ),
+    fixed(
+        "expand_dims",
+        np.expand_dims,
+        [
+            ((A(3, 4),), {"axis": 0}),
+            ((A(3, 4),), {"axis": -1}),
+            ((A(3, 4),), {"axis": (0, 2)}),
+            ((A(),), {"axis": 0}),
+            ((A(4),), {"axis": (0, -1)}),
+        ],
+    ),
+    fixed(
+        "squeeze",
+        np.squeeze,
+        [
+            ((A(1, 3, 1),), {}),
+            ((A(1, 3, 1),), {"axis": 0}),
+            ((A(1, 3, 1),), {"axis": (0, 2)}),
+            ((A(1, 3, 1),), {"axis": -1}),
+            ((A(1),), {}),
+            ((A(3, 4),), {}),
+        ],
+    ),
+    fixed(
+        "broadcast_to",
+        np.broadcast_to,
+        [
+            ((A(3), (2, 3)), {}),
+            ((A(1, 3),), {"shape": (4, 3)}),
+            ((A(), (2, 2)), {}),
+            ((A(3, 1), (2, 3, 4)), {}),
+            ((A(2, 3), (2, 3)), {}),
+        ],
+    ),
+    OpInfo("concatenate", lambda x, y, **kw: np.concatenate([x, y], **kw), concatenate_samples, domain=(ANY, ANY)),
+    OpInfo(
+        "concatenate_three",
+        lambda x, y, z, **kw: np.concatenate((x, y, z), **kw),
+        functools.partial(
+            three_array_samples, calls=[(((2, 3), (1, 3), (2, 3)), {}), (((3, 1), (3, 2), (3, 1)), {"axis": 1})]
+        ),
+        domain=(ANY, ANY, ANY),
+    ),
+    OpInfo("stack", lambda x, y, **kw: np.stack([x, y], **kw), stack_samples, domain=(ANY, ANY)),
+    OpInfo(
+        "stack_three",
+        lambda x, y, z, **kw: np.stack((x, y, z), **kw),
+        functools.partial(three_array_samples, calls=[(((3,), (3,), (3,)), {"axis": -1})]),
+        domain=(ANY, ANY, ANY),
+    ),
+    fixed(
+        "pad",
+        np.pad,
+        [
+            ((A(3, 4), 1), {}),
+            ((A(3, 4), ((1, 2), (0, 1))), {"mode": "constant", "constant_values": 1.5}),
+            ((A(3, 4), ((1, 0), (2, 1))), {"constant_values": ((1, 2), (3, 4))}),
+            ((A(4), (2, 1)), {"mode": "edge"}),
+            ((A(2, 3, 4), ((0, 0), (1, 1), (2, 0))), {"mode": "edge"}),
+        ],
+    ),
+    fixed(
+        "roll",
+        np.roll,
+        [
+            ((A(5), 2), {}),
+            ((A(3, 4), -1), {"axis": 1}),
+            ((A(3, 4), 1), {}),
+            ((A(2, 3, 4), (1, 2)), {"axis": (0, -1)}),
+            ((A(3, 4), 5), {"axis": 0}),
+        ],
+    ),
+    fixed(
+        "flip",
+        np.flip,
+        [
+            ((A(5),), {}),
+            ((A(3, 4),), {"axis": 0}),
+            ((A(3, 4),), {"axis": -1}),
+            ((A(2, 3, 4),), {"axis": (0, 2)}),
+            ((A(2, 3, 4),), {}),
+        ],
+    ),
+    fixed(
+        "sliding_window_view",
+        np.lib.stride_tricks.sliding_window_view,
+        [
+            ((A(6), 3), {}),
+            ((A(3, 5), 2), {"axis": -1}),
+            ((A(4, 5), (2, 3)), {}),
+            ((A(4, 5),), {"window_shape": (2, 2), "axis": (1, 0)}),
+            ((A(2, 3, 4), 2), {"axis": 1}),
+        ],
+    ),
+    fixed(
+        "diff",
+        np.diff,
+        [
+            ((A(5),), {}),
+            ((A(5),), {"n": 2}),
+            ((A(3, 4),), {"axis": 0}),
+            ((A(3, 4),), {"n": 2, "axis": -1}),
+            ((A(2, 3, 4),), {"axis": 1}),
+        ],
+    ),
+    OpInfo("gradient", np.gradient, gradient_samples, domain=(ANY, Domain(0.5, 10.0))),
+    # indexing with static keys
+    getitem("int", 1, [(3, 4), (4,)]),
+    getitem("negative_int", -1, [(3, 4), (2, 3, 4)]),
+    getitem("slice", slice(1, None), [(4,), (3, 4)]),
+    getitem("negative_step", slice(None, None, -1), [(4,), (3, 4)]),
+    getitem("strided", (slice(None, None, 2), slice(-1, 0, -2)), [(5, 4)]),
+    getitem(
+        "slice_none_ellipsis_negative_step",
+        (slice(1, None), None, Ellipsis, slice(None, None, -1)),
+        [(3, 4), (3, 2, 4)],
+    ),
+    getitem("ellipsis_int", (Ellipsis, 0), [(4,), (3, 4), (2, 3, 4)]),
+    getitem("int_ellipsis_int", (0, Ellipsis, 1), [(3, 4), (2, 3, 4)]),
+    getitem("none", None, [(), (3, 4)]),
+    getitem("empty_tuple", (), [(), (3, 4)]),
+    getitem("ellipsis", Ellipsis, [(), (3,)]),
+    # indexing with integer arrays (batched or not, like any array)
+    OpInfo(
+        "getitem_int_array",
+        lambda x, i: x[i],
+        functools.partial(take_samples, calls=[((5,), [((3,), 5)]), ((4, 3), [((2, 2), 4)]), ((4, 3), [((), 4)])]),
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        integer_index_args=(1,),
+        index_into_first_arg=True,
+    ),
+    OpInfo(
+        "getitem_slice_int_array",
+        lambda x, i: x[:, i],
+        functools.partial(take_samples, calls=[((3, 5), [((4,), 5)]), ((2, 5, 3), [((2,), 5)])]),
+        domain=(ANY, ANY),
+        integer_index_args=(1,),
+        index_into_first_arg=True,
+    ),
+    OpInfo(
+        "getitem_two_int_arrays",
+        lambda x, i, j: x[i, j],
+        functools.partial(take_samples, calls=[((4, 5), [((3,), 4), ((3,), 5)]), ((4, 5), [((3, 1), 4), ((2,), 5)])]),
+        domain=(ANY, ANY, ANY),
+        integer_index_args=(1, 2),
+        index_into_first_arg=True,
+    ),
+    OpInfo(
+        "getitem_int_arrays_around_slice",
+        lambda x, i, j: x[i, :, j],  # separated advanced indices: NumPy puts their dims first
+        functools.partial(take_samples, calls=[((4, 3, 5), [((2,), 4), ((2,), 5)])]),
+        domain=(ANY, ANY, ANY),
+        integer_index_args=(1, 2),
+        index_into_first_arg=True,
+    ),
+    # functional setitem and in-place update on a copy
+    setitem("slice", slice(1, None), [((4, 3), (3,)), ((4, 3), (3, 3)), ((4,), ()), ((4, 3), SCALAR)]),
+    setitem("ellipsis_int", (Ellipsis, 0), [((3, 4), (3,)), ((2, 3, 4), (3,))]),
+    setitem("negative_step", slice(None, None, -2), [((5, 2), (3, 2)), ((5,), SCALAR)]),
+    OpInfo(
+        "setitem_int_array",
+        setitem_index,
+        setitem_index_samples,
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY, ANY),
+        integer_index_args=(1,),
+        writes_into_first_arg=True,
+    ),
+    OpInfo(
+        "inplace_add",
+        inplace_add,
+        functools.partial(setitem_samples, calls=[((3, 4), (3, 4)), ((3, 4), (4,)), ((3, 4), ()), ((3, 4), SCALAR)]),
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        writes_into_first_arg=True,
+    ),
+    # linear algebra
+    einsum(
+        [
+            ("ij,jk->ik", ((3, 4), (4, 5))),
+            ("ii->i", ((3, 3),)),
+            ("ij->", ((3, 4),)),
+            ("ij->ji", ((3, 4),)),
+            ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
+            ("i,i->", ((4,), (4,))),
+            ("ij,j->i", ((3, 4), (4,))),
+            ("i,j->ij", ((3,), (4,))),
+            ("...ij,...jk->...ik", ((2, 3, 4), (4, 5))),
+            ("ij,jk", ((3, 4), (4, 5))),
+        ]
+    ),
+    *(
+        fixed(
+            name,
+            fn,
+            [
+                ((A(3, 4), A(4, 5)), {}),
+                ((A(4), A(4, 5)), {}),
+                ((A(3, 4), A(4)), {}),
+                ((A(4), A(4)), {}),
+                ((A(2, 3, 4), A(4, 5)), {}),
+                ((A(2, 3, 4), A(2, 4, 5)), {}),
+                ((A(1, 3, 4), A(2, 4, 2)), {}),
+            ],
+            **fields,
+        )
+        for name, fn, fields in [
+            ("matmul", np.matmul, {}),
+            ("operator_matmul", lambda x, y: x @ y, {"operator_on_first_arg": True}),
+        ]
+    ),
+    fixed(
+        "tensordot",
+        np.tensordot,
+        [
+            ((A(3, 4), A(4, 5)), {"axes": 1}),
+            ((A(2, 3, 4), A(3, 4, 5)), {}),
+            ((A(3, 4), A(5, 3)), {"axes": ([0], [1])}),
+            ((A(3), A(2)), {"axes": 0}),
+            ((A(2, 3, 4), A(4, 3)), {"axes": ((1, 2), (1, 0))}),
+        ],
+    ),
+    fixed(
+        "dot",
+        np.dot,
+        [
+            ((A(4), A(4)), {}),
+            ((A(3, 4), A(4, 5)), {}),
+            ((A(3, 4), A(4)), {}),
+            ((A(2, 3, 4), A(4, 5)), {}),
+            ((A(2, 3, 4), A(3, 4, 2)), {}),
+            ((A(3, 4), 2.0), {}),
+        ],
+    ),
+    # array creation from a template
+    fixed("zeros_like", np.zeros_like, like_calls(), dtypes=FLOAT + INT, differentiable=False),
+    fixed("ones_like", np.ones_like, like_calls(), dtypes=FLOAT + INT, differentiable=False),
+    fixed("full_like", np.full_like, like_calls(fill=(2,)), dtypes=FLOAT + INT, differentiable=False),
+    fixed(
+        "full_like_fill_value_kwarg",
+        lambda x, **kw: np.full_like(x, **kw),
+        [((A(3, 4),), {"fill_value": -1.5}), ((A(3),), {"fill_value": 3, "dtype": np.dtype(np.int64)})],
+        differentiable=False,
+    ),
+    fixed("empty_like", np.empty_like, like_calls(), dtypes=FLOAT + INT, differentiable=False, compare_values=False),
+    # dtypes and rounding
+    fixed(
+        "astype",
+        cast,
+        [
+            ((A(3, 4),), {"dtype": np.dtype(np.float32)}),
+            ((A(3),), {"dtype": np.dtype(np.float64)}),
+            ((A(),), {"dtype": np.dtype(np.float64)}),
+        ],
+        dtypes=FLOAT + INT + BOOL,
+    ),
+    fixed(
+        "astype_to_int_and_bool",
+        cast,
+        [((A(3, 4),), {"dtype": np.dtype(np.int64)}), ((A(3),), {"dtype": np.dtype(np.bool_)})],
+        domain=Domain(-3.0, 3.0),
+        dtypes=FLOAT + INT,
+        differentiable=False,
+    ),
+    OpInfo("result_type", cast_to_result_type, result_type_samples, dtypes=FLOAT + INT, domain=(ANY, ANY)),
+    *(
+        fixed(
+            name,
+            fn,
+            [((A(3, 4),), {}), ((A(5),), {"decimals": 2}), ((A(),), {"decimals": 0}), ((A(2, 3),), {"decimals": 1})],
+            domain=Domain(-3.0, 3.0),
+            differentiable=False,
+        )
+        for name, fn in [("round", np.round), ("around", np.around), ("round_method", lambda x, **kw: x.round(**kw))]
+    ),
+]
+
+# ------------------------------------------------- batching and the for-loop oracle
+
+
+def examples(op: OpInfo, dtype: np.dtype, count: int, seed: int = 0) -> list[list[SampleInput]]:
+    """``count`` examples of each sample of ``op``: one list per sample.
+
+    Every example comes from its own generator, so examples differ in value only; the
+    shapes, kwargs and static arguments of a sample are the same in all of them.
+    """
+    per_seed = [op.sample_inputs(np.random.default_rng([seed, k]), np.dtype(dtype)) for k in range(count)]
+    return [list(per_sample) for per_sample in zip(*per_seed)]
+
+
+def array_positions(sample: SampleInput) -> list[int]:
+    """Positions of the arguments that the tests batch: the ndarrays."""
+    return [j for j, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+
+
+def with_arrays(op: OpInfo, sample: SampleInput) -> Callable:
+    """``op`` as a function of the sample's arrays only; static args and kwargs are
+    closed over, so in_dims needs one entry per array."""
+    positions = array_positions(sample)
+
+    def call(*arrays):
+        args = list(sample.args)
+        for j, array in zip(positions, arrays):
+            args[j] = array
+        return op.op(*args, **sample.kwargs)
+
+    return call
+
+
+def stack_outputs(outputs: list) -> Any:
+    """The for-loop's result: per-example outputs stacked along a new axis 0
+    (componentwise for tuple and list outputs)."""
+    if isinstance(outputs[0], (tuple, list)):
+        return type(outputs[0])(stack_outputs(list(parts)) for parts in zip(*outputs))
+    return np.stack([np.asarray(out) for out in outputs])
+
+
+def tolerance(dtype: np.dtype) -> float:
+    return 1e-6 if np.dtype(dtype) == np.float32 else 1e-12
+
+
+def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Callable = np.asarray) -> None:
+    """Same structure, shape, dtype and (unless ``compare_values`` is off) values."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), f"expected a {type(expected).__name__}, got {type(actual).__name__}"
+        assert len(actual) == len(expected), f"expected {len(expected)} outputs, got {len(actual)}"
+        for a, e in zip(actual, expected):
+            assert_same(a, e, compare_values=compare_values, to_numpy=to_numpy)
+        return
+    actual = to_numpy(actual)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != loop's {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != loop's {expected.dtype}"
+    if not compare_values:
+        return
+    if expected.dtype.kind == "f":
+        rtol = tolerance(expected.dtype)
+        finite = np.abs(expected[np.isfinite(expected)])
+        # reordered sums err relative to the largest term, not to each element
+        atol = rtol * (1.0 + (finite.max() if finite.size else 0.0))
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(actual, expected)
+
+
+def placements(sample: SampleInput, choices: tuple = (0, -1, None)) -> list[tuple]:
+    """Every assignment of ``choices`` to the sample's arrays with one batched at least."""
+    return [p for p in itertools.product(choices, repeat=len(array_positions(sample))) if any(d is not None for d in p)]
