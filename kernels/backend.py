@@ -10,12 +10,12 @@ from __future__ import annotations
 import numbers
 
 import array_api_compat
-import array_api_compat.numpy as numpy_namespace
+import array_api_compat.numpy as numpy_namespace  # noqa: F401 (re-exported)
 import numpy as np
 
 from .primitive import Traced
 
-__all__ = ["namespace", "extra", "is_array"]
+__all__ = ["namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
 _namespace_by_type = {np.ndarray: numpy_namespace}
@@ -149,6 +149,15 @@ def _one_axis(axis, ndim):
     if not -ndim <= axis < max(ndim, 1):
         raise np.exceptions.AxisError(axis, ndim)
     return axis % ndim if ndim else 0
+
+
+def namespace_dtype(xp, dtype):
+    """``dtype`` (a NumPy dtype, type or name) as the dtype object of namespace ``xp``."""
+    if xp is numpy_namespace or dtype is None:
+        return dtype
+    if not isinstance(dtype, (np.dtype, type, str)):
+        return dtype  # already the namespace's own dtype
+    return getattr(xp, np.dtype(dtype).name)
 
 
 def dtype_kind(dtype):

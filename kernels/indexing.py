@@ -11,7 +11,7 @@ transposed back to the layout the per-example index would give.
 """
 from __future__ import annotations
 
-from .backend import namespace
+from .backend import namespace, numpy_namespace
 from .primitive import Primitive
 from .shape import broadcast_batch, broadcast_to, reshape, transpose
 
@@ -85,7 +85,36 @@ def _layout(template, has_arrays):
 
 # --- getitem -------------------------------------------------------------------------
 def _getitem_impl(x, *arrays, template):
+    arrays = _same_namespace(x, arrays)
+    if len(arrays) == 1 and namespace(x) is not numpy_namespace:
+        return _take(x, arrays[0], template)
     return x[_fill(template, arrays)]
+
+
+def _take(x, index, template):
+    """``x[..., index, ...]`` with one index array, through the standard's ``take``
+    (array-API libraries need not mix index arrays with slices)."""
+    position = next(i for i, item in enumerate(template) if isinstance(item, Slot))
+    before, after = template[:position], template[position + 1:]
+    if Ellipsis in before or not all(item == slice(None) for item in before):
+        return x[_fill(template, [index])]
+    xp = namespace(x)
+    flat = xp.reshape(index, (-1,))
+    taken = xp.take(x, flat, axis=position)
+    shape = taken.shape[:position] + tuple(index.shape) + taken.shape[position + 1:]
+    out = xp.reshape(taken, shape)
+    rest = tuple(after)
+    if rest and not all(item == slice(None) or item is Ellipsis for item in rest):
+        out = out[(slice(None),) * (position + index.ndim) + rest]
+    return out
+
+
+def _same_namespace(x, arrays):
+    """Index arrays made by the rules (NumPy aranges) as arrays of ``x``'s library."""
+    xp = namespace(x)
+    if xp is numpy_namespace:
+        return arrays
+    return [a if namespace(a) is xp else xp.asarray(a) for a in arrays]
 
 
 def _getitem_batch(axis_size, values, batched, *, template):
@@ -171,7 +200,7 @@ def _move_axis(x, source, destination):
 # --- setitem (functional) ------------------------------------------------------------------
 def _setitem_impl(x, value, *arrays, template):
     out = namespace(x).asarray(x, copy=True)
-    out[_fill(template, arrays)] = value
+    out[_fill(template, _same_namespace(x, arrays))] = value
     return out
 
 
@@ -193,6 +222,11 @@ def _setitem_batch(axis_size, values, batched, *, template):
     template = normalize_key(template, len(logical_shape))
     array_shapes = [tuple(a.shape[1:]) if b else tuple(a.shape) for a, b in zip(arrays, arrays_batched)]
     target = _target_shape(logical_shape, template, array_shapes)
+    if not hasattr(value, "shape"):  # a Python scalar fills any layout
+        if any(arrays_batched):
+            key, params, *_ = _batched_key(axis_size, x, True, arrays, arrays_batched, template)
+            return setitem.bind(x, value, *key[1:], **params), True
+        return setitem.bind(x, value, *arrays, template=(slice(None),) + template), True
     # the value in per-example layout, batch first: (B, *target)
     if value_batched:
         vshape = tuple(value.shape[1:])

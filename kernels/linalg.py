@@ -86,11 +86,16 @@ def tensordot(a, b, axes=2):
     return einsum_primitive.bind(a, b, subscripts="".join(a_term) + "," + "".join(b_term) + "->" + "".join(output))
 
 
+def _strong(value, other):
+    """A Python scalar as a 0-d array: dot/inner promote it like an array (not weakly)."""
+    return value if hasattr(value, "ndim") else namespace(other).asarray(value)
+
+
 def dot(a, b):
     from .elementwise import multiply
 
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
-        return multiply.bind(a, b)
+        return multiply.bind(_strong(a, b), _strong(b, a))
     if b.ndim == 1:
         return tensordot(a, b, axes=([-1], [0]))
     return tensordot(a, b, axes=([-1], [-2]))
@@ -100,7 +105,7 @@ def inner(a, b):
     from .elementwise import multiply
 
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
-        return multiply.bind(a, b)
+        return multiply.bind(_strong(a, b), _strong(b, a))
     return tensordot(a, b, axes=([-1], [-1]))
 
 

@@ -10,7 +10,7 @@ from .primitive import Primitive
 
 __all__ = [
     "reshape", "transpose", "moveaxis", "expand_dims", "squeeze", "broadcast_to",
-    "concatenate", "stack", "pad", "roll", "flip", "sliding_window_view", "diff",
+    "concatenate", "stack", "pad", "pad_constant", "roll", "flip", "sliding_window_view", "diff",
     "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch",
 ]
 
@@ -143,36 +143,64 @@ stack = Primitive("stack", _stack_impl, _stack_batch)
 
 
 # --- pad ----------------------------------------------------------------------
-def _pad_impl(x, *, pad_width, mode, constant_value):
-    """Pad with array-API concatenation: ``mode`` is "constant" or "edge"."""
+def _pad_impl(x, *, pad_width, constant_values):
+    """Constant padding with array-API concatenation, axis by axis."""
     xp = namespace(x)
-    for axis, (before, after) in enumerate(pad_width):
-        if not (before or after):
-            continue
-        parts = []
-        for count, edge in ((before, 0), (after, -1)):
-            if not count:
-                parts.append(None)
-                continue
+    for axis, ((before, after), (low, high)) in enumerate(zip(pad_width, constant_values)):
+        pieces = []
+        for count, value in ((before, low), (after, high)):
             shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
-            if mode == "constant":
-                part = xp.full(shape, constant_value, dtype=x.dtype)
-            else:
-                index = [slice(None)] * x.ndim
-                index[axis] = slice(edge, edge + 1 if edge == 0 else None)
-                part = xp.broadcast_to(x[tuple(index)], shape)
-            parts.append(part)
-        pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
-        x = xp.concat(pieces, axis=axis)
+            pieces.append(xp.full(shape, value, dtype=x.dtype) if count else None)
+        if pieces[0] is not None or pieces[1] is not None:
+            x = xp.concat([p for p in (pieces[0], x, pieces[1]) if p is not None], axis=axis)
     return x
 
 
-def _pad_batch(axis_size, values, batched, *, pad_width, mode, constant_value):
-    pad_width = ((0, 0),) + tuple(pad_width)
-    return pad.bind(values[0], pad_width=pad_width, mode=mode, constant_value=constant_value), True
+def _pad_batch(axis_size, values, batched, *, pad_width, constant_values):
+    return pad_constant.bind(values[0], pad_width=((0, 0),) + tuple(pad_width),
+                             constant_values=((0, 0),) + tuple(constant_values)), True
 
 
-pad = Primitive("pad", _pad_impl, _pad_batch)
+pad_constant = Primitive("pad", _pad_impl, _pad_batch)
+
+
+def pad(x, pad_width, mode="constant", constant_values=0):
+    """NumPy's pad for modes constant, edge, reflect, symmetric and wrap.
+
+    ``pad_width`` and ``constant_values`` are one ``(before, after)`` pair per axis.
+    Modes other than constant gather along each axis with a fixed index array.
+    """
+    if mode == "constant":
+        return pad_constant.bind(x, pad_width=pad_width, constant_values=constant_values)
+    from .indexing import getitem_static
+
+    for axis, (before, after) in enumerate(pad_width):
+        if before or after:
+            index = _pad_index(x.shape[axis], before, after, mode)
+            key = (slice(None),) * axis + (index,)
+            x = getitem_static(x, key)
+    return x
+
+
+def _pad_index(size, before, after, mode):
+    import numpy as np
+
+    position = np.arange(-before, size + after)
+    if mode == "edge":
+        return np.clip(position, 0, size - 1)
+    if mode == "wrap":
+        return position % size
+    if mode == "reflect":
+        if size == 1:
+            return np.zeros_like(position)
+        period = 2 * size - 2
+        folded = position % period
+        return np.where(folded < size, folded, period - folded)
+    if mode == "symmetric":
+        period = 2 * size
+        folded = position % period
+        return np.where(folded < size, folded, period - 1 - folded)
+    raise ValueError(f"pad: mode {mode!r} is not supported")
 
 
 # --- roll / flip ----------------------------------------------------------------
@@ -267,8 +295,8 @@ def gradient(x, *varargs, axis=None, edge_order=1):
     from . import elementwise as ew
     from .indexing import getitem_static
 
-    if edge_order != 1:
-        raise NotImplementedError("gradient: only edge_order=1 is supported")
+    if edge_order not in (1, 2):
+        raise ValueError("gradient: edge_order must be 1 or 2")
     axes = normalize_axis(axis, x.ndim)
     if not varargs:
         spacings = [1.0] * len(axes)
@@ -285,8 +313,12 @@ def gradient(x, *varargs, axis=None, edge_order=1):
 
         if getattr(h, "ndim", 0) == 0:
             interior = ew.divide.bind(ew.subtract.bind(part(2, None), part(None, -2)), 2.0 * h)
-            first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), h)
-            last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), h)
+            if edge_order == 1:
+                first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), h)
+                last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), h)
+            else:
+                first = _combine(ew, [(-1.5 / h, part(0, 1)), (2.0 / h, part(1, 2)), (-0.5 / h, part(2, 3))])
+                last = _combine(ew, [(0.5 / h, part(-3, -2)), (-2.0 / h, part(-2, -1)), (1.5 / h, part(-1, None))])
         else:
             # coordinates given: NumPy's non-uniform second-order formula
             coords = h
@@ -303,9 +335,35 @@ def gradient(x, *varargs, axis=None, edge_order=1):
                 ew.add.bind(ew.multiply.bind(a, part(None, -2)), ew.multiply.bind(b, part(1, -1))),
                 ew.multiply.bind(c, part(2, None)),
             )
-            first_dx = reshape.bind(getitem_static(dx, (slice(0, 1),)), shape=tuple(shape))
-            last_dx = reshape.bind(getitem_static(dx, (slice(-1, None),)), shape=tuple(shape))
-            first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), first_dx)
-            last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), last_dx)
+            def spacing(i):
+                return reshape.bind(getitem_static(dx, (slice(i, i + 1 if i != -1 else None),)), shape=tuple(shape))
+
+            if edge_order == 1:
+                first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), spacing(0))
+                last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), spacing(-1))
+            else:
+                d1, d2 = spacing(0), spacing(1)
+                span = ew.add.bind(d1, d2)
+                first = _combine(ew, [
+                    (ew.negative.bind(ew.divide.bind(ew.add.bind(ew.multiply.bind(2.0, d1), d2), ew.multiply.bind(d1, span))), part(0, 1)),
+                    (ew.divide.bind(span, ew.multiply.bind(d1, d2)), part(1, 2)),
+                    (ew.negative.bind(ew.divide.bind(d1, ew.multiply.bind(d2, span))), part(2, 3)),
+                ])
+                d1, d2 = spacing(-2), spacing(-1)
+                span = ew.add.bind(d1, d2)
+                last = _combine(ew, [
+                    (ew.divide.bind(d2, ew.multiply.bind(d1, span)), part(-3, -2)),
+                    (ew.negative.bind(ew.divide.bind(span, ew.multiply.bind(d1, d2))), part(-2, -1)),
+                    (ew.divide.bind(ew.add.bind(ew.multiply.bind(2.0, d2), d1), ew.multiply.bind(d2, span)), part(-1, None)),
+                ])
         results.append(concatenate.bind(first, interior, last, axis=ax))
     return results[0] if len(results) == 1 else results
+
+
+def _combine(ew, terms):
+    """sum of coefficient * value over ``terms``."""
+    total = None
+    for coefficient, value in terms:
+        term = ew.multiply.bind(coefficient, value)
+        total = term if total is None else ew.add.bind(total, term)
+    return total

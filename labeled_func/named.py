@@ -16,7 +16,7 @@ from .engine import BatchTracer, batch_value, unbatch_value
 from .engine import numpy_api, register_conversion_sites
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
-           "slice_leaf", "concat_leaves"]
+           "slice_leaf", "concat_leaves", "Preserve"]
 
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
 
@@ -174,7 +174,13 @@ def _check_new_dim(value, dim, label):
         )
 
 
+class Preserve(int):
+    """``out_dims="preserve"``: where the dim stood in the input, at most the output's rank."""
+
+
 def _position(position, ndim, label):
+    if isinstance(position, Preserve):
+        return min(int(position), ndim)
     if position < 0:
         position += ndim + 1
     if not 0 <= position <= ndim:

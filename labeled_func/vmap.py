@@ -7,7 +7,7 @@ import inspect
 import optree
 
 from .engine import BatchLevel, active
-from .named import concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
+from .named import Preserve, concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
 __all__ = ["vmap"]
 
@@ -70,7 +70,12 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     for k, (level_dim, level_in_dims) in reversed(list(enumerate(levels))):
         inner = _Mapped(inner, func, level_dim, level_in_dims,
                         chunk_size=chunk_size if k == 0 else None, **options)
-    return functools.wraps(func)(inner) if callable(func) else inner
+
+    @functools.wraps(func, updated=())
+    def mapped(*args, **kwargs):
+        return inner(*args, **kwargs)
+
+    return mapped
 
 
 def _split_levels(dim, in_dims):
@@ -145,11 +150,10 @@ class _Mapped:
     def __call__(self, *args, **kwargs):
         leaves, specs, labels, treedef = self._flatten(args, kwargs)
         dim, size, preserve, coords = self._plan(leaves, specs, labels)
-        position = preserve if self.out_dims == "preserve" else self.out_dims
-        run = functools.partial(self._run, treedef, specs, dim, position, coords)
+        position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
         chunk = self.chunk_size
         if chunk is None or chunk >= size:
-            return run(leaves, size)
+            return self._run(treedef, specs, dim, position, coords, leaves, size)
         from . import random as lf_random
 
         state = lf_random.get_state() if self.randomness == "same" else None
@@ -159,7 +163,8 @@ class _Mapped:
             if state is not None:
                 lf_random.set_state(state)
             sliced = [slice_leaf(v, s, start, stop) if s is not None else v for v, s in zip(leaves, specs)]
-            parts.append(run(sliced, stop - start))
+            chunk_coords = {name: var[start:stop] for name, var in coords.items()}
+            parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
         out_leaves = [concat_leaves(list(group), dim, position if isinstance(position, int) else 0)
                       for group in zip(*(f[0] for f in flat_parts))]
@@ -170,16 +175,16 @@ class _Mapped:
         labels_top = [self._label(i) for i in range(len(args))] + list(kwargs)
         values_top = list(args) + list(kwargs.values())
         specs_top = self._top_specs(args, kwargs)
-        leaves, specs, labels = [], [], []
+        leaves, specs, labels, arguments = [], [], [], []
         for value, spec, label in zip(values_top, specs_top, labels_top):
-            paths, value_leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
+            paths, value_leaves, value_def = optree.tree_flatten_with_path(value, none_is_leaf=True)
+            arguments.append((value, value_def, len(leaves), len(leaves) + len(value_leaves)))
             for path, leaf in zip(paths, value_leaves):
                 leaf_label = label + "".join(f"[{k!r}]" for k in path)
                 leaves.append(leaf)
                 labels.append(leaf_label)
                 specs.append(self._leaf_spec(spec, path, leaf, leaf_label, label))
-        treedef = optree.tree_structure((tuple(args), kwargs), none_is_leaf=True)
-        return leaves, specs, labels, treedef
+        return leaves, specs, labels, _Arguments(arguments, len(args), list(kwargs))
 
     def _label(self, i):
         return self.parameters[i] if i < len(self.parameters) else f"argument {i}"
@@ -297,7 +302,7 @@ class _Mapped:
         level = BatchLevel(size, self.randomness)
         with active(level):
             inside = [_enter(leaf, spec, level) for leaf, spec in zip(leaves, specs)]
-            args, kwargs = optree.tree_unflatten(treedef, inside)
+            args, kwargs = treedef.rebuild(inside, specs)
             out = self.func(*args, **kwargs)
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
@@ -307,6 +312,28 @@ class _Mapped:
                 for path, value in zip(paths, out_leaves)
             ]
         return optree.tree_unflatten(out_def, results)
+
+
+class _Arguments:
+    """How to rebuild the call's arguments from their leaves.
+
+    An argument none of whose leaves is mapped is passed through as the very
+    object the caller gave (a list the function pops from is the caller's list).
+    """
+
+    def __init__(self, arguments, n_positional, keywords):
+        self.arguments = arguments
+        self.n_positional = n_positional
+        self.keywords = keywords
+
+    def rebuild(self, leaves, specs):
+        values = []
+        for value, value_def, start, stop in self.arguments:
+            if all(spec is None for spec in specs[start:stop]):
+                values.append(value)
+            else:
+                values.append(optree.tree_unflatten(value_def, leaves[start:stop]))
+        return tuple(values[: self.n_positional]), dict(zip(self.keywords, values[self.n_positional:]))
 
 
 def _enter(leaf, spec, level):

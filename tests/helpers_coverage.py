@@ -49,23 +49,33 @@ def dim_size(obj, dim):
 
 
 def coords_along(obj, dim):
-    """Coordinates lying along ``dim`` only, from the first argument that has them."""
+    """Coordinates lying along ``dim`` only, merged over every argument that has the
+    dim (the loop over ``isel`` without ``drop`` carries all of them as scalar coords
+    into the result); the first argument wins on a name clash."""
+    found = {}
+    _collect_coords(obj, dim, found)
+    return found or None
+
+
+def _collect_coords(obj, dim, found):
     if isinstance(obj, (xr.DataArray, xr.Dataset)):
-        if dim in obj.dims:
-            return {k: c.variable for k, c in obj.coords.items() if c.dims == (dim,)}
-        return None
-    if isinstance(obj, xr.DataTree):
-        for node in obj.subtree:
-            ds = node.dataset
-            if dim in ds.dims:
-                return {k: c.variable for k, c in ds.coords.items() if c.dims == (dim,)}
-        return None
-    items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
-    for v in items:
-        c = coords_along(v, dim)
-        if c is not None:
-            return c
-    return None
+        datasets = [obj.coords] if dim in obj.dims else []
+    elif isinstance(obj, xr.DataTree):
+        datasets = [node.dataset.coords for node in obj.subtree if dim in node.dataset.dims]
+    elif isinstance(obj, dict):
+        datasets = []
+        for v in obj.values():
+            _collect_coords(v, dim, found)
+    elif isinstance(obj, (list, tuple)):
+        datasets = []
+        for v in obj:
+            _collect_coords(v, dim, found)
+    else:
+        datasets = []
+    for coords in datasets:
+        for k, c in coords.items():
+            if c.dims == (dim,) and k not in found:
+                found[k] = c.variable
 
 
 def slice_example(obj, dim, i):

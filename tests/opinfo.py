@@ -85,8 +85,8 @@ class SampleInput:
 class OpInfo:
     """Everything the generic tests know about one operation.
 
-    - ``domain``: one ``Domain`` per array argument (for the autodiff tests: finite
-      differences must stay inside it too).
+    - ``domain``: one ``Domain`` per array argument, or a single one for all of them
+      (for the autodiff tests: finite differences must stay inside it too).
     - ``strict_ok``: False where the standard lacks the function and the library uses
       its NumPy/CuPy-only table (``einsum``).
     - ``integer_index_args``: positions of integer index arrays (never differentiated).
@@ -180,17 +180,17 @@ BINARY_SHAPES = [
 TERNARY_SHAPES = [((3, 4), (3, 4), (3, 4)), ((3, 1), (4,), ()), ((), (2, 3), (1, 3))]
 
 
-def elementwise_samples(rng, dtype, *, domains, shapes, arg_dtypes=None):
+def elementwise_samples(rng, dtype, *, domains, shapes):
     """Elementwise calls over broadcasting shapes; ``SCALAR`` marks a Python number."""
-    arg_dtypes = arg_dtypes or (dtype,) * len(domains)
-    samples = []
-    for shape_tuple in shapes:
-        args = tuple(
-            domain.scalar(np.dtype(arg_dtype)) if shape == SCALAR else make_array(rng, shape, arg_dtype, domain)
-            for shape, domain, arg_dtype in zip(shape_tuple, domains, arg_dtypes)
+    return [
+        SampleInput(
+            tuple(
+                domain.scalar(dtype) if shape == SCALAR else make_array(rng, shape, dtype, domain)
+                for shape, domain in zip(shape_tuple, domains)
+            )
         )
-        samples.append(SampleInput(args))
-    return samples
+        for shape_tuple in shapes
+    ]
 
 
 def elementwise(name, op, *, domain=ANY, dtypes=FLOAT, arity=1, **fields) -> OpInfo:
@@ -786,6 +786,7 @@ OP_DB: list[OpInfo] = [
     ),
     # functional setitem and in-place update on a copy
     setitem("slice", slice(1, None), [((4, 3), (3,)), ((4, 3), (3, 3)), ((4,), ()), ((4, 3), SCALAR)]),
+    setitem("int", 1, [((4, 3), (3,)), ((4,), ()), ((4,), SCALAR)]),
     setitem("ellipsis_int", (Ellipsis, 0), [((3, 4), (3,)), ((2, 3, 4), (3,))]),
     setitem("negative_step", slice(None, None, -2), [((5, 2), (3, 2)), ((5,), SCALAR)]),
     OpInfo(
@@ -968,8 +969,9 @@ def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Call
         finite = np.abs(expected[np.isfinite(expected)])
         # reordered sums err relative to the largest term, not to each element
         atol = rtol * (1.0 + (finite.max() if finite.size else 0.0))
-        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
-    else:
+        if not np.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True).all():
+            np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol)
+    elif not np.array_equal(actual, expected):
         np.testing.assert_array_equal(actual, expected)
 
 

@@ -88,4 +88,4 @@ def strict_rejects_tracer(op, in_dims):
 
 def strict_to_numpy(value):
     assert isinstance(value, STRICT_ARRAY), f"vmap returned {type(value).__name__}, not an array_api_strict array"
-    return np.asarray(value)
+    return np.asarray(value)  # array_api_strict 2.6 arrays convert through __array__ (and DLPack)

@@ -39,10 +39,11 @@ def test_vmap_matches_loop(op, dtype):
     failures, calls = [], 0
     for batch_size in BATCH_SIZES:
         for sample_examples in examples(op, dtype, batch_size):
+            oracle = Oracle(op, sample_examples)
             for in_dims in placements(sample_examples[0]):
                 calls += 1
                 try:
-                    check_vmap(op, sample_examples, in_dims)
+                    check_vmap(op, sample_examples, in_dims, oracle)
                 except Exception as error:  # noqa: BLE001 - every failing call is listed
                     failures.append(describe(f"B={batch_size}", sample_examples[0], in_dims, error))
     report(op, failures, calls)
@@ -52,19 +53,37 @@ def test_vmap_matches_loop(op, dtype):
 def test_nested_vmap_matches_double_loop(op, dtype):
     failures, calls = [], 0
     for sample_examples in examples(op, dtype, OUTER_SIZE * INNER_SIZE):
+        oracle = Oracle(op, sample_examples)
         count = len(array_positions(sample_examples[0]))
         for states in itertools.product(NESTED_STATES, repeat=count):
             if all(outer is None for outer, _ in states) or all(inner is None for _, inner in states):
                 continue
             calls += 1
             try:
-                check_nested_vmap(op, sample_examples, states)
+                check_nested_vmap(op, sample_examples, states, oracle)
             except Exception as error:  # noqa: BLE001 - every failing call is listed
                 failures.append(describe("nested (outer, inner) per array:", sample_examples[0], states, error))
     report(op, failures, calls)
 
 
-def check_vmap(op, sample_examples, in_dims):
+class Oracle:
+    """The op on plain NumPy, each array argument taken from the example its pick
+    names; remembered, since many in_dims combinations share the same calls."""
+
+    def __init__(self, op, sample_examples):
+        self.sample_examples = sample_examples
+        self.positions = array_positions(sample_examples[0])
+        self.call = with_arrays(op, sample_examples[0])
+        self.results = {}
+
+    def __call__(self, picks):
+        if picks not in self.results:
+            arrays = [self.sample_examples[k].args[j] for j, k in zip(self.positions, picks)]
+            self.results[picks] = self.call(*arrays)
+        return self.results[picks]
+
+
+def check_vmap(op, sample_examples, in_dims, oracle):
     sample = sample_examples[0]
     call = with_arrays(op, sample)
     inputs = []
@@ -75,13 +94,12 @@ def check_vmap(op, sample_examples, in_dims):
     reason = expected_error(op, [in_dims])
     if reason:
         return assert_raises_transform_error(vmapped, inputs, reason)
-    expected = stack_outputs(
-        [call(*example_arrays(sample_examples, b, in_dims)) for b in range(len(sample_examples))]
-    )
+    batch = range(len(sample_examples))
+    expected = stack_outputs([oracle(tuple(b if d is not None else 0 for d in in_dims)) for b in batch])
     assert_same(vmapped(*inputs), expected, compare_values=op.compare_values, to_numpy=bare_ndarray)
 
 
-def check_nested_vmap(op, sample_examples, states):
+def check_nested_vmap(op, sample_examples, states, oracle):
     """``vmap(vmap(op, inner), outer)`` over an (outer, inner) grid of examples."""
     sample = sample_examples[0]
     call = with_arrays(op, sample)
@@ -102,26 +120,15 @@ def check_nested_vmap(op, sample_examples, states):
     if reason:
         return assert_raises_transform_error(vmapped, inputs, reason)
 
-    def example_call(o, i):
-        arrays = [
-            grid[o if outer is not None else 0][i if inner is not None else 0].args[j]
-            for j, (outer, inner) in zip(array_positions(sample), states)
-        ]
-        return call(*arrays)
+    def picks(o, i):
+        return tuple(
+            (o if outer is not None else 0) * INNER_SIZE + (i if inner is not None else 0) for outer, inner in states
+        )
 
     expected = stack_outputs(
-        [stack_outputs([example_call(o, i) for i in range(INNER_SIZE)]) for o in range(OUTER_SIZE)]
+        [stack_outputs([oracle(picks(o, i)) for i in range(INNER_SIZE)]) for o in range(OUTER_SIZE)]
     )
     assert_same(vmapped(*inputs), expected, compare_values=op.compare_values, to_numpy=bare_ndarray)
-
-
-def example_arrays(sample_examples, b, in_dims):
-    """The arrays of example ``b``; an unbatched argument is example 0's for all."""
-    sample = sample_examples[0]
-    return [
-        (sample_examples[b] if dim is not None else sample).args[j]
-        for j, dim in zip(array_positions(sample), in_dims)
-    ]
 
 
 def expected_error(op, levels):

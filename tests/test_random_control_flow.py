@@ -170,40 +170,50 @@ def noise_0d(y):
     return y + lf.random.normal(sizes={})
 
 
-def test_nested_vmap_outer_different_inner_same():
-    inner = lf.vmap(noise_0d, dim="member", randomness="same")
-    outer = lf.vmap(inner, dim="sample", randomness="different")
-    x = xr.DataArray(np.zeros((3, 4)), dims=("sample", "member"))
-    values = outer(x).transpose("sample", "member").values
+# vmap(vmap(f)) directly, and the same with the inner vmap called from a function.
+COMPOSITIONS = [
+    pytest.param(lambda inner: inner, id="direct"),
+    pytest.param(lambda inner: (lambda z: inner(z)), id="through-function"),
+]
+
+
+def nested(outer_flag, inner_flag, compose):
+    inner = lf.vmap(noise_0d, dim="member", randomness=inner_flag)
+    outer = lf.vmap(compose(inner), dim="sample", randomness=outer_flag)
+    return outer(xr.DataArray(np.zeros((3, 4)), dims=("sample", "member")))
+
+
+@pytest.mark.parametrize("compose", COMPOSITIONS)
+def test_nested_vmap_puts_the_outer_dim_first(compose):
+    assert nested("different", "same", compose).dims == ("sample", "member")
+
+
+@pytest.mark.parametrize("compose", COMPOSITIONS)
+def test_nested_vmap_outer_different_inner_same(compose):
+    values = nested("different", "same", compose).transpose("sample", "member").values
     for row in values:  # the same along member...
         np.testing.assert_array_equal(row, np.full(4, row[0]))
     assert len(np.unique(values[:, 0])) == 3  # ...different along sample
 
 
-def test_nested_vmap_outer_same_inner_different():
-    inner = lf.vmap(noise_0d, dim="member", randomness="different")
-    outer = lf.vmap(inner, dim="sample", randomness="same")
-    x = xr.DataArray(np.zeros((3, 4)), dims=("sample", "member"))
-    values = outer(x).transpose("sample", "member").values
+@pytest.mark.parametrize("compose", COMPOSITIONS)
+def test_nested_vmap_outer_same_inner_different(compose):
+    values = nested("same", "different", compose).transpose("sample", "member").values
     for row in values[1:]:  # the same along sample...
         np.testing.assert_array_equal(row, values[0])
     assert len(np.unique(values[0])) == 4  # ...different along member
 
 
-def test_nested_vmap_both_different():
-    inner = lf.vmap(noise_0d, dim="member", randomness="different")
-    outer = lf.vmap(inner, dim="sample", randomness="different")
-    x = xr.DataArray(np.zeros((3, 4)), dims=("sample", "member"))
-    values = outer(x).values
+@pytest.mark.parametrize("compose", COMPOSITIONS)
+def test_nested_vmap_both_different(compose):
+    values = nested("different", "different", compose).values
     assert len(np.unique(values)) == values.size
 
 
-def test_nested_vmap_inner_error_raises_even_if_outer_allows():
-    inner = lf.vmap(noise_0d, dim="member")
-    outer = lf.vmap(inner, dim="sample", randomness="different")
-    x = xr.DataArray(np.zeros((3, 4)), dims=("sample", "member"))
+@pytest.mark.parametrize("compose", COMPOSITIONS)
+def test_nested_vmap_inner_error_raises_even_if_outer_allows(compose):
     with pytest.raises(lf.RandomnessError):
-        outer(x)
+        nested("different", "error", compose)
 
 
 # --- lf.cond --------------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Every case runs ``lf.vmap(f, dim="sample")(*args)`` and compares it with the
 per-example for-loop (``helpers_coverage.loop_vmap``): values, dims order, coords,
-name, attrs and dtype.  Each case runs with the mapped dim first, last, and (for 3-D
-inputs) in the middle of every mapped argument.
+name, attrs and dtype.  Each case runs with the mapped dim first, and last (2-D inputs) or
+in the middle (3-D inputs) of every mapped argument.
 """
 
 from __future__ import annotations
@@ -337,13 +337,40 @@ add(
 )
 add("to_dataset_reduce", lambda a: a.to_dataset(name="v").mean("t").v, "x3")
 
+# ---------------------------------------------------------------- beyond the required list
+# Other everyday xarray methods (ARCHITECTURE.md: argmax, quantile, *_like, copy, ...).
+add("zeros_like_plus", lambda a: xr.zeros_like(a) + a * 2, "x")
+add("ones_like_times", lambda a: xr.ones_like(a) * a, "x")
+add("full_like", lambda a: xr.full_like(a, 2.0) - a, "x")
+add("copy", lambda a: a.copy() * 3, "x")
+add("argmax", lambda a: a.argmax("t"), "x")
+add("argmin_3d", lambda a: a.argmin("x"), "x3")
+add("idxmax", lambda a: a.idxmax("t"), "x")
+add("quantile", lambda a: a.quantile(0.3, dim="t"), "x")
+add("quantile_list", lambda a: a.quantile([0.25, 0.75], dim="t"), "x3")
+add("count", lambda a: a.count("t"), "xn")
+add("isnull", lambda a: a.isnull(), "xn")
+add("notnull_any", lambda a: a.notnull().all("t"), "xn")
+add("any", lambda a: (a > 0.8).any("t"), "x")
+add("reduce_custom", lambda a: a.reduce(np.nansum, dim="t"), "xn")
+add("rename_dim", lambda a: a.rename(t="time") * 2, "x")
+add("assign_coords", lambda a: a.assign_coords(t2=a.t * 2) + 1, "x")
+add("squeeze", lambda a: a.isel(t=[2]).squeeze("t"), "x")
+add("reindex_fill", lambda a: a.reindex(t=[0.1, 0.2, 1.5]), "x")
+add("sortby_coord", lambda a: a.sortby("x", ascending=False), "x3")
+add("corr", lambda a, b: xr.corr(a, b, dim="t"), "x", "y")
+add("cov", lambda a, b: xr.cov(a, b, dim="t"), "x", "y")
+add("groupby_mean", lambda a: a.assign_coords(g=("x", [0, 1, 0])).groupby("g").mean(), "x3")
+add("cumulative_integrate", lambda a: a.cumulative_integrate("t"), "x")
+add("einsum", lambda a, b: np.einsum("i,i->", a.data, b.data), "x", "y")
+add("np_linalg_norm", lambda a: np.linalg.norm(a.data), "x")
+add("dot_then_where_3d", lambda a, b: xr.where(xr.dot(a, b, dim="t") > 1, a.sum("t"), 0), "x3", "y")
+
 
 def _params():
     out = []
     for name, f, argnames in CASES:
-        positions = [0, -1]
-        if THREE_D.intersection(argnames):
-            positions.append(1)
+        positions = [0, 1] if THREE_D.intersection(argnames) else [0, -1]
         for pos in positions:
             out.append(pytest.param(f, argnames, pos, id=f"{name}-pos{pos}"))
     return out

@@ -375,19 +375,21 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
 
 @implements(np.pad)
 def _pad(array, pad_width, mode="constant", **kwargs):
-    if callable(mode) or mode not in ("constant", "edge"):
-        raise UnsupportedOperationError(f"numpy.pad with mode={mode!r} is not supported on traced arrays (use 'constant' or 'edge')")
-    pad_width = np.broadcast_to(np.asarray(pad_width, dtype=int), (array.ndim, 2)).tolist()
+    if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise UnsupportedOperationError(f"numpy.pad with mode={mode!r} is not supported on traced arrays")
     constant = kwargs.pop("constant_values", 0)
-    if kwargs:
-        raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs)} is not supported on traced arrays")
-    constant = np.asarray(constant)
-    if constant.ndim:
-        if np.unique(constant).size != 1:
-            raise UnsupportedOperationError("numpy.pad with different constant_values per side is not supported on traced arrays")
-        constant = constant.flat[0]
-    constant = constant.item() if hasattr(constant, "item") else constant
-    return ks.pad.bind(array, pad_width=tuple(map(tuple, pad_width)), mode=mode, constant_value=constant)
+    reflect_type = kwargs.pop("reflect_type", "even")
+    if kwargs or reflect_type != "even":
+        raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs) or ['reflect_type']} is not supported on traced arrays")
+    pad_width = _pairs(pad_width, array.ndim, int)
+    constant = _pairs(constant, array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
+    return ks.pad(array, pad_width, mode, constant)
+
+
+def _pairs(value, ndim, convert):
+    """NumPy's pad argument broadcast to one (before, after) pair per axis."""
+    pairs = np.broadcast_to(np.asarray(value, dtype=object), (ndim, 2))
+    return tuple((convert(before), convert(after)) for before, after in pairs.tolist())
 
 
 @implements(np.roll)
@@ -527,10 +529,9 @@ def _isrealobj(x):
 
 
 def _dtype_only(value):
-    from .tracer import Tracer
-
-    if isinstance(value, Tracer):
-        return np.dtype(getattr(value.dtype, "_np_dtype", value.dtype))
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None and not isinstance(value, np.ndarray):
+        return np.dtype(getattr(dtype, "_np_dtype", dtype))
     return value
 
 

@@ -104,6 +104,9 @@ class Tracer(Traced):
 
     def __len__(self):
         if not self.shape:
+            # NumPy asks len() first when a 0-d value is stored into one element
+            if _conversion_kind(sys._getframe(1)) == "setitem":
+                self._concrete("setitem")
             raise TypeError("len() of a 0-d traced array")
         return self.shape[0]
 
@@ -165,7 +168,9 @@ class Tracer(Traced):
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         return ew.astype.bind(self, dtype=dtype)
 
-    def round(self, decimals=0):
+    def round(self, decimals=0, out=None):
+        if out is not None:
+            return np.round(self, decimals, out=out)
         return ew.round.bind(self, decimals=decimals)
 
     def transpose(self, *axes):
