@@ -8,16 +8,17 @@ batch and differentiate through their parts.
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 from . import elementwise as ew
 from .backend import dtype_kind, namespace, normalize_axis
 from .primitive import Primitive
-from .shape import expand_dims, moveaxis, reshape
+from .shape import expand_dims, moveaxis, reshape, squeeze as squeeze_primitive
 
 __all__ = [
     "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all",
-    "cumsum", "cumprod", "sort", "take_along_axis", "median",
+    "cumsum", "cumprod", "sort", "take_along_axis", "median", "quantile", "nanquantile",
     "nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin",
     "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian",
 ]
@@ -207,38 +208,74 @@ def _gather_last(x, axis, keepdims):
 
 
 def median(x, axis=None, keepdims=False):
-    x = _float(x)
-    merged, out_shape = _gather_last(x, axis, keepdims)
-    n = merged.shape[-1]
-    ordered = sort_along.bind(merged, axis=merged.ndim - 1)
-    from .indexing import getitem_static
-
-    low = getitem_static(ordered, (Ellipsis, (n - 1) // 2))
-    high = getitem_static(ordered, (Ellipsis, n // 2))
-    middle = ew.multiply.bind(ew.add.bind(low, high), 0.5)
-    has_nan = reduce_any.bind(ew.isnan.bind(merged), axis=(merged.ndim - 1,), keepdims=False)
-    middle = ew.where.bind(has_nan, math.nan, middle)
-    return reshape.bind(middle, shape=out_shape)
+    return quantile(x, 0.5, axis, keepdims)
 
 
 def nanmedian(x, axis=None, keepdims=False):
+    return nanquantile(x, 0.5, axis, keepdims)
+
+
+def quantile(x, q, axis=None, keepdims=False):
+    """Linear-interpolation quantiles (NumPy's default method); NaN where a slice has NaN."""
+    return _quantile(x, q, axis, keepdims, skip_nan=False)
+
+
+def nanquantile(x, q, axis=None, keepdims=False):
+    """Quantiles of the values that are not NaN (NaN where a slice has none)."""
+    return _quantile(x, q, axis, keepdims, skip_nan=True)
+
+
+def _quantile(x, q, axis, keepdims, skip_nan):
+    import numpy as np
+
+    from .indexing import getitem_static
+    from .shape import stack
+
     x = _float(x)
     merged, out_shape = _gather_last(x, axis, keepdims)
     last = merged.ndim - 1
-    count = reduce_sum.bind(ew.astype.bind(ew.logical_not.bind(ew.isnan.bind(merged)), dtype=_index_dtype(merged)), axis=(last,), keepdims=True)
+    size = merged.shape[-1]
     ordered = sort_along.bind(merged, axis=last)  # NaNs sort last
-    low_index = ew.maximum.bind(ew.floor_divide.bind(ew.subtract.bind(count, 1), 2), 0)
-    high_index = ew.floor_divide.bind(count, 2)
-    high_index = ew.minimum.bind(high_index, merged.shape[-1] - 1)
-    low = take_along_axis.bind(ordered, low_index, axis=last)
-    high = take_along_axis.bind(ordered, high_index, axis=last)
-    middle = ew.multiply.bind(ew.add.bind(low, high), 0.5)
-    middle = ew.where.bind(ew.equal.bind(count, 0), math.nan, middle)
-    return reshape.bind(middle, shape=out_shape)
+    nan = ew.isnan.bind(merged)
+    levels = np.asarray(q, dtype=float)
+    if skip_nan:
+        count = ew.subtract.bind(size, reduce_sum.bind(nan, axis=(last,), keepdims=True, dtype=_index_dtype(x)))
+        top = ew.maximum.bind(ew.subtract.bind(count, 1), 0)
+    results = []
+    for level in levels.reshape(-1).tolist():
+        if skip_nan:
+            position = ew.multiply.bind(level, top)
+            low_index = ew.astype.bind(ew.floor.bind(position), dtype=_index_dtype(x))
+            high_index = ew.minimum.bind(ew.add.bind(low_index, 1), top)
+            fraction = ew.astype.bind(ew.subtract.bind(position, low_index), dtype=x.dtype)
+            low = take_along_axis.bind(ordered, low_index, axis=last)
+            high = take_along_axis.bind(ordered, high_index, axis=last)
+            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
+            value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+            value = reshape.bind(value, shape=tuple(value.shape[:-1]))
+        else:
+            position = level * (size - 1)
+            low_index = math.floor(position)
+            high_index = builtins.min(low_index + 1, size - 1)
+            fraction = position - low_index
+            low = getitem_static(ordered, (Ellipsis, low_index))
+            high = getitem_static(ordered, (Ellipsis, high_index))
+            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
+            has_nan = reduce_any.bind(nan, axis=(last,), keepdims=False)
+            value = ew.where.bind(has_nan, math.nan, value)
+        results.append(reshape.bind(value, shape=out_shape))
+    if levels.ndim == 0:
+        return results[0]
+    stacked = stack.bind(*results, axis=0)
+    return reshape.bind(stacked, shape=levels.shape + tuple(out_shape))
 
 
 def _index_dtype(x):
     return namespace(x).int64
+
+
+def squeeze(x, axes):
+    return squeeze_primitive.bind(x, axis=axes)
 
 
 # --- nan* forms: mask, replace, reduce ------------------------------------------------
@@ -250,11 +287,12 @@ def _replace_nan(x, value):
 
 
 def _count(mask, x, axis, keepdims):
+    """How many values along ``axis`` are not NaN (a Python int when none can be)."""
+    size = math.prod(x.shape[a] for a in normalize_axis(axis, x.ndim))
     if mask is None:
-        size = math.prod(x.shape[a] for a in normalize_axis(axis, x.ndim))
         return size
-    present = ew.astype.bind(ew.logical_not.bind(mask), dtype=x.dtype)
-    return reduce_sum.bind(present, axis=normalize_axis(axis, x.ndim), keepdims=keepdims)
+    missing = reduce_sum.bind(mask, axis=normalize_axis(axis, x.ndim), keepdims=keepdims, dtype=_index_dtype(x))
+    return ew.astype.bind(ew.subtract.bind(size, missing), dtype=x.dtype)
 
 
 def nansum(x, axis=None, keepdims=False, dtype=None):
@@ -278,13 +316,15 @@ def nanvar(x, axis=None, keepdims=False, ddof=0, dtype=None):
     x = _float(_cast(x, dtype))
     filled, mask = _replace_nan(x, 0)
     count = _count(mask, x, axis, True)
-    centre = ew.divide.bind(sum(filled, axis, True), count)
-    deviation = ew.subtract.bind(x, centre)
+    deviation = ew.subtract.bind(filled, ew.divide.bind(sum(filled, axis, True), count))
     if mask is not None:
         deviation = ew.where.bind(mask, 0, deviation)
     squares = sum(ew.multiply.bind(deviation, deviation), axis, keepdims)
-    count = _count(mask, x, axis, keepdims)
-    return ew.divide.bind(squares, ew.maximum.bind(ew.subtract.bind(count, ddof), 0))
+    if not keepdims and mask is not None:
+        count = squeeze(count, normalize_axis(axis, x.ndim))
+    if ddof:
+        count = ew.maximum.bind(ew.subtract.bind(count, ddof), 0)
+    return ew.divide.bind(squares, count)
 
 
 def nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):

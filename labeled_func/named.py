@@ -34,6 +34,16 @@ def _register_conversion_sites():
         if code is None:  # xarray moved the method: the policy errors would be generic
             raise ImportError(f"labeled_func: xarray's AbstractArray.{method} has no code object")
         sites[code] = kind
+    # pandas-backed index coordinates: a mapped indexer cannot select their labels
+    from xarray.core import indexes, indexing
+
+    for owner, method in ((indexes.PandasIndex, "isel"), (indexes.PandasMultiIndex, "isel"),
+                          (indexing.PandasIndexingAdapter, "__getitem__"),
+                          (indexing.PandasIndexingAdapter, "_oindex_get"),
+                          (indexing.PandasIndexingAdapter, "_vindex_get")):
+        code = getattr(getattr(owner, method, None), "__code__", None)
+        if code is not None:
+            sites[code] = "index"
     register_conversion_sites(sites)
 
 

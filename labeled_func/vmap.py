@@ -5,6 +5,7 @@ import functools
 import inspect
 
 import optree
+import xarray as xr
 
 from .engine import BatchLevel, active
 from .named import Preserve, concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
@@ -347,8 +348,12 @@ def _enter(leaf, spec, level):
 
 
 def _axis_of(leaf, dim):
-    dims = leaf_dims(leaf)
-    return dims.index(dim)
+    """Where ``dim`` stands in ``leaf`` (in its first data variable that has it)."""
+    if isinstance(leaf, xr.Dataset):
+        for variable in leaf.data_vars.values():
+            if dim in variable.dims:
+                return variable.dims.index(dim)
+    return leaf_dims(leaf).index(dim)
 
 
 def _preview(index):

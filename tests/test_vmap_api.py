@@ -720,3 +720,114 @@ def test_returns_numpy_from_numpy():
     res = lf.vmap(f, in_dims=(0,))(A)
     assert isinstance(res, np.ndarray)
     np.testing.assert_allclose(res, np.stack([f(a) for a in A]), rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- more contract
+
+
+def test_func_runs_once_per_chunk_not_once_per_example():
+    """vmap evaluates the batch at once (chunk_size=k: k examples at a time)."""
+    x = make_x(n=7)
+    calls = []
+
+    def f(a):
+        calls.append(a.dims)
+        return a * 2
+
+    lf.vmap(f, dim="sample")(x)
+    assert len(calls) == 1
+    calls.clear()
+    lf.vmap(f, dim="sample", chunk_size=3)(x)
+    assert len(calls) == 3  # 3 + 3 + 1
+    assert all(d == ("t",) for d in calls)
+
+
+def test_mapped_dim_without_coordinate():
+    x = make_x().drop_vars(["sample", "label"])
+
+    def f(a):
+        return a.cumsum("t") / a.sum()
+
+    res = lf.vmap(f, dim="sample")(x)
+    assert "sample" not in res.coords
+    assert_same(res, loop_vmap(f, "sample", x))
+
+
+def test_mapped_dim_of_size_one():
+    x = make_x(n=1)
+
+    def f(a):
+        return a - a.mean()
+
+    assert_same(lf.vmap(f, dim="sample")(x), loop_vmap(f, "sample", x))
+
+
+def test_same_array_passed_twice():
+    x = make_x()
+
+    def f(a, b):
+        return a * b + a.sum() - b
+
+    assert_same(lf.vmap(f, dim="sample")(x, x), loop_vmap(f, "sample", x, x))
+
+
+def test_out_dims_int_on_dataset_and_pytree_outputs():
+    x3 = make_x3()
+
+    def f(a):
+        return {"ds": xr.Dataset({"p": a * 2, "q": a.sum("x")}), "da": a.mean("t")}
+
+    res = lf.vmap(f, dim="sample", out_dims=1)(x3)
+    exp = loop_vmap(f, "sample", x3)
+    assert res["ds"].p.dims == ("x", "sample", "t")
+    assert res["ds"].q.dims == ("t", "sample")
+    assert res["da"].dims == ("x", "sample")
+    assert_same(res["ds"].p, exp["ds"].p.transpose("x", "sample", "t"))
+    assert_same(res["ds"].q, exp["ds"].q.transpose("t", "sample"))
+    assert_same(res["da"], exp["da"].transpose("x", "sample"))
+
+
+@pytest.mark.parametrize("randomness", ["error", "different", "same"])
+def test_randomness_flag_values_accepted_for_deterministic_function(randomness):
+    x = make_x()
+
+    def f(a):
+        return np.exp(a).mean("t")
+
+    res = lf.vmap(f, dim="sample", randomness=randomness)(x)
+    assert_same(res, loop_vmap(f, "sample", x))
+
+
+def test_unmapped_output_identity_of_shared_argument():
+    x, u = make_x(), make_u()
+
+    def f(a, b):
+        return a, b
+
+    ra, rb = lf.vmap(f, dim="sample")(x, u)
+    xr.testing.assert_identical(ra, x)
+    ea, eb = loop_vmap(f, "sample", x, u)
+    assert_same(rb, eb)
+    assert rb.dims == ("sample", "t")
+
+
+def test_mapped_non_index_coordinate_on_dataset_output():
+    x = make_x()
+    ds = xr.Dataset({"a": x}, coords={"weight": ("sample", np.linspace(1, 2, N))})
+
+    def f(d):
+        return d * 2
+
+    res = lf.vmap(f, dim="sample")(ds)
+    xr.testing.assert_identical(res["weight"], ds["weight"])
+    assert_same(res, loop_vmap(f, "sample", ds))
+
+
+def test_integer_and_bool_data():
+    xi = (make_x() * 10).astype(np.int64)
+
+    def f(a):
+        return a.sum("t"), a > 5, a // 3, (a % 4).cumsum("t")
+
+    res = lf.vmap(f, dim="sample")(xi)
+    assert_same(res, loop_vmap(f, "sample", xi))

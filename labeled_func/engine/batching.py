@@ -7,6 +7,7 @@ never wrapped (and never broadcast just to simplify a rule).
 from __future__ import annotations
 
 from kernels import shape as ks
+from kernels.backend import dtype_kind
 
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      InplaceError, ItemError, UnsupportedOperationError)
@@ -85,6 +86,20 @@ class BatchTracer(Tracer):
                 "writing a mapped value into an unmapped array (array[...] = value): it "
                 "would need more elements than it has. Build the buffer from the mapped "
                 "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
+            )
+        if what == "index":
+            if dtype_kind(self.dtype) == "b":
+                raise DynamicShapeError(
+                    "boolean-mask indexing of a labeled array (x[mask], x.where(mask, drop=True)) "
+                    "under vmap: each example would keep a different number of elements. "
+                    "Use x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0) instead."
+                )
+            raise ConversionError(
+                "indexing an unmapped array, or a dim with an index coordinate, with a mapped "
+                "index (array[i], idxmax, x.isel(t=i) with i computed per example): NumPy "
+                "and pandas need concrete indices there, and coordinate labels would differ "
+                "per example. For arrays use np.take_along_axis(array, i, axis=...), for labels "
+                "use positions (argmax), or drop the index coordinate (x.drop_vars(name))."
             )
         if what == "array":
             raise ConversionError(

@@ -223,6 +223,25 @@ FUNCTIONS[np.median] = _median_handler(kr.median)
 FUNCTIONS[np.nanmedian] = _median_handler(kr.nanmedian)
 
 
+def _quantile_handler(kernel, scale):
+    def handler(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None, interpolation=None):
+        name = getattr(kernel, "__name__", "quantile")
+        if method != "linear" or interpolation not in (None, "linear") or weights is not None:
+            raise UnsupportedOperationError(f"numpy.{name}: only method='linear' without weights is supported on traced arrays")
+        if hasattr(q, "_level"):
+            raise UnsupportedOperationError(f"numpy.{name}: the quantile levels q must not be traced")
+        return kernel(_asarray(a), np.asarray(q, dtype=float) / scale, axis=axis, keepdims=keepdims)
+
+    return handler
+
+
+FUNCTIONS[np.quantile] = _quantile_handler(kr.quantile, 1)
+FUNCTIONS[np.nanquantile] = _quantile_handler(kr.nanquantile, 1)
+FUNCTIONS[np.percentile] = _quantile_handler(kr.quantile, 100)
+FUNCTIONS[np.nanpercentile] = _quantile_handler(kr.nanquantile, 100)
+
+
 @implements(np.sort)
 def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
     return kr.sort(_asarray(a), axis=axis)
@@ -233,6 +252,24 @@ def _take_along_axis(arr, indices, axis=-1):
     if axis is None:
         arr, axis = ks.reshape.bind(arr, shape=(-1,)), 0
     return kr.take_along_axis.bind(arr, indices, axis=normalize_axis(axis, arr.ndim)[0])
+
+
+@implements(np.take)
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    if mode != "raise":
+        raise UnsupportedOperationError(f"numpy.take with mode={mode!r} is not supported on traced arrays")
+    a = _asarray(a)
+    if axis is None:
+        a, axis = ks.reshape.bind(a, shape=(-1,)), 0
+    axis = normalize_axis(axis, a.ndim)[0]
+    template, arrays = ki.split_key((slice(None),) * axis + (_asarray(indices),))
+    return ki.getitem.bind(a, *arrays, template=template)
+
+
+@implements(np.count_nonzero)
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    nonzero = ew.not_equal.bind(a, 0)
+    return kr.sum(nonzero, axis=axis, keepdims=keepdims, dtype=np.intp)
 
 
 # elementwise functions that are not ufuncs
@@ -550,7 +587,7 @@ def _dynamic_shape(name):
 
 for _function in (np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.extract,
                   np.compress, np.unique_values, np.unique_counts, np.unique_inverse,
-                  np.unique_all, np.trim_zeros, np.count_nonzero):
+                  np.unique_all, np.trim_zeros):
     FUNCTIONS[_function] = _dynamic_shape(_name(_function))
 
 del _function

@@ -29,19 +29,23 @@ __all__ = ["Tracer", "inplace_assign", "register_conversion_sites"]
 # so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
 _CONVERSION_SITES: dict = {}
 _STORE_OPS = {dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap}
+_LOAD_OPS = {dis.opmap[name] for name in ("BINARY_SUBSCR", "BINARY_SLICE") if name in dis.opmap}
 
 
 def register_conversion_sites(sites):
-    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "item"}."""
+    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "format" | "index"}."""
     _CONVERSION_SITES.update(sites)
 
 
 def _conversion_kind(frame):
     """Why ``__array__`` was called: "setitem", "bool", "float", ... or "array"."""
     code = frame.f_code.co_code
-    if frame.f_lasti < len(code) and code[frame.f_lasti] in _STORE_OPS:
-        return "setitem"
-    for _ in range(8):
+    if frame.f_lasti < len(code):
+        if code[frame.f_lasti] in _STORE_OPS:
+            return "setitem"
+        if code[frame.f_lasti] in _LOAD_OPS:
+            return "index"
+    for _ in range(10):
         if frame is None:
             break
         kind = _CONVERSION_SITES.get(frame.f_code)
