@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --doctest-modules labeled_func kernels
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

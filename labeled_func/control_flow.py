@@ -21,7 +21,7 @@ def cond(pred, true_fn, false_fn, *operands):
 
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([-2.0, 3.0], dims="sample")
-    >>> relu = lambda x: lf.cond(x > 0, lambda v: v, lambda v: v * 0, x)
+    >>> relu = lambda x: lf.cond(x > 0, lambda v: v, lambda v: xr.zeros_like(v), x)
     >>> lf.vmap(relu, dim="sample")(x).values
     array([0., 3.])
     """

@@ -46,10 +46,12 @@ def apply_op(op, v):
         return op[1] + v
     if kind == "mul":
         return v * op[1]
-    if kind == "sum":
-        return v.sum(op[1])
-    if kind == "mean":
-        return v.mean(op[1])
+    if kind in ("sum", "mean", "max", "std"):
+        return getattr(v, kind)(op[1])
+    if kind == "shift":
+        return v.shift({op[1]: op[2]})
+    if kind == "diff":
+        return v.diff(op[1])
     if kind == "cumsum":
         return v.cumsum(op[1])
     if kind == "transpose":
@@ -70,7 +72,9 @@ def draw_op(data, sizes):
     dims = list(sizes)
     kinds = ["ufunc", "add", "radd", "mul", "where_xr", "where_method"]
     if dims:
-        kinds += ["sum", "mean", "cumsum", "isel", "roll"]
+        kinds += ["sum", "mean", "max", "std", "cumsum", "isel", "roll", "shift"]
+    if any(n >= 2 for n in sizes.values()):
+        kinds.append("diff")
     if len(dims) >= 2:
         kinds.append("transpose")
     kind = data.draw(st.sampled_from(kinds), label="op")
@@ -80,8 +84,11 @@ def draw_op(data, sizes):
         return (kind, data.draw(SCALARS)), sizes
     if kind in ("where_xr", "where_method"):
         return (kind, data.draw(st.floats(-1.0, 1.5).map(lambda v: round(v, 3)))), sizes
+    if kind == "diff":
+        d = data.draw(st.sampled_from([k for k, n in sizes.items() if n >= 2]), label="dim")
+        return ("diff", d), {**sizes, d: sizes[d] - 1}
     d = data.draw(st.sampled_from(dims), label="dim") if dims else None
-    if kind in ("sum", "mean"):
+    if kind in ("sum", "mean", "max", "std"):
         return (kind, d), {k: n for k, n in sizes.items() if k != d}
     if kind == "cumsum":
         return ("cumsum", d), sizes
@@ -90,8 +97,8 @@ def draw_op(data, sizes):
         start = data.draw(st.integers(0, n - 1), label="start")
         stop = data.draw(st.integers(start + 1, n), label="stop")
         return ("isel", d, start, stop), {**sizes, d: stop - start}
-    if kind == "roll":
-        return ("roll", d, data.draw(st.integers(-3, 3))), sizes
+    if kind in ("roll", "shift"):
+        return (kind, d, data.draw(st.integers(-3, 3))), sizes
     if kind == "transpose":
         perm = tuple(data.draw(st.permutations(dims), label="perm"))
         return ("transpose", perm), {k: sizes[k] for k in perm}
@@ -148,7 +155,12 @@ def test_random_op_chain_with_unmapped_partner(layout, data):
     x = make_array(dims, sizes, seed)
     others = [d for d in dims if d != mapped]
     partner_dim = data.draw(st.sampled_from(others), label="partner_dim")
-    partner = make_array((partner_dim,), sizes, seed + 1).rename("p")
+    partner = xr.DataArray(
+        np.random.default_rng(seed + 1).uniform(0.5, 1.5, sizes[partner_dim]),
+        dims=(partner_dim,),
+        coords={partner_dim: x[partner_dim].values},  # aligned with x: no silent inner join
+        name="p",
+    )
     out_pos = data.draw(st.sampled_from([0, "preserve"]), label="out_dims")
     example_sizes = {d: sizes[d] for d in dims if d != mapped}
     ops = []
