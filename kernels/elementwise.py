@@ -228,3 +228,197 @@ def clip(x, lower=None, upper=None):
     if upper is not None:
         x = minimum.bind(x, upper)
     return x
+
+
+# --- derivative rules: a formula sheet ---------------------------------------------------
+# Each entry gives the partial derivative(s) in terms of the inputs and the output,
+# written with bind so that they differentiate and batch again.  Rules that can meet
+# an infinite derivative (sqrt at 0, log at 0, ...) multiply cotangents NaN-safely:
+# a zero cotangent stays zero (xarray masks with where, and 0 * inf would be NaN).
+
+
+def unbroadcast(g, shape):
+    """``g`` summed down to ``shape`` (undoing NumPy broadcasting)."""
+    from .reductions import reduce_sum
+
+    shape = tuple(shape)
+    g_shape = tuple(g.shape)
+    if g_shape == shape:
+        return g
+    extra = len(g_shape) - len(shape)
+    axes = tuple(range(extra)) + tuple(
+        extra + i for i, size in enumerate(shape) if size == 1 and g_shape[extra + i] != 1
+    )
+    if axes:
+        g = reduce_sum.bind(g, axis=axes, keepdims=True)
+    return reshape.bind(g, shape=shape) if tuple(g.shape) != shape else g
+
+
+def _is_array(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _safe_multiply(g, d):
+    """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite."""
+    return where.bind(equal.bind(g, 0), 0.0, multiply.bind(g, d))
+
+
+def _linear_rules(prim, partials, safe=False):
+    """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``."""
+
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        derivatives = partials(primals, out, **params)
+        total = None
+        for tangent, derivative in zip(tangents, derivatives):
+            if tangent is None or derivative is None:
+                continue
+            term = tangent if derivative is _ONE else (
+                negative.bind(tangent) if derivative is _MINUS_ONE else multiply.bind(tangent, derivative))
+            total = term if total is None else add.bind(total, term)
+        if total is not None and tuple(getattr(total, "shape", ())) != tuple(getattr(out, "shape", ())):
+            total = broadcast_to.bind(total, shape=tuple(out.shape))
+        return out, total
+
+    def vjp(g, primals, out, **params):
+        derivatives = partials(primals, out, **params)
+        cotangents = []
+        for primal, derivative in zip(primals, derivatives):
+            if derivative is None or not _is_array(primal) or dtype_kind(primal.dtype) in "biu":
+                cotangents.append(None)
+                continue
+            if derivative is _ONE:
+                term = g
+            elif derivative is _MINUS_ONE:
+                term = negative.bind(g)
+            else:
+                term = _safe_multiply(g, derivative) if safe else multiply.bind(g, derivative)
+            cotangents.append(unbroadcast(term, primal.shape))
+        return tuple(cotangents)
+
+    prim.jvp = jvp
+    prim.vjp = vjp
+
+
+_ONE = object()
+_MINUS_ONE = object()
+
+from .shape import broadcast_to  # noqa: E402
+
+_LN2 = 0.6931471805599453
+_LN10 = 2.302585092994046
+
+
+def _sq(x):
+    return multiply.bind(x, x)
+
+
+def _rsqrt(x):
+    return divide.bind(1.0, sqrt.bind(x))
+
+
+_UNARY = {
+    negative: (lambda x, out: _MINUS_ONE, False),
+    positive: (lambda x, out: _ONE, False),
+    abs: (lambda x, out: sign.bind(x), False),
+    sqrt: (lambda x, out: divide.bind(0.5, out), True),
+    cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
+    square: (lambda x, out: multiply.bind(2.0, x), False),
+    reciprocal: (lambda x, out: negative.bind(_sq(out)), True),
+    exp: (lambda x, out: out, False),
+    exp2: (lambda x, out: multiply.bind(out, _LN2), False),
+    expm1: (lambda x, out: add.bind(out, 1.0), False),
+    log: (lambda x, out: divide.bind(1.0, x), True),
+    log2: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN2)), True),
+    log10: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN10)), True),
+    log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
+    sin: (lambda x, out: cos.bind(x), False),
+    cos: (lambda x, out: negative.bind(sin.bind(x)), False),
+    tan: (lambda x, out: add.bind(1.0, _sq(out)), False),
+    asin: (lambda x, out: _rsqrt(subtract.bind(1.0, _sq(x))), True),
+    acos: (lambda x, out: negative.bind(_rsqrt(subtract.bind(1.0, _sq(x)))), True),
+    atan: (lambda x, out: divide.bind(1.0, add.bind(1.0, _sq(x))), False),
+    sinh: (lambda x, out: cosh.bind(x), False),
+    cosh: (lambda x, out: sinh.bind(x), False),
+    tanh: (lambda x, out: subtract.bind(1.0, _sq(out)), False),
+    asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), False),
+    acosh: (lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)), True),
+    atanh: (lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))), True),
+    conj: (lambda x, out: None, False),
+}
+
+for _prim, (_derivative, _safe) in _UNARY.items():
+    _linear_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
+
+
+def _tie_split(x, y, greater_is_x):
+    """d max(x, y)/dx: 1 where x wins, 0.5 at ties (JAX's convention), else 0."""
+    wins = greater.bind(x, y) if greater_is_x else less.bind(x, y)
+    return where.bind(wins, 1.0, where.bind(equal.bind(x, y), 0.5, 0.0))
+
+
+_BINARY = {
+    add: (lambda x, y, out: (_ONE, _ONE), False),
+    subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
+    multiply: (lambda x, y, out: (y, x), False),
+    divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
+    pow: (lambda x, y, out: (
+        multiply.bind(y, pow.bind(x, subtract.bind(y, 1))),
+        where.bind(equal.bind(x, 0), 0.0, multiply.bind(log.bind(where.bind(equal.bind(x, 0), 1.0, x)), out))
+        if _is_array(y) else None,
+    ), True),
+    atan2: (lambda y, x, out: (
+        divide.bind(x, add.bind(_sq(x), _sq(y))),
+        negative.bind(divide.bind(y, add.bind(_sq(x), _sq(y)))),
+    ), True),
+    hypot: (lambda x, y, out: (divide.bind(x, out), divide.bind(y, out)), True),
+    logaddexp: (lambda x, y, out: (exp.bind(subtract.bind(x, out)), exp.bind(subtract.bind(y, out))), False),
+    maximum: (lambda x, y, out: (_tie_split(x, y, True), _tie_split(y, x, True)), False),
+    minimum: (lambda x, y, out: (_tie_split(x, y, False), _tie_split(y, x, False)), False),
+    fmax: (lambda x, y, out: (
+        where.bind(isnan.bind(y), 1.0, _tie_split(x, y, True)),
+        where.bind(isnan.bind(x), 1.0, _tie_split(y, x, True)),
+    ), False),
+    fmin: (lambda x, y, out: (
+        where.bind(isnan.bind(y), 1.0, _tie_split(x, y, False)),
+        where.bind(isnan.bind(x), 1.0, _tie_split(y, x, False)),
+    ), False),
+    copysign: (lambda x, y, out: (
+        where.bind(equal.bind(signbit.bind(x), signbit.bind(y)), 1.0, -1.0), None,
+    ), False),
+    remainder: (lambda x, y, out: (_ONE, negative.bind(floor_divide.bind(x, y))), False),
+}
+
+for _prim, (_partials, _safe) in _BINARY.items():
+    _linear_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+
+_linear_rules(where, lambda primals, out: (
+    None,
+    where.bind(primals[0], 1.0, 0.0),
+    where.bind(primals[0], 0.0, 1.0),
+))
+
+
+def _astype_jvp(primals, tangents, *, dtype):
+    out = astype.bind(primals[0], dtype=dtype)
+    tangent = tangents[0]
+    return out, None if tangent is None else astype.bind(tangent, dtype=dtype)
+
+
+def _astype_vjp(g, primals, out, *, dtype):
+    (x,) = primals
+    if dtype_kind(x.dtype) in "biu":
+        return (None,)
+    return (astype.bind(g, dtype=x.dtype),)
+
+
+astype.jvp = _astype_jvp
+astype.vjp = _astype_vjp
+
+for _prim in (sign, floor, ceil, trunc, rint, round, isnan, isinf, isfinite, signbit, logical_not,
+              logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor,
+              bitwise_invert, equal, not_equal, less, less_equal, greater, greater_equal,
+              floor_divide):
+    _prim.differentiable = False
+
+del _prim, _derivative, _partials, _safe

@@ -30,17 +30,26 @@ class Primitive:
     the batch axis physically at 0 where ``batched[i]`` is true and returns
     ``(out, out_batched)``.  A primitive without a batch rule cannot be vmapped;
     ``dynamic_shape`` marks those whose output shape depends on the data.
+
+    ``jvp(primals, tangents, **params)`` returns ``(out, out_tangent)``; a tangent of
+    ``None`` is zero, in and out.  ``vjp(cotangent, primals, out, **params)`` returns one
+    cotangent per primal (``None`` for zero, or for an argument that is not an array).
+    Both are written with ``bind`` so that they are traceable themselves.
+    ``differentiable=False`` marks outputs that carry no derivative (comparisons,
+    ``isnan``, ``argmax``, ``floor``...): their tangents and cotangents are zero.
     """
 
-    __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape")
+    __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable")
 
-    def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False):
+    def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False,
+                 differentiable=True):
         self.name = name
         self.impl = impl
         self.batch = batch
         self.jvp = jvp
         self.vjp = vjp
         self.dynamic_shape = dynamic_shape
+        self.differentiable = differentiable
 
     def bind(self, *args, **params):
         return bind(self, args, params)

@@ -12,7 +12,7 @@ import builtins
 import math
 
 from . import elementwise as ew
-from .backend import dtype_kind, namespace, normalize_axis
+from .backend import dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
 from .primitive import Primitive
 from .shape import expand_dims, moveaxis, reshape, squeeze as squeeze_primitive
 
@@ -30,7 +30,11 @@ def _shift(axes):
 
 def _axis_reduction(name, function_name, **fixed):
     def impl(x, *, axis, keepdims, **params):
-        return getattr(namespace(x), function_name)(x, axis=axis, keepdims=keepdims, **fixed, **params)
+        xp = namespace(x)
+        if params.get("dtype") is not None and xp is not numpy_namespace:
+            # the standard sums numbers only: count booleans as the requested dtype
+            x = xp.astype(x, namespace_dtype(xp, params.pop("dtype")))
+        return getattr(xp, function_name)(x, axis=axis, keepdims=keepdims, **fixed, **params)
 
     def batch(axis_size, values, batched, *, axis, keepdims, **params):
         return prim.bind(values[0], axis=_shift(axis), keepdims=keepdims, **params), True
@@ -244,10 +248,10 @@ def _quantile(x, q, axis, keepdims, skip_nan):
     results = []
     for level in levels.reshape(-1).tolist():
         if skip_nan:
-            position = ew.multiply.bind(level, top)
+            position = ew.multiply.bind(level, ew.astype.bind(top, dtype=x.dtype))
             low_index = ew.astype.bind(ew.floor.bind(position), dtype=_index_dtype(x))
             high_index = ew.minimum.bind(ew.add.bind(low_index, 1), top)
-            fraction = ew.astype.bind(ew.subtract.bind(position, low_index), dtype=x.dtype)
+            fraction = ew.subtract.bind(position, ew.astype.bind(low_index, dtype=x.dtype))
             low = take_along_axis.bind(ordered, low_index, axis=last)
             high = take_along_axis.bind(ordered, high_index, axis=last)
             value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))

@@ -148,6 +148,12 @@ def assert_raises_transform_error(vmapped, inputs, reason):
         vmapped(*inputs)
     except lf.TransformError:
         return
+    except ValueError as error:
+        # NumPy's one-element store (array[i] = v) swallows whatever the traced value
+        # raises and reports its own error instead (docs/limitations.md).
+        if "setting an array element with a sequence" in str(error):
+            return
+        raise
     raise AssertionError(f"expected a TransformError ({reason}); vmap returned a value")
 
 

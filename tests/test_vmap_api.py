@@ -831,3 +831,33 @@ def test_integer_and_bool_data():
 
     res = lf.vmap(f, dim="sample")(xi)
     assert_same(res, loop_vmap(f, "sample", xi))
+
+
+def _inner_over_new_dim(a):
+    scaled = a.expand_dims(k=3) * xr.DataArray([1.0, 2.0, 3.0], dims="k")
+    return lf.vmap(lambda b: b.cumsum("t") - b.mean(), dim="k")(scaled)
+
+
+def _inner_over_closure(a):
+    u = make_u()
+    return lf.vmap(lambda b: (b * a).sum(), dim="t")(u)
+
+
+def _inner_chunked(a):
+    return lf.vmap(lambda b: b.std() * a.mean(), dim="x", chunk_size=2)(a)
+
+
+@pytest.mark.parametrize(
+    "f, maker",
+    [
+        (_inner_over_new_dim, make_x),
+        (_inner_over_closure, make_x),
+        (_inner_chunked, make_x3),
+    ],
+    ids=["inner_over_dim_created_inside", "inner_over_unmapped_closure", "inner_chunked"],
+)
+@pytest.mark.parametrize("outer_chunk", [None, 3])
+def test_vmap_called_inside_vmapped_function(f, maker, outer_chunk):
+    x = maker()
+    res = lf.vmap(f, dim="sample", chunk_size=outer_chunk)(x)
+    assert_same(res, loop_vmap(f, "sample", x))

@@ -21,9 +21,9 @@ from kernels import shape as ks
 from kernels.backend import dtype_kind, namespace
 
 from . import numpy_api
-from .errors import InplaceError
+from .errors import ConversionError, InplaceError
 
-__all__ = ["Tracer", "inplace_assign", "register_conversion_sites"]
+__all__ = ["Tracer", "concrete_policy", "inplace_assign", "register_conversion_sites"]
 
 # code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
 # so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
@@ -385,9 +385,36 @@ def inplace_assign(dest, src, operation):
         return
     if not (isinstance(dest, Tracer) and dest._level is top):
         raise InplaceError(
-            f"{operation}: cannot write a value mapped by {top.name} into an array that is "
-            "not mapped (it would need more elements than it has). Build the buffer from "
+            f"{operation}: cannot write a value traced by {top.name} into an array that is "
+            "not (under vmap it would need more elements than it has). Build the buffer from "
             "the mapped input instead, e.g. xr.zeros_like(x) / np.zeros_like(x), or use "
             "an out-of-place operation (y = x + v instead of x += v)."
         )
     top.assign(dest, src, operation)
+
+
+def concrete_policy(tracer, what):
+    """The concrete value of an AD tracer: its primal, as torch.func allows.
+
+    ``bool``, ``float``, ``item``... work on the primal (unless a vmap below makes
+    them impossible); ``np.asarray`` and writing into a plain array stay errors.
+    """
+    level = tracer._level
+    if not level.alive:
+        level.escaped(what)
+    if what == "array":
+        raise ConversionError(
+            f"converting a value traced by {level.name} to a concrete array (.values, "
+            "np.asarray, .to_numpy()) would drop its derivative. Keep working with the "
+            "DataArray (or its .data) and NumPy functions."
+        )
+    if what == "setitem":
+        raise InplaceError(
+            f"writing a value traced by {level.name} into a plain array that is not "
+            "traced: its derivative would be lost. Build the buffer from the traced "
+            "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
+        )
+    primal = tracer._value
+    if isinstance(primal, Tracer):
+        return primal._concrete(what)
+    return primal

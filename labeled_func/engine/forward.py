@@ -1,0 +1,87 @@
+"""JVPTracer and the forward-mode (jvp) level.
+
+A JVPTracer carries a primal value and its tangent (``None`` = zero).  Each primitive's
+``jvp`` rule computes both, with ``bind``, so forward mode nests with vmap and with
+reverse mode at any depth.
+"""
+from __future__ import annotations
+
+from kernels import shape as ks
+from kernels.backend import dtype_kind
+
+from .errors import UnsupportedOperationError
+from .stack import Level
+from .tracer import Tracer, concrete_policy
+
+__all__ = ["JVPLevel", "JVPTracer", "split_tangent"]
+
+
+class JVPLevel(Level):
+    """One jvp: primals travel with tangents."""
+
+    name = "jvp"
+    __slots__ = ()
+
+    def process(self, prim, args, params):
+        primals = []
+        tangents = []
+        for arg in args:
+            if type(arg) is JVPTracer and arg._level is self:
+                primals.append(arg._value)
+                tangents.append(arg._tangent)
+            else:
+                primals.append(arg)
+                tangents.append(None)
+        if not prim.differentiable:
+            return prim.bind(*primals, **params)
+        if prim.jvp is None:
+            raise UnsupportedOperationError(f"{prim.name} has no JVP rule: it cannot be differentiated in forward mode")
+        out, tangent = prim.jvp(primals, tangents, **params)
+        if tangent is None or _integral(out):
+            return out
+        return JVPTracer(self, out, tangent)
+
+    def assign(self, dest, src, operation):
+        primal, tangent = split_tangent(self, src)
+        shape = tuple(dest.shape)
+        dest._value = _fit(primal, shape)
+        dest._tangent = None if tangent is None else _fit(tangent, shape)
+
+
+class JVPTracer(Tracer):
+    """A primal value and its tangent, at one jvp level."""
+
+    __slots__ = ("_tangent",)
+
+    def __init__(self, level, primal, tangent):
+        self._level = level
+        self._value = primal
+        self._tangent = tangent
+
+    @property
+    def shape(self):
+        return tuple(self._value.shape)
+
+    def _concrete(self, what):
+        return concrete_policy(self, what)
+
+    def __repr__(self):
+        return f"JVPTracer(jvp level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\nprimal: {self._value!r}\ntangent: {self._tangent!r}"
+
+
+def split_tangent(level, value):
+    """(primal, tangent) of ``value`` at ``level``; the tangent of a constant is None."""
+    if type(value) is JVPTracer and value._level is level:
+        return value._value, value._tangent
+    return value, None
+
+
+def _integral(value):
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype_kind(dtype) in "biu"
+
+
+def _fit(value, shape):
+    if tuple(getattr(value, "shape", ())) == shape:
+        return value
+    return ks.broadcast_to.bind(value, shape=shape)
