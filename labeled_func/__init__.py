@@ -6,7 +6,9 @@
 ('sample',)
 """
 from . import random
+from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
+from .custom import custom_jvp, custom_vjp
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
                      RandomnessError, TransformError, UnsupportedOperationError)
@@ -15,7 +17,8 @@ from .vmap import vmap
 __version__ = "0.1.0"
 
 __all__ = [
-    "vmap", "cond", "while_loop", "random",
+    "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
+    "cond", "while_loop", "custom_jvp", "custom_vjp", "random",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError",

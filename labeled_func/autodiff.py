@@ -1,0 +1,544 @@
+"""Automatic differentiation over labeled axes: grad, vjp, jvp, jacrev, jacfwd,
+hessian, linearize.
+
+Gradients mirror the differentiated argument (a DataArray keeps its dims, coords and
+name; a Dataset its variables); Jacobians carry the output's dims followed by the
+argument's, a clashing argument dim renamed with ``wrt_suffix``.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+
+import numpy as np
+import optree
+import xarray as xr
+
+from kernels import creation as kc
+from kernels import elementwise as ew
+from kernels import shape as ks
+from kernels.backend import dtype_kind, namespace
+from kernels.indexing import getitem_static
+
+from .engine import JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node
+from .vmap import vmap
+
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
+
+
+# --- public transforms ------------------------------------------------------------------
+def grad(func, argnums=0, *, has_aux=False):
+    """The gradient of a scalar-valued ``func`` with respect to argument(s) ``argnums``.
+
+    The gradient has the structure of the argument: a DataArray with the same dims,
+    coords and name, a Dataset with the same variables, tuples and dicts alike.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0, 3.0], dims="site", coords={"site": [10, 20, 30]})
+    >>> lf.grad(lambda x: (x ** 2).sum())(x)
+    <xarray.DataArray (site: 3)> Size: 24B
+    array([2., 4., 6.])
+    Coordinates:
+      * site     (site) int64 24B 10 20 30
+    """
+    def gradient(*args, **kwargs):
+        g, value = grad_and_value(func, argnums, has_aux=has_aux)(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return functools.wraps(func, updated=())(gradient)
+
+
+def grad_and_value(func, argnums=0, *, has_aux=False):
+    """``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> g, v = lf.grad_and_value(lambda x: (x ** 3).sum())(xr.DataArray([1.0, 2.0], dims="i"))
+    >>> g.values.tolist(), float(v)
+    ([3.0, 12.0], 9.0)
+    """
+    def gradient_and_value(*args, **kwargs):
+        positions = _argnums(argnums, len(args), "grad")
+        run = _Reverse(func, args, kwargs, positions, has_aux, "grad")
+        out = run.output
+        value = _scalar(out, "grad")
+        seeds = []
+        if _traced_by(value, run.level):
+            seeds = [(value._node, kc.ones_like.bind(value._value))]
+        grads = run.pull(seeds)
+        result = run.mirror(grads)
+        return result, ((run.primal_output, run.aux) if has_aux else run.primal_output)
+
+    return functools.wraps(func, updated=())(gradient_and_value)
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(output, vjp_fn)`` (or ``(output, vjp_fn, aux)``): ``vjp_fn(cotangent)`` returns
+    one cotangent per primal.  A DataArray cotangent is matched to the output by dim name.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0], dims="i")
+    >>> out, pull = lf.vjp(lambda x: x * x, x)
+    >>> pull(xr.ones_like(out))[0].values.tolist()
+    [2.0, 4.0]
+    """
+    run = _Reverse(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp")
+    output = _Arrays(run.output, "output", "vjp", allow_any=True)
+    nodes = [a._node if _traced_by(a, run.level) else None for a in output.arrays]
+    primal_output = run.primal_output
+
+    def vjp_fn(cotangent):
+        cotangents = _match(primal_output, cotangent, "vjp")
+        seeds = [(node, c) for node, c in zip(nodes, cotangents) if node is not None]
+        return tuple(run.mirror(run.pull(seeds), as_tuple=True))
+
+    return (primal_output, vjp_fn, run.aux) if has_aux else (primal_output, vjp_fn)
+
+
+def jvp(func, primals, tangents, *, has_aux=False):
+    """``(output, tangent_out)`` (or with ``aux``): the directional derivative of ``func``
+    at ``primals`` along ``tangents`` (tuples, one entry per argument).
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0], dims="i")
+    >>> out, t = lf.jvp(lambda x: x ** 2, (x,), (xr.ones_like(x),))
+    >>> t.values.tolist()
+    [2.0, 4.0]
+    """
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
+    slots = [_Arrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
+    level = JVPLevel()
+    with active(level):
+        args = []
+        for slot, tangent in zip(slots, tangents):
+            tangent_arrays = _match(slot.value, tangent, "jvp", what="tangent")
+            args.append(slot.rebuild([JVPTracer(level, a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
+        out, aux = _split_aux(func(*args), has_aux, "jvp")
+        output = _Arrays(out, "output", "jvp", allow_any=True)
+        primal_arrays = [_primal(a, level) for a in output.arrays]
+        tangent_arrays = [_tangent(a, level) for a in output.arrays]
+        result = (output.rebuild(primal_arrays), output.rebuild(tangent_arrays))
+        aux = _strip(aux, level)
+    return result + (aux,) if has_aux else result
+
+
+def linearize(func, *primals):
+    """``(output, jvp_fn)`` with ``jvp_fn(*tangents)`` the JVP of ``func`` at ``primals``."""
+    output = func(*primals)
+
+    def jvp_fn(*tangents):
+        return jvp(func, primals, tangents)[1]
+
+    return output, jvp_fn
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"):
+    """The Jacobian by reverse mode: one VJP per output element, vmapped.
+
+    Dims: the output's dims, then the argument's (a clashing name gets ``wrt_suffix``).
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0], dims="i")
+    >>> lf.jacrev(lambda x: x ** 2)(x).dims
+    ('i', 'i_wrt')
+    """
+    def jacobian(*args, **kwargs):
+        positions = _argnums(argnums, len(args), "jacrev")
+        run = _Reverse(func, args, kwargs, positions, has_aux, "jacrev")
+        output = _Arrays(run.output, "output", "jacrev", allow_any=True)
+        nodes = [a._node if _traced_by(a, run.level) else None for a in output.arrays]
+        shapes = [tuple(a.shape) for a in output.arrays]
+        sizes = [int(np.prod(s)) for s in shapes]
+        total = sum(sizes)
+
+        def pull_row(row):
+            seeds = []
+            start = 0
+            for node, shape, size in zip(nodes, shapes, sizes):
+                if node is not None:
+                    piece = ks.reshape.bind(getitem_static(row, (slice(start, start + size),)), shape=shape)
+                    seeds.append((node, piece))
+                start += size
+            return run.pull(seeds)
+
+        basis = _eye(total, output.arrays)
+        if chunk_size == 1:
+            rows = [pull_row(getitem_static(basis, (k,))) for k in range(total)]
+            columns = [ks.stack.bind(*column, axis=0) for column in zip(*rows)] if rows else []
+        else:
+            columns = vmap(pull_row, in_dims=(0,), chunk_size=chunk_size)(basis)
+        blocks = []
+        start = 0
+        for shape, size in zip(shapes, sizes):
+            blocks.append([
+                ks.reshape.bind(getitem_static(column, (slice(start, start + size),)),
+                                shape=shape + tuple(array.shape))
+                for column, array in zip(columns, run.arrays)
+            ])
+            start += size
+        result = _label_jacobian(output, run.slots, blocks, wrt_suffix, run.single)
+        return (result, run.aux) if has_aux else result
+
+    return functools.wraps(func, updated=())(jacobian)
+
+
+def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_wrt"):
+    """The Jacobian by forward mode: one JVP per input element, vmapped.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0], dims="i")
+    >>> lf.jacfwd(lambda x: x ** 2)(x).values.tolist()
+    [[2.0, 0.0], [0.0, 4.0]]
+    """
+    def jacobian(*args, **kwargs):
+        positions = _argnums(argnums, len(args), "jacfwd")
+        slots = [_Arrays(args[i], _label(func, i), "jacfwd") for i in positions]
+        arrays = [a for slot in slots for a in slot.arrays]
+        shapes = [tuple(a.shape) for a in arrays]
+        sizes = [int(np.prod(s)) for s in shapes]
+        seen = {}
+
+        def push_row(row):
+            tangents, start = [], 0
+            for shape, size in zip(shapes, sizes):
+                tangents.append(ks.reshape.bind(getitem_static(row, (slice(start, start + size),)), shape=shape))
+                start += size
+            level = JVPLevel()
+            with active(level):
+                new_args = list(args)
+                k = 0
+                for i, slot in zip(positions, slots):
+                    count = len(slot.arrays)
+                    new_args[i] = slot.rebuild([JVPTracer(level, a, t) for a, t in
+                                                zip(slot.arrays, tangents[k:k + count])])
+                    k += count
+                out, aux = _split_aux(func(*new_args, **kwargs), has_aux, "jacfwd")
+                output = _Arrays(out, "output", "jacfwd", allow_any=True)
+                aux_arrays = _Arrays(_strip(aux, level), "aux", "jacfwd", allow_any=True)
+                seen["output"], seen["aux"] = output, aux_arrays
+                return ([_tangent(a, level) for a in output.arrays],
+                        [_primal(a, level) for a in output.arrays], aux_arrays.arrays)
+
+        basis = _eye(sum(sizes), arrays)
+        columns, primals, aux_arrays = vmap(push_row, in_dims=(0,), randomness=randomness)(basis)
+        output = seen["output"]
+        blocks = []
+        for column in columns:
+            out_shape = tuple(column.shape[1:])
+            row, start = [], 0
+            for shape, size in zip(shapes, sizes):
+                part = getitem_static(column, (slice(start, start + size),))
+                part = ks.moveaxis(part, 0, -1)
+                row.append(ks.reshape.bind(part, shape=out_shape + shape))
+                start += size
+            blocks.append(row)
+        result = _label_jacobian(output, slots, blocks, wrt_suffix, isinstance(argnums, int))
+        if has_aux:
+            aux = seen["aux"].rebuild([getitem_static(a, (0,)) for a in aux_arrays])
+            return result, aux
+        return result
+
+    return functools.wraps(func, updated=())(jacobian)
+
+
+def hessian(func, argnums=0, *, wrt_suffix="_wrt"):
+    """``jacfwd(jacrev(func))``: for a loss of ``p(param)`` dims ``("param", "param_wrt")``.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> p = xr.DataArray([1.0, 2.0], dims="param", coords={"param": ["a", "b"]})
+    >>> lf.hessian(lambda p: (p ** 3).sum())(p).dims
+    ('param', 'param_wrt')
+    """
+    inner = jacrev(func, argnums, wrt_suffix=wrt_suffix)
+    return jacfwd(inner, argnums, wrt_suffix=wrt_suffix)
+
+
+# --- one reverse pass ---------------------------------------------------------------------
+class _Reverse:
+    """``func`` run once under a new vjp level with ``args[positions]`` traced."""
+
+    def __init__(self, func, args, kwargs, positions, has_aux, name):
+        self.single = not isinstance(positions, tuple) or getattr(positions, "single", False)
+        self.slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
+        self.arrays = [a for slot in self.slots for a in slot.arrays]
+        self.level = level = VJPLevel()
+        with active(level):
+            self.nodes = [input_node(a) for a in self.arrays]
+            new_args = list(args)
+            k = 0
+            for i, slot in zip(positions, self.slots):
+                count = len(slot.arrays)
+                new_args[i] = slot.rebuild([VJPTracer(level, a, n) for a, n in
+                                            zip(slot.arrays, self.nodes[k:k + count])])
+                k += count
+            self.output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
+            self.primal_output = _strip(self.output, level)
+            self.aux = _strip(aux, level)
+
+    def pull(self, seeds):
+        """Cotangents of the traced arrays (zeros where the output does not depend on them)."""
+        grads = backward(seeds, self.nodes) if seeds else [None] * len(self.nodes)
+        out = []
+        for g, a in zip(grads, self.arrays):
+            if g is None:
+                g = kc.zeros_like.bind(a)
+            elif g.dtype != a.dtype:
+                g = ew.astype.bind(g, dtype=a.dtype)
+            out.append(g)
+        return out
+
+    def mirror(self, grads, as_tuple=False):
+        """The gradient arrays put back in the structure of the differentiated arguments."""
+        results, k = [], 0
+        for slot in self.slots:
+            count = len(slot.arrays)
+            results.append(slot.rebuild(grads[k:k + count]))
+            k += count
+        if as_tuple:
+            return results
+        return results[0] if self.single else tuple(results)
+
+
+# --- arguments as flat lists of arrays -------------------------------------------------------------
+class _Arrays:
+    """The arrays inside one argument (or output), and how to put new ones back."""
+
+    def __init__(self, value, label, name, allow_any=False):
+        self.value = value
+        self.leaves, self.treedef = optree.tree_flatten(value, none_is_leaf=True)
+        self.arrays, self.counts = [], []
+        for leaf in self.leaves:
+            found = self._arrays_of(leaf, label, name, allow_any)
+            self.arrays.extend(found)
+            self.counts.append(len(found))
+
+    @staticmethod
+    def _arrays_of(leaf, label, name, allow_any):
+        if isinstance(leaf, xr.DataArray):
+            found = [leaf.data]
+        elif isinstance(leaf, xr.Dataset):
+            found = [leaf[v].data for v in leaf.data_vars]
+        elif isinstance(leaf, xr.DataTree):
+            raise TypeError(f"{name}: {label} is a DataTree; differentiate with respect to its datasets instead")
+        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            found = [leaf]
+        elif isinstance(leaf, numbers.Number) and not isinstance(leaf, bool):
+            found = [np.asarray(leaf, dtype=float if not allow_any else None)]
+        elif leaf is None or allow_any:
+            return []
+        else:
+            raise TypeError(f"{name}: cannot differentiate with respect to {label} of type {type(leaf).__name__}")
+        if not allow_any:
+            for array in found:
+                if dtype_kind(array.dtype) not in "fc":
+                    raise TypeError(
+                        f"{name}: {label} has dtype {array.dtype}; only floating-point inputs can be "
+                        "differentiated (cast it with .astype(float), or leave it out of argnums)"
+                    )
+        return found
+
+    def rebuild(self, arrays):
+        leaves, k = [], 0
+        for leaf, count in zip(self.leaves, self.counts):
+            new = arrays[k:k + count]
+            k += count
+            leaves.append(_replace(leaf, new) if count else leaf)
+        return optree.tree_unflatten(self.treedef, leaves)
+
+
+def _replace(leaf, arrays):
+    if isinstance(leaf, xr.DataArray):
+        return leaf.copy(deep=False, data=arrays[0])
+    if isinstance(leaf, xr.Dataset):
+        return leaf.copy(deep=False, data=dict(zip(leaf.data_vars, arrays)))
+    return arrays[0]
+
+
+def _label(func, i):
+    try:
+        names = [n for n, p in inspect.signature(func).parameters.items()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    return f"argument {names[i]!r}" if i < len(names) else f"argument {i}"
+
+
+class _Positions(tuple):
+    single = False
+
+
+def _argnums(argnums, count, name):
+    if isinstance(argnums, int):
+        positions = _Positions((argnums,))
+        positions.single = True
+    elif isinstance(argnums, tuple) and argnums and all(isinstance(a, int) for a in argnums):
+        positions = _Positions(argnums)
+    else:
+        raise ValueError(f"{name}: argnums={argnums!r} must be an int or a non-empty tuple of ints")
+    for position in positions:
+        if not -count <= position < count:
+            raise ValueError(f"{name}: argnums={argnums!r} is out of range for a call with {count} positional argument(s)")
+    normalized = _Positions(p % count for p in positions)
+    normalized.single = positions.single
+    return normalized
+
+
+def _split_aux(result, has_aux, name):
+    if not has_aux:
+        return result, None
+    if not (isinstance(result, tuple) and len(result) == 2):
+        raise ValueError(f"{name}(..., has_aux=True): the function must return a pair (output, aux)")
+    return result
+
+
+def _scalar(out, name):
+    if isinstance(out, xr.DataArray):
+        if out.ndim:
+            raise ValueError(
+                f"{name}: the function must return a scalar, but it returned a DataArray with dims "
+                f"{out.dims}; reduce it (e.g. .sum() or .mean()) or use lf.jacrev for the full Jacobian"
+            )
+        return out.data
+    if isinstance(out, xr.Dataset):
+        raise ValueError(f"{name}: the function returned a Dataset; return one scalar DataArray (or use lf.jacrev)")
+    if hasattr(out, "shape"):
+        if len(out.shape):
+            raise ValueError(f"{name}: the function must return a scalar, got shape {tuple(out.shape)}; reduce it or use lf.jacrev")
+        return out
+    if isinstance(out, numbers.Number):
+        return out
+    raise ValueError(f"{name}: the function must return a scalar, got {type(out).__name__}; use lf.jacrev for structured outputs")
+
+
+def _traced_by(value, level):
+    return isinstance(value, (VJPTracer, JVPTracer)) and value._level is level
+
+
+def _primal(value, level):
+    return value._value if level is not None and _traced_by(value, level) else value
+
+
+def _tangent(value, level):
+    """The tangent of ``value`` at ``level`` (zeros for a constant)."""
+    if level is not None and type(value) is JVPTracer and value._level is level and value._tangent is not None:
+        return value._tangent
+    primal = _primal(value, level)
+    return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
+
+
+def _strip(tree, level):
+    """``tree`` with every array traced by ``level`` replaced by its primal."""
+    if tree is None:
+        return None
+    arrays = _Arrays(tree, "aux", "transform", allow_any=True)
+    return arrays.rebuild([_primal(a, level) for a in arrays.arrays])
+
+
+def _match(reference, given, name, what="cotangent"):
+    """The arrays of ``given`` aligned with those of ``reference`` (DataArrays by dim name)."""
+    ref_leaves = optree.tree_flatten(reference, none_is_leaf=True)[0]
+    try:
+        given_leaves = optree.tree_flatten(given, none_is_leaf=True)[0]
+        if len(given_leaves) != len(ref_leaves):
+            raise ValueError
+        given_leaves = optree.tree_structure(reference, none_is_leaf=True).flatten_up_to(given)
+    except ValueError:
+        raise ValueError(f"{name}: the {what} must have the structure of the output/argument ({reference!r:.200})") from None
+    arrays = []
+    for ref, value in zip(ref_leaves, given_leaves):
+        if isinstance(ref, xr.DataArray):
+            arrays.append(_align(ref, value, name, what))
+        elif isinstance(ref, xr.Dataset):
+            for var in ref.data_vars:
+                arrays.append(_align(ref[var], value[var] if isinstance(value, xr.Dataset) else value, name, what))
+        elif hasattr(ref, "shape") or isinstance(ref, numbers.Number):
+            data = value.data if isinstance(value, xr.DataArray) else value
+            ref_shape = tuple(getattr(ref, "shape", ()))
+            if tuple(getattr(data, "shape", ())) != ref_shape:
+                raise ValueError(f"{name}: the {what} has shape {tuple(getattr(data, 'shape', ()))} but {ref_shape} was expected")
+            arrays.append(data if hasattr(data, "shape") else np.asarray(data, dtype=getattr(ref, "dtype", float)))
+    return arrays
+
+
+def _align(ref, value, name, what):
+    if isinstance(value, xr.DataArray):
+        if set(value.dims) != set(ref.dims):
+            raise ValueError(f"{name}: the {what} has dims {value.dims} but the value it belongs to has dims {ref.dims}")
+        value = value.transpose(*ref.dims).data
+    if tuple(getattr(value, "shape", ())) != tuple(ref.shape):
+        if not hasattr(value, "shape"):
+            return ks.broadcast_to.bind(np.asarray(value, dtype=ref.dtype), shape=tuple(ref.shape))
+        raise ValueError(f"{name}: the {what} has shape {tuple(value.shape)} but {tuple(ref.shape)} (dims {ref.dims}) was expected")
+    return value
+
+
+def _eye(size, like):
+    reference = next((a for a in like if hasattr(a, "dtype") and dtype_kind(a.dtype) in "fc"), None)
+    xp = namespace(*[a for a in like if hasattr(a, "shape")])
+    return xp.eye(size, dtype=reference.dtype if reference is not None else np.float64)
+
+
+# --- labeled Jacobians ------------------------------------------------------------------------
+def _label_jacobian(output, slots, blocks, suffix, single):
+    """Nest blocks output-outer, argument-inner, with dims and coords of both."""
+    out_leaves = []
+    k = 0
+    for leaf, count in zip(output.leaves, output.counts):
+        per_array = blocks[k:k + count]
+        k += count
+        if isinstance(leaf, xr.Dataset):
+            out_leaves.append({var: _argument_structure(leaf[var], row, slots, suffix, single)
+                               for var, row in zip(leaf.data_vars, per_array)})
+        elif count:
+            out_leaves.append(_argument_structure(leaf, per_array[0], slots, suffix, single))
+        else:
+            out_leaves.append(leaf)
+    return optree.tree_unflatten(output.treedef, out_leaves)
+
+
+def _argument_structure(out_leaf, row, slots, suffix, single):
+    results, k = [], 0
+    for slot in slots:
+        leaves, j = [], 0
+        for leaf, count in zip(slot.leaves, slot.counts):
+            parts = row[k + j:k + j + count]
+            j += count
+            if not count:
+                leaves.append(leaf)
+            elif isinstance(leaf, xr.Dataset):
+                leaves.append(xr.Dataset({var: _block(out_leaf, leaf[var], part, suffix)
+                                          for var, part in zip(leaf.data_vars, parts)}))
+            else:
+                leaves.append(_block(out_leaf, leaf, parts[0], suffix))
+        k += j
+        results.append(optree.tree_unflatten(slot.treedef, leaves))
+    return results[0] if single else tuple(results)
+
+
+def _block(out_leaf, in_leaf, block, suffix):
+    """One Jacobian block as a DataArray when the argument is labeled."""
+    if not isinstance(in_leaf, xr.DataArray):
+        return block
+    if isinstance(out_leaf, xr.DataArray):
+        out_dims, out_coords = tuple(out_leaf.dims), dict(out_leaf.coords.items())
+    elif getattr(out_leaf, "ndim", 0) == 0:
+        out_dims, out_coords = (), {}
+    else:
+        return block
+    taken = set(out_dims) | set(out_coords)
+    renamed = {}
+    for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims]:
+        new = dim
+        while new in taken:
+            new += suffix
+        taken.add(new)
+        renamed[dim] = new
+    in_dims = tuple(renamed[d] for d in in_leaf.dims)
+    coords = {name: c.variable for name, c in out_coords.items()}
+    for name, c in in_leaf.coords.items():
+        coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.values, c.attrs)
+    return xr.DataArray(block, dims=out_dims + in_dims, coords=coords)

@@ -1,0 +1,417 @@
+"""Derivatives of every entry of the operator table, in the style of JAX's ``check_grads``.
+
+Float64 only. Each entry is differentiated with respect to its float array arguments;
+integer index arrays, boolean masks and Python scalars are held fixed. The oracles are
+independent of the rules under test:
+
+1. the JVP in a random direction against central finite differences;
+2. the VJP by the inner-product identity <J^T u, v> = <u, J v> (J v from 1);
+3. order 2: the JVP of the VJP function against finite differences of that function
+   (forward-over-reverse), and the VJP of the JVP function by the inner-product identity
+   with finite differences of the JVP function (reverse-over-forward);
+4. non-differentiable entries: zero tangents and cotangents, never an error;
+5. compositions through the public API: jacfwd == jacrev (and a Jacobian column
+   against finite differences), vmap of grad / vjp / jvp against a loop, jvp of grad
+   against finite differences of grad, grad of grad against calculus, and the Hessian
+   symmetric and equal to jacfwd(jacrev).
+
+Parts 1-4 use the engine levels directly (``ad_helpers``), so they check the rules
+before and apart from the public transforms. One test per entry runs all of its samples
+and lists every failing call, as in ``test_ops_vmap.py``. Where an output element is
+NaN (``fmax`` of two NaNs) its derivative is undefined and is not compared.
+"""
+
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+import labeled_func as lf
+from ad_helpers import central_difference, engine_jvp, engine_vjp
+from opinfo import OP_DB, examples
+
+F64 = np.dtype(np.float64)
+EPS = 1e-6  # central differences: truncation ~ EPS**2, rounding ~ 1e-16 / EPS
+RTOL = 1e-6
+IDENTITY_RTOL = 1e-9  # <J^T u, v> and <u, J v> differ by rounding only
+LOOP_RTOL = 1e-10  # a transform against the same transform in a loop
+SECOND_ORDER_SAMPLES = 2  # per entry, for the slower second-order and composition checks
+
+# Entries the generic checks must treat specially, each with its reason.
+SKIP = {
+    "power_int": "integer inputs only: nothing to differentiate",
+}
+# Finite-difference tolerances (rtol, atol relative to the largest finite difference)
+# where the default is too tight, each with its reason.
+FD_TOLERANCE: dict[str, tuple[float, float]] = {}
+
+DIFFERENTIABLE = [
+    pytest.param(op, id=op.name) for op in OP_DB if op.differentiable and F64 in op.dtypes and op.name not in SKIP
+]
+NON_DIFFERENTIABLE = [
+    pytest.param(op, id=op.name) for op in OP_DB if not op.differentiable and F64 in op.dtypes and op.name not in SKIP
+]
+
+
+# ------------------------------------------------------------- 1. JVP vs differences
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_jvp_matches_finite_differences(op):
+    def check(fn, primals, rng):
+        assert_jvp_matches_differences(fn, primals, rng, op.name)
+
+    run_samples(op, check)
+
+
+# -------------------------------------------------------- 2. VJP by the inner product
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_vjp_inner_product_identity(op):
+    def check(fn, primals, rng):
+        u = cotangent_like(fn(*primals), rng)
+        vs = directions(primals, rng)
+        _, pulled = engine_vjp(fn, primals, u)
+        _, pushed = engine_jvp(fn, primals, vs)
+        assert_inner_products_agree(pulled, vs, u, pushed, primals, IDENTITY_RTOL)
+
+    run_samples(op, check)
+
+
+# ------------------------------------------------------------------- 3. second order
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_jvp_of_vjp_matches_finite_differences(op):
+    """Forward-over-reverse: the JVP of x -> J(x)^T u against differences of it."""
+
+    def check(fn, primals, rng):
+        u = cotangent_like(fn(*primals), rng)
+        for k in range(len(primals)):
+            pullback_k = lambda *xs, k=k: engine_vjp(fn, xs, u)[1][k]
+            assert_jvp_matches_differences(pullback_k, primals, rng, op.name, what=f"d/dx (J^T u)[{k}]")
+
+    run_samples(op, check, limit=SECOND_ORDER_SAMPLES)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_vjp_of_jvp_inner_product_identity(op):
+    """Reverse-over-forward: the VJP of x -> J(x) t, with its J v by differences."""
+
+    def check(fn, primals, rng):
+        ts = directions(primals, rng)
+        pushforward = lambda *xs: engine_jvp(fn, xs, ts)[1]
+        u = cotangent_like(fn(*primals), rng)
+        vs = directions(primals, rng)
+        _, pulled = engine_vjp(pushforward, primals, u)
+        differences = central_difference(pushforward, primals, vs, EPS)
+        assert_inner_products_agree(pulled, vs, u, differences, primals, fd_tolerance(op.name)[0])
+
+    run_samples(op, check, limit=SECOND_ORDER_SAMPLES)
+
+
+# ----------------------------------------------------------- 4. not differentiable
+
+
+@pytest.mark.parametrize("op", NON_DIFFERENTIABLE)
+def test_nondifferentiable_has_zero_derivatives(op):
+    """Comparisons, rounding, argmax, *_like...: the value is the op's, the tangent is
+    zero or absent, the cotangent is zero; neither mode raises."""
+
+    def check(fn, primals, rng):
+        expected = np.asarray(fn(*primals))
+        out, tangent = engine_jvp(fn, primals, directions(primals, rng))
+        if op.compare_values:
+            np.testing.assert_array_equal(np.asarray(out), expected, err_msg="JVP primal")
+        if tangent is not None:
+            assert not np.any(np.asarray(tangent)), f"nonzero tangent {tangent!r}"
+        u = rng.normal(size=expected.shape)
+        out, pulled = engine_vjp(fn, primals, u)
+        if op.compare_values:
+            np.testing.assert_array_equal(np.asarray(out), expected, err_msg="VJP primal")
+        for g, p in zip(pulled, primals):
+            assert np.shape(g) == p.shape, f"cotangent shape {np.shape(g)} != input's {p.shape}"
+            assert not np.any(np.asarray(g)), f"nonzero cotangent {g!r}"
+
+    run_samples(op, check, split_outputs=False)
+
+
+# ---------------------------------------------- 5. compositions through the public API
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_jacfwd_equals_jacrev(op):
+    def check(fn, primals, rng):
+        argnums = tuple(range(len(primals)))
+        forward = lf.jacfwd(fn, argnums=argnums)(*primals)
+        reverse = lf.jacrev(fn, argnums=argnums)(*primals)
+        out = np.asarray(fn(*primals))
+        vs = directions(primals, rng)
+        for k, (jf, jr, p) in enumerate(zip(forward, reverse, primals)):
+            jf, jr = np.asarray(jf), np.asarray(jr)
+            assert jf.shape == out.shape + p.shape, f"jacfwd[{k}] shape {jf.shape} != {out.shape} + {p.shape}"
+            assert_close(jr, jf, LOOP_RTOL, f"jacrev[{k}] vs jacfwd[{k}]")
+        # one independent column: J v against differences
+        column = sum(np.tensordot(np.asarray(j), v, axes=v.ndim) for j, v in zip(forward, vs))
+        assert_close(column, central_difference(fn, primals, vs, EPS), RTOL, "jacfwd @ v vs differences")
+
+    run_samples(op, check, limit=SECOND_ORDER_SAMPLES, finite_only=True)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_vmap_of_grad_matches_loop(op):
+    def check(fn, batch, rng):
+        argnums = tuple(range(len(batch)))
+        loss = scalarised(fn)
+        vmapped = lf.vmap(lf.grad(loss, argnums=argnums), in_dims=(0,) * len(batch))(*batch)
+        looped = [lf.grad(loss, argnums=argnums)(*example) for example in zip(*batch)]
+        assert_matches_loop(vmapped, looped, "vmap(grad)")
+
+    run_batched_samples(op, check)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_vmap_of_vjp_matches_loop(op):
+    def check(fn, batch, rng):
+        u = cotangent_like(fn(*[x[0] for x in batch]), rng)
+        pull = lambda *xs: lf.vjp(fn, *xs)[1](u)
+        vmapped = lf.vmap(pull, in_dims=(0,) * len(batch))(*batch)
+        looped = [pull(*example) for example in zip(*batch)]
+        assert_matches_loop(vmapped, looped, "vmap(vjp)")
+
+    run_batched_samples(op, check)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_vmap_of_jvp_matches_loop(op):
+    """Primals and tangents both mapped."""
+
+    def check(fn, batch, rng):
+        n = len(batch)
+        tangents = directions(batch, rng)
+        push = lambda *xs_and_ts: lf.jvp(fn, xs_and_ts[:n], xs_and_ts[n:])[1]
+        vmapped = lf.vmap(push, in_dims=(0,) * (2 * n))(*batch, *tangents)
+        looped = [push(*example) for example in zip(*batch, *tangents)]
+        assert_matches_loop((vmapped,), [(out,) for out in looped], "vmap(jvp)")
+
+    run_batched_samples(op, check)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_jvp_of_grad_matches_finite_differences(op):
+    def check(fn, primals, rng):
+        argnums = tuple(range(len(primals)))
+        gradient = lf.grad(scalarised(fn), argnums=argnums)
+        ts = directions(primals, rng)
+        _, pushed = lf.jvp(gradient, tuple(primals), tuple(ts))
+        for k in argnums:
+            differences = central_difference(lambda *xs, k=k: gradient(*xs)[k], primals, ts, EPS)
+            assert_close(np.asarray(pushed[k]), differences, fd_tolerance(op.name)[0], f"jvp(grad)[{k}]")
+
+    run_samples(op, check, limit=SECOND_ORDER_SAMPLES, finite_only=True)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_hessian_is_symmetric_and_jacfwd_of_jacrev(op):
+    """Of the scalarised op as a function of its first float argument."""
+
+    def check(fn, primals, rng):
+        x, rest = primals[0], primals[1:]
+        loss = scalarised(lambda x: fn(x, *rest))
+        hessian = np.asarray(lf.hessian(loss)(x))
+        nested = np.asarray(lf.jacfwd(lf.jacrev(loss))(x))
+        assert hessian.shape == x.shape + x.shape, f"hessian shape {hessian.shape} for input {x.shape}"
+        assert_close(nested, hessian, LOOP_RTOL, "jacfwd(jacrev) vs hessian")
+        square = hessian.reshape(x.size, x.size)
+        assert_close(square.T, square, 1e-8, "hessian symmetry")
+        v = rng.normal(size=x.shape)
+        differences = central_difference(lf.grad(loss), [x], [v], EPS)
+        assert_close(np.tensordot(hessian, v, axes=x.ndim), differences, RTOL, "hessian @ v vs differences")
+
+    run_samples(op, check, limit=SECOND_ORDER_SAMPLES, finite_only=True)
+
+
+# f, f'' by calculus, and where to evaluate
+SECOND_DERIVATIVES = [
+    ("sin", np.sin, lambda x: -np.sin(x), 0.7),
+    ("exp", np.exp, np.exp, -0.3),
+    ("log", np.log, lambda x: -1 / x**2, 1.7),
+    ("tanh", np.tanh, lambda x: -2 * np.tanh(x) / np.cosh(x) ** 2, 0.4),
+    ("sqrt", np.sqrt, lambda x: -0.25 * x**-1.5, 2.3),
+    ("arctan", np.arctan, lambda x: -2 * x / (1 + x**2) ** 2, 0.9),
+    ("reciprocal", np.reciprocal, lambda x: 2 / x**3, -1.3),
+    ("power", lambda x: x**3.5, lambda x: 3.5 * 2.5 * x**1.5, 1.2),
+    ("cosh", np.cosh, np.cosh, -0.8),
+    ("log1p", np.log1p, lambda x: -1 / (1 + x) ** 2, 0.6),
+]
+
+
+@pytest.mark.parametrize("f, second, x", [pytest.param(*case[1:], id=case[0]) for case in SECOND_DERIVATIVES])
+def test_grad_of_grad_matches_calculus(f, second, x):
+    for point in (np.float64(x), np.asarray(x)):
+        actual = lf.grad(lf.grad(f))(point)
+        np.testing.assert_allclose(float(np.asarray(actual)), second(x), rtol=1e-12)
+
+
+# ------------------------------------------------------------------- sample plumbing
+
+
+def run_samples(op, check, *, limit=None, split_outputs=True, finite_only=False):
+    """``check(fn, primals, rng)`` on every sample of ``op`` (the first ``limit``), with
+    ``fn`` a function of the sample's float arrays only and, where the op returns a
+    tuple or list, one call per output."""
+    failures, calls = [], 0
+    samples = op.sample_inputs(np.random.default_rng(0), F64)
+    for index, sample in enumerate(samples[:limit]):
+        fn, primals = float_view(op, sample.args, sample.kwargs)
+        if not primals:
+            continue
+        out = op.op(*sample.args, **sample.kwargs)
+        if finite_only and not all(np.isfinite(part).all() for part in outputs_of(out)):
+            continue  # a NaN output has no derivative to compose
+        parts = range(len(out)) if split_outputs and isinstance(out, (tuple, list)) else [None]
+        for part in parts:
+            calls += 1
+            rng = np.random.default_rng([zlib.crc32(op.name.encode()), index, 0 if part is None else part])
+            try:
+                check(fn if part is None else output_part(fn, part), primals, rng)
+            except Exception as error:  # noqa: BLE001 - every failing call is listed
+                label = f"{sample!r}" + ("" if part is None else f" output {part}")
+                failures.append(describe(label, error))
+    report(op, failures, calls)
+
+
+def run_batched_samples(op, check):
+    """``check(fn, batch, rng)`` with ``batch`` the float arrays of three examples of a
+    sample stacked along axis 0; ``fn`` keeps the first example's fixed arguments."""
+    failures, calls = [], 0
+    for index, sample_examples in enumerate(examples(op, F64, 3)[:SECOND_ORDER_SAMPLES]):
+        first = sample_examples[0]
+        fn, _ = float_view(op, first.args, first.kwargs)
+        per_example = [float_view(op, example.args, example.kwargs)[1] for example in sample_examples]
+        if not per_example[0]:
+            continue
+        out = op.op(*first.args, **first.kwargs)
+        if not all(np.isfinite(part).all() for part in outputs_of(out)):
+            continue  # a NaN output has no derivative to compose
+        batch = [np.stack(arrays) for arrays in zip(*per_example)]
+        calls += 1
+        rng = np.random.default_rng([zlib.crc32(op.name.encode()), index])
+        try:
+            check(fn, batch, rng)
+        except Exception as error:  # noqa: BLE001 - every failing call is listed
+            failures.append(describe(f"{first!r}", error))
+    report(op, failures, calls)
+
+
+def float_view(op, args, kwargs):
+    """``op`` as a function of its float array arguments, the rest held fixed."""
+    positions = [
+        j
+        for j, a in enumerate(args)
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and j not in op.integer_index_args
+    ]
+
+    def fn(*floats):
+        call = list(args)
+        for j, value in zip(positions, floats):
+            call[j] = value
+        return op.op(*call, **kwargs)
+
+    return fn, [args[j] for j in positions]
+
+
+def output_part(fn, part):
+    return lambda *xs: fn(*xs)[part]
+
+
+def outputs_of(out):
+    return [np.asarray(o) for o in out] if isinstance(out, (tuple, list)) else [np.asarray(out)]
+
+
+def scalarised(fn):
+    """A scalar loss of every output, nonlinear even where ``fn`` is linear."""
+    return lambda *xs: sum(np.sum(np.sin(part)) for part in as_parts(fn(*xs)))
+
+
+def as_parts(out):
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def directions(arrays, rng):
+    return [rng.normal(size=np.shape(a)) for a in arrays]
+
+
+def cotangent_like(out, rng):
+    """A random cotangent, zero where the output is not finite."""
+    out = np.asarray(out)
+    u = rng.normal(size=out.shape).astype(out.dtype)
+    return np.where(np.isfinite(out), u, 0).astype(out.dtype)
+
+
+def fd_tolerance(name):
+    return FD_TOLERANCE.get(name, (RTOL, RTOL))
+
+
+def assert_jvp_matches_differences(fn, primals, rng, name, what="J v"):
+    tangents = directions(primals, rng)
+    out, tangent = engine_jvp(fn, primals, tangents)
+    out = np.asarray(out)
+    tangent = np.asarray(tangent)
+    assert tangent.shape == out.shape, f"{what}: tangent shape {tangent.shape} != output's {out.shape}"
+    # float32 outputs (astype) round at ~1e-7: a longer step keeps the difference exact
+    eps = EPS if out.dtype == F64 else 1e-2
+    differences = central_difference(fn, primals, tangents, eps)
+    rtol, atol = fd_tolerance(name)
+    if out.dtype != F64:
+        rtol, atol = 1e-4, 1e-4
+    defined = np.isfinite(out)
+    assert_close(tangent[defined], differences[defined], rtol, f"{what} vs differences", atol=atol)
+
+
+def assert_inner_products_agree(pulled, vs, u, pushed, primals, rtol):
+    """<pulled, vs> == <u, pushed>; ``u`` is zero where the output is undefined."""
+    assert len(pulled) == len(primals), f"{len(pulled)} cotangents for {len(primals)} inputs"
+    for k, (g, p) in enumerate(zip(pulled, primals)):
+        assert np.shape(g) == p.shape, f"cotangent {k} shape {np.shape(g)} != input's {p.shape}"
+    left_terms = [np.asarray(g, dtype=F64) * v for g, v in zip(pulled, vs)]
+    assert all(np.isfinite(t).all() for t in left_terms), f"non-finite cotangent: {pulled!r}"
+    right_terms = np.where(u != 0, u * np.asarray(pushed, dtype=F64), 0.0)
+    left = sum(float(np.sum(t)) for t in left_terms)
+    right = float(np.sum(right_terms))
+    scale = sum(float(np.sum(np.abs(t))) for t in left_terms) + float(np.sum(np.abs(right_terms)))
+    assert math.isclose(left, right, rel_tol=rtol, abs_tol=rtol * (1 + scale)), (
+        f"<J^T u, v> = {left!r} but <u, J v> = {right!r}"
+    )
+
+
+def assert_close(actual, expected, rtol, what, atol=None):
+    """Elementwise, with an absolute floor relative to the largest expected value."""
+    actual, expected = np.asarray(actual, dtype=F64), np.asarray(expected, dtype=F64)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    largest = float(np.max(np.abs(expected), initial=0.0))
+    atol = (rtol if atol is None else atol) * (1 + largest)
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+
+
+def assert_matches_loop(vmapped, looped, what):
+    assert len(vmapped) == len(looped[0]), f"{what}: {len(vmapped)} results, the loop has {len(looped[0])}"
+    for k, batched in enumerate(vmapped):
+        expected = np.stack([np.asarray(results[k]) for results in looped])
+        assert_close(np.asarray(batched), expected, LOOP_RTOL, f"{what}[{k}] vs loop")
+
+
+def describe(label, error):
+    lines = str(error).strip().splitlines()
+    shown = " | ".join(line.strip() for line in lines[:4] if line.strip())
+    return f"{label}: {type(error).__name__}: {shown}"
+
+
+def report(op, failures, calls):
+    assert calls, f"{op.name}: no call was checked"
+    if failures:
+        shown = "\n".join(failures[:12])
+        more = f"\n... and {len(failures) - 12} more" if len(failures) > 12 else ""
+        pytest.fail(f"{len(failures)} of {calls} calls of {op.name} failed:\n{shown}{more}", pytrace=False)
