@@ -7,6 +7,7 @@ import inspect
 import optree
 import xarray as xr
 
+from . import dask as lazy
 from .engine import BatchLevel, active
 from .named import Preserve, concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
@@ -149,6 +150,8 @@ class _Mapped:
         self.signature = _signature(original)
 
     def __call__(self, *args, **kwargs):
+        if lazy.has_lazy_leaves(args, kwargs):
+            return lazy.vmap_lazy(self, args, kwargs)
         leaves, specs, labels, treedef = self._flatten(args, kwargs)
         dim, size, preserve, coords = self._plan(leaves, specs, labels)
         position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
