@@ -1,13 +1,31 @@
-"""Contractions: einsum, matmul, and tensordot/dot/inner/outer written with them."""
+"""Contractions and linear algebra, each primitive with its batch and derivative rules.
+
+einsum and matmul, with tensordot/dot/inner/outer/vdot written with them; then the
+``xp.linalg`` family: solve, inv, det, slogdet, cholesky, eigh, svd and the vector
+2-norm.  Linalg functions accept leading stack dims, so most batch rules just let the
+batch axis ride in front.  Decompositions with several outputs are one primitive per
+output (``eigh_values`` / ``eigh_vectors``, ``svd_u`` / ``svd_values`` / ``svd_vh``):
+a rule that needs the other factors binds them again, so each output differentiates
+on its own (eigenvalues stay differentiable where eigenvectors are not).
+
+Derivative rules are for real floating inputs; eigh and cholesky read a symmetric
+matrix, so their rules take the symmetric part of a tangent and return symmetric
+cotangents (they differentiate ``f((A + A^T) / 2)``).  eigh and svd rules assume
+distinct eigenvalues / distinct non-zero singular values.
+"""
 from __future__ import annotations
 
 import string
 
-from .backend import extra, namespace, normalize_axis, parse_einsum
+from . import elementwise as ew
+from . import reductions as kr
+from .backend import dtype_kind, extra, namespace, normalize_axis, parse_einsum
 from .primitive import Primitive
-from .shape import expand_dims, reshape, squeeze
+from .shape import expand_dims, moveaxis, reshape, squeeze, transpose
 
-__all__ = ["einsum", "matmul", "tensordot", "dot", "inner", "outer", "vdot"]
+__all__ = ["einsum", "einsum_primitive", "matmul", "tensordot", "dot", "inner", "outer", "vdot",
+           "solve", "solve_matrix", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
+           "eigh_values", "eigh_vectors", "svd_u", "svd_values", "svd_vh", "vector_norm", "norm"]
 
 
 # --- einsum ---------------------------------------------------------------------------
@@ -24,7 +42,63 @@ def _einsum_batch(axis_size, values, batched, *, subscripts):
     return einsum_primitive.bind(*values, subscripts=",".join(terms) + "->" + letter + output), True
 
 
-einsum_primitive = Primitive("einsum", _einsum_impl, _einsum_batch)
+def _einsum_jvp(primals, tangents, *, subscripts):
+    """The sum over operands of the einsum with that operand's tangent in its place."""
+    terms = []
+    for k, tangent in enumerate(tangents):
+        if tangent is not None:
+            operands = list(primals[:k]) + [tangent] + list(primals[k + 1:])
+            terms.append(einsum_primitive.bind(*operands, subscripts=subscripts))
+    return einsum_primitive.bind(*primals, subscripts=subscripts), _sum_terms(terms)
+
+
+def _einsum_vjp(g, primals, out, *, subscripts):
+    """Per operand: the einsum of ``g`` with the other operands, giving its subscripts."""
+    lhs, output = subscripts.split("->")
+    terms = lhs.split(",")
+    sizes = {}
+    for term, operand in zip(terms, primals):
+        for letter, size in zip(term, operand.shape):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    return tuple(
+        _einsum_cotangent(g, primals, terms, output, k, sizes) if _differentiable(operand) else None
+        for k, operand in enumerate(primals)
+    )
+
+
+def _einsum_cotangent(g, primals, terms, output, k, sizes):
+    """The cotangent of operand ``k``.  Three cases get a constant operand: an axis
+    broadcast from size 1 (summed into a fresh size-1 letter), a repeated letter (a
+    diagonal, written back through an identity) and a letter found in no other term
+    (summed away in the forward pass: broadcast back with a vector of ones)."""
+    xp = namespace(g, primals[k])
+    used = set("".join(terms)) | set(output)
+    fresh = iter(c for c in string.ascii_letters if c not in used)
+    operands = [g] + [p for j, p in enumerate(primals) if j != k]
+    in_terms = [output] + [t for j, t in enumerate(terms) if j != k]
+    target = []
+    for axis, letter in enumerate(terms[k]):
+        size = primals[k].shape[axis]
+        if size != sizes[letter]:
+            new = next(fresh)
+            operands.append(xp.ones((1,), dtype=g.dtype))
+            in_terms.append(new)
+        elif letter in target:
+            new = next(fresh)
+            operands.append(xp.eye(size, dtype=g.dtype))
+            in_terms.append(letter + new)
+        else:
+            new = letter
+        target.append(new)
+    present = set("".join(in_terms))
+    for letter in target:
+        if letter not in present:
+            operands.append(xp.ones((sizes[letter],), dtype=g.dtype))
+            in_terms.append(letter)
+    return einsum_primitive.bind(*operands, subscripts=",".join(in_terms) + "->" + "".join(target))
+
+
+einsum_primitive = Primitive("einsum", _einsum_impl, _einsum_batch, _einsum_jvp, _einsum_vjp)
 
 
 def einsum(subscripts, *operands):
@@ -65,7 +139,36 @@ def _pad_rank(x, is_batched, rank):
     return reshape.bind(x, shape=shape[:1] + (1,) * (rank + 1 - len(shape)) + shape[1:])
 
 
-matmul = Primitive("matmul", _matmul_impl, _matmul_batch)
+def _matmul_jvp(primals, tangents):
+    a, b = primals
+    ta, tb = tangents
+    terms = [matmul.bind(ta, b)] if ta is not None else []
+    if tb is not None:
+        terms.append(matmul.bind(a, tb))
+    return matmul.bind(a, b), _sum_terms(terms)
+
+
+def _matmul_vjp(g, primals, out):
+    """a @ b with vectors as (1, k) rows and (k, 1) columns: g b^T and a^T g, summed
+    over broadcast batch dims."""
+    a, b = primals
+    a_matrix = a if a.ndim > 1 else reshape.bind(a, shape=(1,) + tuple(a.shape))
+    b_matrix = b if b.ndim > 1 else reshape.bind(b, shape=tuple(b.shape) + (1,))
+    if b.ndim == 1:
+        g = expand_dims.bind(g, axis=(g.ndim,))
+    if a.ndim == 1:
+        g = expand_dims.bind(g, axis=(g.ndim - 1,))
+    ga = _unbroadcast(matmul.bind(g, _transpose_last2(b_matrix)), a_matrix, a) if _differentiable(a) else None
+    gb = _unbroadcast(matmul.bind(_transpose_last2(a_matrix), g), b_matrix, b) if _differentiable(b) else None
+    return ga, gb
+
+
+def _unbroadcast(g, matrix, original):
+    g = ew.unbroadcast(g, matrix.shape)
+    return g if matrix is original else reshape.bind(g, shape=tuple(original.shape))
+
+
+matmul = Primitive("matmul", _matmul_impl, _matmul_batch, _matmul_jvp, _matmul_vjp)
 
 
 # --- compositions ------------------------------------------------------------------------
@@ -92,28 +195,468 @@ def _strong(value, other):
 
 
 def dot(a, b):
-    from .elementwise import multiply
-
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
-        return multiply.bind(_strong(a, b), _strong(b, a))
+        return ew.multiply.bind(_strong(a, b), _strong(b, a))
     if b.ndim == 1:
         return tensordot(a, b, axes=([-1], [0]))
     return tensordot(a, b, axes=([-1], [-2]))
 
 
 def inner(a, b):
-    from .elementwise import multiply
-
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
-        return multiply.bind(_strong(a, b), _strong(b, a))
+        return ew.multiply.bind(_strong(a, b), _strong(b, a))
     return tensordot(a, b, axes=([-1], [-1]))
 
 
 def vdot(a, b):
-    from .elementwise import conj
-
-    return einsum_primitive.bind(conj.bind(reshape.bind(a, shape=(-1,))), reshape.bind(b, shape=(-1,)), subscripts="i,i->")
+    return einsum_primitive.bind(ew.conj.bind(reshape.bind(a, shape=(-1,))), reshape.bind(b, shape=(-1,)), subscripts="i,i->")
 
 
 def outer(a, b):
     return einsum_primitive.bind(reshape.bind(a, shape=(-1,)), reshape.bind(b, shape=(-1,)), subscripts="i,j->ij")
+
+
+# --- linalg: helpers shared by the rules -----------------------------------------------
+def _sum_terms(terms):
+    total = None
+    for term in terms:
+        total = term if total is None else ew.add.bind(total, term)
+    return total
+
+
+def _differentiable(x):
+    return hasattr(x, "dtype") and dtype_kind(x.dtype) not in "biu"
+
+
+def _real_only(name, *values):
+    if any(hasattr(v, "dtype") and dtype_kind(v.dtype) == "c" for v in values):
+        raise NotImplementedError(f"{name}: derivatives of complex inputs are not implemented (real inputs only)")
+
+
+def _transpose_last2(x):
+    n = x.ndim
+    return transpose.bind(x, axes=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def _sym(x):
+    return ew.multiply.bind(0.5, ew.add.bind(x, _transpose_last2(x)))
+
+
+def _columns(v):
+    """A vector (..., n) as a row (..., 1, n): multiplying a matrix by it scales its columns."""
+    return expand_dims.bind(v, axis=(v.ndim - 1,))
+
+
+def _rows(v):
+    """A vector (..., n) as a column (..., n, 1): multiplying scales the rows."""
+    return expand_dims.bind(v, axis=(v.ndim,))
+
+
+def _scalar_as_matrix(s):
+    """A stack of scalars (...) as (..., 1, 1), to scale a stack of matrices."""
+    return expand_dims.bind(s, axis=(s.ndim, s.ndim + 1))
+
+
+def _diag_of_product(a, b):
+    """diag(a^T b) without forming the product: sum_i a_ij b_ij."""
+    return einsum_primitive.bind(a, b, subscripts=_stacked("ij,ij->j", a, b))
+
+
+def _stacked(matrix_subscripts, *operands):
+    """``matrix_subscripts`` with the leading stack dims of each operand spelled out."""
+    lhs, output = matrix_subscripts.split("->")
+    terms = lhs.split(",")
+    stack = max(op.ndim - len(t) for t, op in zip(terms, operands))
+    letters = string.ascii_uppercase[:stack]
+    full = [letters[stack - (op.ndim - len(t)):] + t for t, op in zip(terms, operands)]
+    return ",".join(full) + "->" + letters + output
+
+
+def _eye(like, n, dtype=None):
+    xp = namespace(like)
+    return xp.eye(n, dtype=like.dtype if dtype is None else dtype)
+
+
+def _inverse_gaps(w):
+    """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
+    diagonal = _eye(w, w.shape[-1], dtype=namespace(w).bool)
+    gaps = ew.subtract.bind(_columns(w), _rows(w))
+    return ew.where.bind(diagonal, 0.0, ew.divide.bind(1.0, ew.where.bind(diagonal, 1.0, gaps)))
+
+
+def _stack_rides_in_front(prim):
+    """The batch rule of a one-matrix linalg function: the batch axis is a stack dim."""
+
+    def rule(axis_size, values, batched, **params):
+        return prim.bind(values[0], **params), True
+
+    return rule
+
+
+def _linalg_primitive(name, impl, jvp=None, vjp=None, **options):
+    prim = Primitive(name, impl, jvp=jvp, vjp=vjp, **options)
+    prim.batch = _stack_rides_in_front(prim)
+    return prim
+
+
+# --- solve ----------------------------------------------------------------------------
+def _solve_impl(a, b):
+    return namespace(a, b).linalg.solve(a, b)
+
+
+def _solve_batch(axis_size, values, batched):
+    a, b = values
+    rank = max(a.ndim - batched[0], b.ndim - batched[1])
+    return solve_matrix.bind(_pad_rank(a, batched[0], rank), _pad_rank(b, batched[1], rank)), True
+
+
+def _solve_jvp(primals, tangents):
+    """dx = A^-1 (db - dA x)."""
+    a, b = primals
+    ta, tb = tangents
+    x = solve_matrix.bind(a, b)
+    terms = [tb] if tb is not None else []
+    if ta is not None:
+        terms.append(ew.negative.bind(matmul.bind(ta, x)))
+    rhs = _sum_terms(terms)
+    return x, None if rhs is None else solve_matrix.bind(a, rhs)
+
+
+def _solve_vjp(g, primals, x):
+    """b̄ = A^-T g;  Ā = -b̄ x^T."""
+    a, b = primals
+    _real_only("solve", a, b)
+    gb = solve_matrix.bind(_transpose_last2(a), g)
+    ga = ew.negative.bind(matmul.bind(gb, _transpose_last2(x)))
+    return (ew.unbroadcast(ga, a.shape) if _differentiable(a) else None,
+            ew.unbroadcast(gb, b.shape) if _differentiable(b) else None)
+
+
+solve_matrix = Primitive("solve", _solve_impl, _solve_batch, _solve_jvp, _solve_vjp)
+
+
+def solve(a, b):
+    """NumPy's solve: ``b`` of shape (M,) is one vector, otherwise a stack of (M, K)."""
+    if b.ndim != 1:
+        return solve_matrix.bind(a, b)
+    x = solve_matrix.bind(a, expand_dims.bind(b, axis=(1,)))
+    return squeeze.bind(x, axis=(x.ndim - 1,))
+
+
+# --- inv, det, slogdet ------------------------------------------------------------------
+def _inv_jvp(primals, tangents):
+    """dX = -X dA X."""
+    (a,), (ta,) = primals, tangents
+    x = inv.bind(a)
+    return x, None if ta is None else ew.negative.bind(matmul.bind(x, matmul.bind(ta, x)))
+
+
+def _inv_vjp(g, primals, x):
+    """Ā = -X^T g X^T."""
+    _real_only("inv", x)
+    xt = _transpose_last2(x)
+    return (ew.negative.bind(matmul.bind(xt, matmul.bind(g, xt))),)
+
+
+inv = _linalg_primitive("inv", lambda a: namespace(a).linalg.inv(a), _inv_jvp, _inv_vjp)
+
+
+def _trace_of_inverse_times(a, t):
+    """tr(A^-1 dA) = sum_ij (A^-1)_ji dA_ij (A must be invertible)."""
+    return _diag_sum(_transpose_last2(inv.bind(a)), t)
+
+
+def _diag_sum(a, b):
+    return einsum_primitive.bind(a, b, subscripts=_stacked("ij,ij->", a, b))
+
+
+def _det_jvp(primals, tangents):
+    """d det A = det A tr(A^-1 dA)."""
+    (a,), (ta,) = primals, tangents
+    d = det.bind(a)
+    return d, None if ta is None else ew.multiply.bind(d, _trace_of_inverse_times(a, ta))
+
+
+def _det_vjp(g, primals, d):
+    """Ā = g det A A^-T."""
+    (a,) = primals
+    _real_only("det", a)
+    scale = _scalar_as_matrix(ew.multiply.bind(g, d))
+    return (ew.multiply.bind(scale, _transpose_last2(inv.bind(a))),)
+
+
+det = _linalg_primitive("det", lambda a: namespace(a).linalg.det(a), _det_jvp, _det_vjp)
+
+
+def _logabs_jvp(primals, tangents):
+    """d log|det A| = tr(A^-1 dA)."""
+    (a,), (ta,) = primals, tangents
+    _real_only("slogdet", a)
+    out = slogdet_logabs.bind(a)
+    return out, None if ta is None else _trace_of_inverse_times(a, ta)
+
+
+def _logabs_vjp(g, primals, out):
+    """Ā = g A^-T."""
+    (a,) = primals
+    _real_only("slogdet", a)
+    return (ew.multiply.bind(_scalar_as_matrix(g), _transpose_last2(inv.bind(a))),)
+
+
+slogdet_sign = _linalg_primitive("slogdet_sign", lambda a: namespace(a).linalg.slogdet(a).sign,
+                                 differentiable=False)
+slogdet_logabs = _linalg_primitive("slogdet_logabs", lambda a: namespace(a).linalg.slogdet(a).logabsdet,
+                                   _logabs_jvp, _logabs_vjp)
+
+
+# --- cholesky (lower) -------------------------------------------------------------------
+def _lower_half_diagonal(like):
+    """The mask of Phi: the strict lower triangle, and the diagonal halved."""
+    xp = namespace(like)
+    n = like.shape[-1]
+    return xp.tril(xp.ones((n, n), dtype=like.dtype)) - 0.5 * xp.eye(n, dtype=like.dtype)
+
+
+def _cholesky_jvp(primals, tangents):
+    """dL = L Phi(L^-1 sym(dA) L^-T)."""
+    (a,), (ta,) = primals, tangents
+    l = cholesky.bind(a)
+    if ta is None:
+        return l, None
+    _real_only("cholesky", a)
+    left = solve_matrix.bind(l, _sym(ta))  # L^-1 dA
+    middle = _transpose_last2(solve_matrix.bind(l, _transpose_last2(left)))  # L^-1 dA L^-T
+    return l, matmul.bind(l, ew.multiply.bind(middle, _lower_half_diagonal(l)))
+
+
+def _cholesky_vjp(g, primals, l):
+    """Ā = sym(L^-T Phi(L^T L̄) L^-1)."""
+    _real_only("cholesky", l)
+    lt = _transpose_last2(l)
+    phi = ew.multiply.bind(matmul.bind(lt, g), _lower_half_diagonal(l))
+    left = solve_matrix.bind(lt, phi)  # L^-T Phi
+    return (_sym(_transpose_last2(solve_matrix.bind(lt, _transpose_last2(left)))),)
+
+
+cholesky = _linalg_primitive("cholesky", lambda a: namespace(a).linalg.cholesky(a), _cholesky_jvp, _cholesky_vjp)
+
+
+# --- eigh (symmetric): eigenvalues ascending, eigenvectors as columns -----------------------
+def _eigh_values_jvp(primals, tangents):
+    """dw = diag(V^T sym(dA) V)."""
+    (a,), (ta,) = primals, tangents
+    w = eigh_values.bind(a)
+    if ta is None:
+        return w, None
+    _real_only("eigh", a)
+    v = eigh_vectors.bind(a)
+    return w, _diag_of_product(v, matmul.bind(_sym(ta), v))
+
+
+def _eigh_values_vjp(g, primals, w):
+    """Ā = V diag(w̄) V^T."""
+    (a,) = primals
+    _real_only("eigh", a)
+    v = eigh_vectors.bind(a)
+    return (matmul.bind(ew.multiply.bind(v, _columns(g)), _transpose_last2(v)),)
+
+
+def _eigh_vectors_jvp(primals, tangents):
+    """dV = V (F o V^T sym(dA) V),  F_ij = 1 / (w_j - w_i)."""
+    (a,), (ta,) = primals, tangents
+    v = eigh_vectors.bind(a)
+    if ta is None:
+        return v, None
+    _real_only("eigh", a)
+    projected = matmul.bind(_transpose_last2(v), matmul.bind(_sym(ta), v))
+    return v, matmul.bind(v, ew.multiply.bind(_inverse_gaps(eigh_values.bind(a)), projected))
+
+
+def _eigh_vectors_vjp(g, primals, v):
+    """Ā = sym(V (F o V^T V̄) V^T)."""
+    (a,) = primals
+    _real_only("eigh", a)
+    inner_part = ew.multiply.bind(_inverse_gaps(eigh_values.bind(a)), matmul.bind(_transpose_last2(v), g))
+    return (_sym(matmul.bind(v, matmul.bind(inner_part, _transpose_last2(v)))),)
+
+
+eigh_values = _linalg_primitive("eigh_values", lambda a: namespace(a).linalg.eigvalsh(a),
+                                _eigh_values_jvp, _eigh_values_vjp)
+eigh_vectors = _linalg_primitive("eigh_vectors", lambda a: namespace(a).linalg.eigh(a).eigenvectors,
+                                 _eigh_vectors_jvp, _eigh_vectors_vjp)
+
+
+# --- svd (reduced): A = U diag(s) Vh, s descending ---------------------------------------
+def _svd_factors(a):
+    return svd_u.bind(a), svd_values.bind(a), svd_vh.bind(a)
+
+
+def _svd_values_jvp(primals, tangents):
+    """ds = diag(U^T dA V)."""
+    (a,), (ta,) = primals, tangents
+    s = svd_values.bind(a)
+    if ta is None:
+        return s, None
+    _real_only("svd", a)
+    return s, _diag_of_product(svd_u.bind(a), matmul.bind(ta, _transpose_last2(svd_vh.bind(a))))
+
+
+def _svd_values_vjp(g, primals, s):
+    """Ā = U diag(s̄) Vh."""
+    (a,) = primals
+    _real_only("svd", a)
+    return (matmul.bind(ew.multiply.bind(svd_u.bind(a), _columns(g)), svd_vh.bind(a)),)
+
+
+def _svd_u_jvp(primals, tangents):
+    """dU = U (F o (dP S + S dP^T)) + (dA V - U dP) S^-1,  dP = U^T dA V,  F_ij = 1 / (s_j² - s_i²)."""
+    (a,), (ta,) = primals, tangents
+    u, s, vh = _svd_factors(a)
+    if ta is None:
+        return u, None
+    _real_only("svd", a)
+    da_v = matmul.bind(ta, _transpose_last2(vh))
+    dp = matmul.bind(_transpose_last2(u), da_v)
+    mixed = ew.add.bind(ew.multiply.bind(dp, _columns(s)), ew.multiply.bind(_rows(s), _transpose_last2(dp)))
+    rotation = matmul.bind(u, ew.multiply.bind(_inverse_gaps(ew.multiply.bind(s, s)), mixed))
+    outside = ew.divide.bind(ew.subtract.bind(da_v, matmul.bind(u, dp)), _columns(s))
+    return u, ew.add.bind(rotation, outside)
+
+
+def _svd_u_vjp(g, primals, u):
+    """Ā = U (F o (U^T Ū - Ū^T U)) S Vh + (Ū - U U^T Ū) S^-1 Vh."""
+    (a,) = primals
+    _real_only("svd", a)
+    s, vh = svd_values.bind(a), svd_vh.bind(a)
+    ut_g = matmul.bind(_transpose_last2(u), g)
+    skew = ew.subtract.bind(ut_g, _transpose_last2(ut_g))
+    rotation = matmul.bind(u, ew.multiply.bind(ew.multiply.bind(_inverse_gaps(ew.multiply.bind(s, s)), skew), _columns(s)))
+    outside = ew.divide.bind(ew.subtract.bind(g, matmul.bind(u, ut_g)), _columns(s))
+    return (matmul.bind(ew.add.bind(rotation, outside), vh),)
+
+
+def _svd_vh_jvp(primals, tangents):
+    """dV = V (F o (S dP + dP^T S)) + (dA^T U - V dP^T) S^-1;  dVh = dV^T."""
+    (a,), (ta,) = primals, tangents
+    u, s, vh = _svd_factors(a)
+    if ta is None:
+        return vh, None
+    _real_only("svd", a)
+    v = _transpose_last2(vh)
+    dat_u = matmul.bind(_transpose_last2(ta), u)
+    dpt = matmul.bind(vh, dat_u)  # dP^T = V^T dA^T U
+    mixed = ew.add.bind(ew.multiply.bind(_rows(s), _transpose_last2(dpt)), ew.multiply.bind(dpt, _columns(s)))
+    rotation = matmul.bind(v, ew.multiply.bind(_inverse_gaps(ew.multiply.bind(s, s)), mixed))
+    outside = ew.divide.bind(ew.subtract.bind(dat_u, matmul.bind(v, dpt)), _columns(s))
+    return vh, _transpose_last2(ew.add.bind(rotation, outside))
+
+
+def _svd_vh_vjp(g, primals, vh):
+    """With V̄ = Vh̄^T:  Ā = U S (F o (V^T V̄ - V̄^T V)) Vh + U S^-1 (V̄^T - V̄^T V Vh)."""
+    (a,) = primals
+    _real_only("svd", a)
+    u, s = svd_u.bind(a), svd_values.bind(a)
+    gvt = g  # V̄^T, shape (..., k, n)
+    vt_gv = matmul.bind(vh, _transpose_last2(gvt))  # V^T V̄
+    skew = ew.subtract.bind(vt_gv, _transpose_last2(vt_gv))
+    rotation = ew.multiply.bind(_rows(s), ew.multiply.bind(_inverse_gaps(ew.multiply.bind(s, s)), skew))
+    outside = ew.divide.bind(ew.subtract.bind(gvt, matmul.bind(_transpose_last2(vt_gv), vh)), _rows(s))
+    return (matmul.bind(u, ew.add.bind(matmul.bind(rotation, vh), outside)),)
+
+
+def _svd(part):
+    return lambda a: getattr(namespace(a).linalg.svd(a, full_matrices=False), part)
+
+
+svd_u = _linalg_primitive("svd_u", _svd("U"), _svd_u_jvp, _svd_u_vjp)
+svd_values = _linalg_primitive("svd_values", lambda a: namespace(a).linalg.svdvals(a), _svd_values_jvp, _svd_values_vjp)
+svd_vh = _linalg_primitive("svd_vh", _svd("Vh"), _svd_vh_jvp, _svd_vh_vjp)
+
+
+# --- the vector 2-norm (Frobenius over two axes) --------------------------------------------
+def _vector_norm_impl(x, *, axis, keepdims):
+    return namespace(x).linalg.vector_norm(x, axis=axis, keepdims=keepdims)
+
+
+def _vector_norm_batch(axis_size, values, batched, *, axis, keepdims):
+    return vector_norm.bind(values[0], axis=tuple(a + 1 for a in axis), keepdims=keepdims), True
+
+
+def _nonzero(n):
+    """``n`` with zeros replaced by ones: x / |x| is then 0, not NaN, at x = 0."""
+    return ew.where.bind(ew.equal.bind(n, 0), 1.0, n)
+
+
+def _vector_norm_jvp(primals, tangents, *, axis, keepdims):
+    """d|x| = <x, dx> / |x| (0 at x = 0)."""
+    (x,), (tx,) = primals, tangents
+    n = vector_norm.bind(x, axis=axis, keepdims=keepdims)
+    if tx is None:
+        return n, None
+    _real_only("norm", x)
+    dot_product = kr.reduce_sum.bind(ew.multiply.bind(x, tx), axis=axis, keepdims=keepdims)
+    return n, ew.divide.bind(dot_product, _nonzero(n))
+
+
+def _vector_norm_vjp(g, primals, n, *, axis, keepdims):
+    """x̄ = ḡ x / |x| (0 at x = 0)."""
+    (x,) = primals
+    if not _differentiable(x):
+        return (None,)
+    _real_only("norm", x)
+    if not keepdims:
+        kept = tuple(1 if i in axis else size for i, size in enumerate(x.shape))
+        g = reshape.bind(g, shape=kept)
+        n = reshape.bind(n, shape=kept)
+    return (ew.multiply.bind(g, ew.divide.bind(x, _nonzero(n))),)
+
+
+vector_norm = Primitive("vector_norm", _vector_norm_impl, _vector_norm_batch, _vector_norm_jvp, _vector_norm_vjp)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """NumPy's ``linalg.norm``: the 2-norm / Frobenius norm is one primitive; the other
+    orders are compositions (abs, sums, max/min, singular values)."""
+    if axis is None and ord is None:
+        return vector_norm.bind(x, axis=tuple(range(x.ndim)), keepdims=keepdims)
+    axes = normalize_axis(tuple(range(x.ndim)) if axis is None else axis, x.ndim)
+    if len(axes) == 1:
+        return _vector_order(x, ord, axes, keepdims)
+    if len(axes) == 2:
+        out = _matrix_order(x, ord, axes)
+        return expand_dims.bind(out, axis=tuple(sorted(axes))) if keepdims else out
+    raise ValueError(f"norm: improper number of dimensions to norm ({len(axes)}); give axis= one or two axes")
+
+
+def _vector_order(x, ord, axes, keepdims):
+    if ord is None or ord == 2:
+        return vector_norm.bind(x, axis=axes, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
+    size = ew.abs.bind(x)
+    if ord == float("inf"):
+        return kr.max(size, axis=axes, keepdims=keepdims)
+    if ord == -float("inf"):
+        return kr.min(size, axis=axes, keepdims=keepdims)
+    if ord == 0:
+        nonzero = ew.astype.bind(ew.not_equal.bind(x, 0), dtype=size.dtype if _differentiable(size) else "float64")
+        return kr.sum(nonzero, axis=axes, keepdims=keepdims)
+    if ord == 1:
+        return kr.sum(size, axis=axes, keepdims=keepdims)
+    return ew.pow.bind(kr.sum(ew.pow.bind(size, float(ord)), axis=axes, keepdims=keepdims), 1.0 / ord)
+
+
+def _matrix_order(x, ord, axes):
+    row, col = axes
+    if ord is None or ord == "fro":
+        return vector_norm.bind(x, axis=axes, keepdims=False)
+    if ord in ("nuc", 2, -2):
+        s = svd_values.bind(moveaxis(x, axes, (-2, -1)))
+        reduce = {"nuc": kr.sum, 2: kr.max, -2: kr.min}[ord]
+        return reduce(s, axis=-1)
+    if ord in (1, -1, float("inf"), -float("inf")):
+        summed_axis, other = (row, col) if ord in (1, -1) else (col, row)
+        sums = kr.sum(ew.abs.bind(x), axis=summed_axis, keepdims=True)
+        reduce = kr.max if ord > 0 else kr.min
+        return squeeze.bind(reduce(sums, axis=other, keepdims=True), axis=tuple(sorted(axes)))
+    raise ValueError(f"norm: invalid norm order {ord!r} for matrices")

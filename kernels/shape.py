@@ -2,21 +2,63 @@
 
 Batch rules shift axes by one (the batch axis is physically first) and never
 broadcast an unbatched value unless the result needs it (concatenate, stack).
+Every primitive here is linear in its array argument(s): the JVP applies it to the
+tangent and the VJP is its transpose, given beside it as one formula.
 """
 from __future__ import annotations
 
-from .backend import extra, namespace, normalize_axis
+from .backend import dtype_kind, extra, is_array, namespace, normalize_axis
+from .creation import zeros_like
 from .primitive import Primitive
 
 __all__ = [
     "reshape", "transpose", "moveaxis", "expand_dims", "squeeze", "broadcast_to",
     "concatenate", "stack", "pad", "pad_constant", "roll", "flip", "sliding_window_view", "diff",
-    "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch",
+    "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch", "linear_rules",
+    "differentiable_input", "zeros",
 ]
 
 
 def _shifted(axes):
     return tuple(a + 1 for a in axes)
+
+
+# --- derivative rules of linear operations ------------------------------------------------
+def linear_rules(prim, transpose):
+    """Set the rules of ``prim``, linear in its first argument (the others are indices).
+
+    The JVP applies ``prim`` to the tangent; the VJP is ``transpose(g, *primals,
+    **params)``, the cotangent of the first argument.  Returns ``prim``.
+    """
+
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        tangent = tangents[0]
+        return out, None if tangent is None else prim.bind(tangent, *primals[1:], **params)
+
+    def vjp(g, primals, out, **params):
+        cotangent = transpose(g, *primals, **params) if differentiable_input(primals[0]) else None
+        return (cotangent,) + (None,) * (len(primals) - 1)
+
+    prim.jvp = jvp
+    prim.vjp = vjp
+    return prim
+
+
+def differentiable_input(value):
+    """Whether ``value`` can receive a cotangent: a floating or complex array."""
+    return is_array(value) and dtype_kind(value.dtype) in "fc"
+
+
+def zeros(shape, like):
+    """Zeros of ``shape`` with the dtype, library and batching of ``like`` (a constant).
+
+    Kernels only have ``*_like`` constructors: a zero element of ``like``, broadcast.
+    """
+    element = reshape.bind(zeros_like.bind(like), shape=(-1,))
+    from .indexing import getitem_static
+
+    return broadcast_to.bind(getitem_static(element, (0,)), shape=tuple(shape))
 
 
 # --- reshape ----------------------------------------------------------------
@@ -29,7 +71,8 @@ def _reshape_batch(axis_size, values, batched, *, shape):
     return reshape.bind(x, shape=(x.shape[0],) + tuple(shape)), True
 
 
-reshape = Primitive("reshape", _reshape_impl, _reshape_batch)
+reshape = linear_rules(Primitive("reshape", _reshape_impl, _reshape_batch),
+                       lambda g, x, *, shape: reshape.bind(g, shape=tuple(x.shape)))
 
 
 # --- transpose --------------------------------------------------------------
@@ -41,7 +84,15 @@ def _transpose_batch(axis_size, values, batched, *, axes):
     return transpose.bind(values[0], axes=(0,) + _shifted(axes)), True
 
 
-transpose = Primitive("transpose", _transpose_impl, _transpose_batch)
+transpose = linear_rules(Primitive("transpose", _transpose_impl, _transpose_batch),
+                         lambda g, x, *, axes: transpose.bind(g, axes=_inverse_permutation(axes)))
+
+
+def _inverse_permutation(axes):
+    inverse = [0] * len(axes)
+    for position, axis in enumerate(axes):
+        inverse[axis] = position
+    return tuple(inverse)
 
 
 def moveaxis(x, source, destination):
@@ -66,7 +117,8 @@ def _expand_dims_batch(axis_size, values, batched, *, axis):
     return expand_dims.bind(values[0], axis=_shifted(axis)), True
 
 
-expand_dims = Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch)
+expand_dims = linear_rules(Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch),
+                           lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)))
 
 
 def _squeeze_impl(x, *, axis):
@@ -77,7 +129,8 @@ def _squeeze_batch(axis_size, values, batched, *, axis):
     return squeeze.bind(values[0], axis=_shifted(axis)), True
 
 
-squeeze = Primitive("squeeze", _squeeze_impl, _squeeze_batch)
+squeeze = linear_rules(Primitive("squeeze", _squeeze_impl, _squeeze_batch),
+                       lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)))
 
 
 # --- broadcast_to -------------------------------------------------------------
@@ -93,7 +146,13 @@ def _broadcast_to_batch(axis_size, values, batched, *, shape):
     return broadcast_to.bind(x, shape=(x.shape[0],) + tuple(shape)), True
 
 
-broadcast_to = Primitive("broadcast_to", _broadcast_to_impl, _broadcast_to_batch)
+def _sum_to_shape(g, x, *, shape):
+    from .elementwise import unbroadcast
+
+    return unbroadcast(g, x.shape)
+
+
+broadcast_to = linear_rules(Primitive("broadcast_to", _broadcast_to_impl, _broadcast_to_batch), _sum_to_shape)
 
 
 def broadcast_batch(x, axis_size):
@@ -128,7 +187,41 @@ def _concatenate_batch(axis_size, values, batched, *, axis):
     return concatenate.bind(*values, axis=axis + 1), True
 
 
+def _join_jvp(prim):
+    """JVP of a join: the join of the tangents, zeros standing in for constants."""
+
+    def jvp(primals, tangents, **params):
+        out = prim.bind(*primals, **params)
+        given = [t for t in tangents if t is not None]
+        if not given:
+            return out, None
+        dtype = given[0].dtype
+        filled = [zeros_like.bind(p, dtype=dtype) if t is None else t for p, t in zip(primals, tangents)]
+        return out, prim.bind(*filled, **params)
+
+    return jvp
+
+
+def _concatenate_vjp(g, primals, out, *, axis):
+    """Each input's cotangent is its block of ``g``, sliced back out along ``axis``."""
+    from .indexing import getitem_static
+
+    if axis is None:
+        g, along = reshape.bind(g, shape=(-1,)), 0
+    else:
+        along = axis
+    cotangents, start = [], 0
+    for x in primals:
+        stop = start + (x.size if axis is None else x.shape[axis])
+        block = getitem_static(g, (slice(None),) * along + (slice(start, stop),))
+        cotangents.append(reshape.bind(block, shape=tuple(x.shape)) if differentiable_input(x) else None)
+        start = stop
+    return tuple(cotangents)
+
+
 concatenate = Primitive("concatenate", _concatenate_impl, _concatenate_batch)
+concatenate.jvp = _join_jvp(concatenate)
+concatenate.vjp = _concatenate_vjp
 
 
 def _stack_impl(*arrays, axis):
@@ -139,7 +232,16 @@ def _stack_batch(axis_size, values, batched, *, axis):
     return stack.bind(*_join_inputs(axis_size, values, batched), axis=axis + 1), True
 
 
+def _stack_vjp(g, primals, out, *, axis):
+    from .indexing import getitem_static
+
+    return tuple(getitem_static(g, (slice(None),) * axis + (i,)) if differentiable_input(x) else None
+                 for i, x in enumerate(primals))
+
+
 stack = Primitive("stack", _stack_impl, _stack_batch)
+stack.jvp = _join_jvp(stack)
+stack.vjp = _stack_vjp
 
 
 # --- pad ----------------------------------------------------------------------
@@ -161,7 +263,23 @@ def _pad_batch(axis_size, values, batched, *, pad_width, constant_values):
                              constant_values=((0, 0),) + tuple(constant_values)), True
 
 
-pad_constant = Primitive("pad", _pad_impl, _pad_batch)
+def _pad_jvp(primals, tangents, *, pad_width, constant_values):
+    """The border is constant: the tangent is padded with zeros."""
+    out = pad_constant.bind(primals[0], pad_width=pad_width, constant_values=constant_values)
+    tangent = tangents[0]
+    if tangent is None:
+        return out, None
+    return out, pad_constant.bind(tangent, pad_width=pad_width, constant_values=((0, 0),) * len(pad_width))
+
+
+def _pad_transpose(g, x, *, pad_width, constant_values):
+    from .indexing import getitem_static
+
+    return getitem_static(g, tuple(slice(before, before + size) for (before, _), size in zip(pad_width, x.shape)))
+
+
+pad_constant = linear_rules(Primitive("pad", _pad_impl, _pad_batch), _pad_transpose)
+pad_constant.jvp = _pad_jvp
 
 
 def pad(x, pad_width, mode="constant", constant_values=0):
@@ -217,7 +335,12 @@ def _roll_batch(axis_size, values, batched, *, shift, axis):
     return roll.bind(x, shift=shift, axis=_shifted(axis)), True
 
 
-roll = Primitive("roll", _roll_impl, _roll_batch)
+def _negated(shift):
+    return tuple(-s for s in shift) if isinstance(shift, (tuple, list)) else -shift
+
+
+roll = linear_rules(Primitive("roll", _roll_impl, _roll_batch),
+                    lambda g, x, *, shift, axis: roll.bind(g, shift=_negated(shift), axis=axis))
 
 
 def _flip_impl(x, *, axis):
@@ -228,7 +351,7 @@ def _flip_batch(axis_size, values, batched, *, axis):
     return flip.bind(values[0], axis=_shifted(axis)), True
 
 
-flip = Primitive("flip", _flip_impl, _flip_batch)
+flip = linear_rules(Primitive("flip", _flip_impl, _flip_batch), lambda g, x, *, axis: flip.bind(g, axis=axis))
 
 
 # --- sliding windows -------------------------------------------------------------
@@ -244,7 +367,31 @@ def _sliding_window_batch(axis_size, values, batched, *, window_shape, axis):
     return sliding_window_view.bind(values[0], window_shape=window_shape, axis=_shifted(axis)), True
 
 
-sliding_window_view = Primitive("sliding_window_view", _sliding_window_impl, _sliding_window_batch)
+def _sliding_window_transpose(g, x, *, window_shape, axis):
+    """Scatter-add every window back onto the positions it viewed.
+
+    The view is one gather per windowed axis, ``x[..., i + k, ...]`` with the window
+    offset ``k`` moved last; undone in reverse order, each with ``index_add``.
+    """
+    import numpy as np
+
+    from .indexing import Slot, index_add
+
+    shapes = [tuple(x.shape)]
+    for size, ax in zip(window_shape, axis):
+        shape = list(shapes[-1])
+        shape[ax] -= size - 1
+        shapes.append(tuple(shape) + (size,))
+    for size, ax, shape in reversed(list(zip(window_shape, axis, shapes[:-1]))):
+        count = shape[ax] - size + 1
+        positions = np.arange(count)[:, None] + np.arange(size)[None, :]
+        g = moveaxis(g, -1, ax + 1)
+        g = index_add.bind(zeros(shape, g), g, positions, template=(slice(None),) * ax + (Slot(0),))
+    return g
+
+
+sliding_window_view = linear_rules(
+    Primitive("sliding_window_view", _sliding_window_impl, _sliding_window_batch), _sliding_window_transpose)
 
 
 # --- copy ---------------------------------------------------------------------------
@@ -256,7 +403,7 @@ def _copy_batch(axis_size, values, batched):
     return copy.bind(values[0]), True
 
 
-copy = Primitive("copy", _copy_impl, _copy_batch)
+copy = linear_rules(Primitive("copy", _copy_impl, _copy_batch), lambda g, x: g)
 
 
 # --- composites -----------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""The ``.func`` accessor on DataArray, Dataset and DataTree."""
