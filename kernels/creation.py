@@ -1,4 +1,8 @@
-"""``*_like`` constructors: a mapped template gives a mapped result (torch's ``new_*``)."""
+"""``*_like`` constructors: a mapped template gives a mapped result (torch's ``new_*``).
+
+Their outputs are constants: only the template's shape and dtype are read, so they
+carry no derivative.
+"""
 from __future__ import annotations
 
 from .backend import namespace
@@ -14,7 +18,7 @@ def _like(name, make):
     def batch(axis_size, values, batched, **params):
         return prim.bind(values[0], **params), True
 
-    prim = Primitive(name, impl, batch)
+    prim = Primitive(name, impl, batch, differentiable=False)
     return prim
 
 

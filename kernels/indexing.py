@@ -1,4 +1,4 @@
-"""Indexing: ``x[key]`` and its functional update ``x[key] = v``.
+"""Indexing: ``x[key]``, its functional update ``x[key] = v`` and ``x[key] += v``.
 
 A key is a tuple of ints, slices, None, Ellipsis and integer arrays.  The arrays
 travel as arguments (they may be traced, e.g. an index computed per example); the
@@ -8,14 +8,18 @@ Batching follows NumPy's advanced-indexing rule: the broadcast dims of the array
 indices go where the first one stood if they are adjacent, else to the front.  A
 batched index array joins them with an ``arange`` over the batch, and the result is
 transposed back to the layout the per-example index would give.
+
+``index_add`` (``np.add.at``: repeated positions add up) is the transpose of
+``getitem``; the three are each other's derivative rules.
 """
 from __future__ import annotations
 
 from .backend import namespace, numpy_namespace
+from .creation import zeros_like
 from .primitive import Primitive
-from .shape import broadcast_batch, broadcast_to, reshape, transpose
+from .shape import broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose
 
-__all__ = ["Slot", "getitem", "setitem", "getitem_static", "split_key", "normalize_key"]
+__all__ = ["Slot", "getitem", "setitem", "index_add", "getitem_static", "split_key", "normalize_key"]
 
 
 class Slot:
@@ -135,7 +139,10 @@ def _getitem_batch(axis_size, values, batched, *, template):
     return _restore_layout(out, block_rank, start, adjacent, x_batched), True
 
 
-getitem = Primitive("getitem", _getitem_impl, _getitem_batch)
+getitem = linear_rules(
+    Primitive("getitem", _getitem_impl, _getitem_batch),
+    lambda g, x, *arrays, template: index_add.bind(zeros_like.bind(x), g, *arrays, template=template),
+)
 
 
 def getitem_static(x, key):
@@ -213,7 +220,16 @@ def _target_shape(shape, template, array_shapes):
     return probe[_fill(template, dummies)].shape
 
 
-def _setitem_batch(axis_size, values, batched, *, template):
+def _update_batch(prim):
+    """The batch rule shared by the updates ``setitem`` and ``index_add``."""
+
+    def rule(axis_size, values, batched, *, template):
+        return _batch_update(prim, axis_size, values, batched, template)
+
+    return rule
+
+
+def _batch_update(prim, axis_size, values, batched, template):
     x, value, arrays = values[0], values[1], list(values[2:])
     x_batched, value_batched, arrays_batched = batched[0], batched[1], list(batched[2:])
     if not x_batched:
@@ -225,8 +241,8 @@ def _setitem_batch(axis_size, values, batched, *, template):
     if not hasattr(value, "shape"):  # a Python scalar fills any layout
         if any(arrays_batched):
             key, params, *_ = _batched_key(axis_size, x, True, arrays, arrays_batched, template)
-            return setitem.bind(x, value, *key[1:], **params), True
-        return setitem.bind(x, value, *arrays, template=(slice(None),) + template), True
+            return prim.bind(x, value, *key[1:], **params), True
+        return prim.bind(x, value, *arrays, template=(slice(None),) + template), True
     # the value in per-example layout, batch first: (B, *target)
     if value_batched:
         vshape = tuple(value.shape[1:])
@@ -238,13 +254,13 @@ def _setitem_batch(axis_size, values, batched, *, template):
     if any(arrays_batched):
         key, params, block_rank, start, adjacent = _batched_key(axis_size, x, True, arrays, arrays_batched, template)
         value = _inverse_layout(value, block_rank, start, adjacent)
-        return setitem.bind(x, value, *key[1:], **params), True
+        return prim.bind(x, value, *key[1:], **params), True
     full = (slice(None),) + template
     start, adjacent = _layout(template, bool(arrays))
     if arrays and not adjacent:
         index_rank = len(_broadcast_shape([a.shape for a in arrays]))
         value = _move_axis(value, 0, index_rank)
-    return setitem.bind(x, value, *arrays, template=full), True
+    return prim.bind(x, value, *arrays, template=full), True
 
 
 def _inverse_layout(value, block_rank, start, adjacent):
@@ -257,4 +273,90 @@ def _inverse_layout(value, block_rank, start, adjacent):
     return value
 
 
-setitem = Primitive("setitem", _setitem_impl, _setitem_batch)
+def _setitem_jvp(primals, tangents, *, template):
+    x, value, *arrays = primals
+    x_tangent, value_tangent = tangents[0], tangents[1]
+    out = setitem.bind(x, value, *arrays, template=template)
+    if x_tangent is None and value_tangent is None:
+        return out, None
+    x_tangent = zeros_like.bind(x) if x_tangent is None else x_tangent
+    value_tangent = 0.0 if value_tangent is None else value_tangent
+    return out, setitem.bind(x_tangent, value_tangent, *arrays, template=template)
+
+
+def _setitem_vjp(g, primals, out, *, template):
+    """x gets ``g`` with the written region zeroed; the value gets that region."""
+    x, value, *arrays = primals
+    x_cotangent = setitem.bind(g, 0.0, *arrays, template=template) if differentiable_input(x) else None
+    return (x_cotangent, _value_cotangent(g, value, arrays, template)) + (None,) * len(arrays)
+
+
+setitem = Primitive("setitem", _setitem_impl, None, _setitem_jvp, _setitem_vjp)
+setitem.batch = _update_batch(setitem)
+
+
+# --- index_add: x[key] += value, repeated positions adding up -----------------------------------
+def _index_add_impl(x, value, *arrays, template):
+    xp = namespace(x)
+    out = xp.asarray(x, copy=True)
+    arrays = _same_namespace(x, arrays)
+    key = _fill(template, arrays)
+    if not arrays:  # basic indexing never visits a position twice
+        key = key if any(item is Ellipsis for item in key) else key + (Ellipsis,)
+        out[key] = out[key] + value
+        return out
+    library = _array_library(xp)
+    if library is not None:
+        library.add.at(out, key, value)  # NumPy, and CuPy >= 13
+        return out
+    return _one_hot_add(xp, out, value, arrays, template)
+
+
+def _array_library(xp):
+    """The NumPy or CuPy module behind namespace ``xp`` (None for other libraries)."""
+    name = xp.__name__.rsplit(".", 1)[-1]
+    return __import__(name) if name in ("numpy", "cupy") else None
+
+
+def _one_hot_add(xp, out, value, arrays, template):
+    """Portable (slow) ``add.at``: the flat positions the key visits, summed by a one-hot."""
+    size = out.size
+    positions = _getitem_impl(xp.reshape(xp.arange(size), out.shape), *arrays, template=template)
+    flat = xp.reshape(positions, (1, -1))
+    value = xp.reshape(xp.broadcast_to(xp.asarray(value, dtype=out.dtype), positions.shape), (1, -1))
+    hits = xp.reshape(xp.arange(size), (size, 1)) == flat
+    added = xp.sum(xp.where(hits, value, xp.zeros((), dtype=out.dtype)), axis=1)
+    return xp.reshape(xp.reshape(out, (-1,)) + added, out.shape)
+
+
+def _index_add_jvp(primals, tangents, *, template):
+    x, value, *arrays = primals
+    x_tangent, value_tangent = tangents[0], tangents[1]
+    out = index_add.bind(x, value, *arrays, template=template)
+    if value_tangent is None:
+        return out, x_tangent
+    x_tangent = zeros_like.bind(x, dtype=value_tangent.dtype) if x_tangent is None else x_tangent
+    return out, index_add.bind(x_tangent, value_tangent, *arrays, template=template)
+
+
+def _index_add_vjp(g, primals, out, *, template):
+    x, value, *arrays = primals
+    x_cotangent = g if differentiable_input(x) else None
+    return (x_cotangent, _value_cotangent(g, value, arrays, template)) + (None,) * len(arrays)
+
+
+def _value_cotangent(g, value, arrays, template):
+    """``g[key]`` summed down to the shape of the value written there."""
+    from .elementwise import unbroadcast
+
+    if not differentiable_input(value):
+        return None
+    picked = getitem.bind(g, *arrays, template=template)
+    extra = value.ndim - picked.ndim
+    if extra > 0:  # NumPy drops leading unit dims of a value longer than the target
+        picked = reshape.bind(picked, shape=(1,) * extra + tuple(picked.shape))
+    return unbroadcast(picked, value.shape)
+
+
+index_add = Primitive("index_add", _index_add_impl, None, _index_add_jvp, _index_add_vjp)
+index_add.batch = _update_batch(index_add)

@@ -209,7 +209,10 @@ def inner(a, b):
 
 
 def vdot(a, b):
-    return einsum_primitive.bind(ew.conj.bind(reshape.bind(a, shape=(-1,))), reshape.bind(b, shape=(-1,)), subscripts="i,i->")
+    a = reshape.bind(a, shape=(-1,))
+    if dtype_kind(a.dtype) == "c":
+        a = ew.conj.bind(a)
+    return einsum_primitive.bind(a, reshape.bind(b, shape=(-1,)), subscripts="i,i->")
 
 
 def outer(a, b):
@@ -556,11 +559,10 @@ def _svd_vh_vjp(g, primals, vh):
     (a,) = primals
     _real_only("svd", a)
     u, s = svd_u.bind(a), svd_values.bind(a)
-    gvt = g  # V̄^T, shape (..., k, n)
-    vt_gv = matmul.bind(vh, _transpose_last2(gvt))  # V^T V̄
+    vt_gv = matmul.bind(vh, _transpose_last2(g))  # V^T V̄ (g = Vh̄ = V̄^T)
     skew = ew.subtract.bind(vt_gv, _transpose_last2(vt_gv))
     rotation = ew.multiply.bind(_rows(s), ew.multiply.bind(_inverse_gaps(ew.multiply.bind(s, s)), skew))
-    outside = ew.divide.bind(ew.subtract.bind(gvt, matmul.bind(_transpose_last2(vt_gv), vh)), _rows(s))
+    outside = ew.divide.bind(ew.subtract.bind(g, matmul.bind(_transpose_last2(vt_gv), vh)), _rows(s))
     return (matmul.bind(u, ew.add.bind(matmul.bind(rotation, vh), outside)),)
 
 
@@ -617,11 +619,15 @@ vector_norm = Primitive("vector_norm", _vector_norm_impl, _vector_norm_batch, _v
 def norm(x, ord=None, axis=None, keepdims=False):
     """NumPy's ``linalg.norm``: the 2-norm / Frobenius norm is one primitive; the other
     orders are compositions (abs, sums, max/min, singular values)."""
+    if not _differentiable(x):  # NumPy computes norms of integers in float64
+        x = ew.astype.bind(x, dtype=namespace(x).float64)
     if axis is None and ord is None:
         return vector_norm.bind(x, axis=tuple(range(x.ndim)), keepdims=keepdims)
     axes = normalize_axis(tuple(range(x.ndim)) if axis is None else axis, x.ndim)
     if len(axes) == 1:
         return _vector_order(x, ord, axes, keepdims)
+    if len(axes) == 2 and ord in (None, "fro"):
+        return vector_norm.bind(x, axis=axes, keepdims=keepdims)
     if len(axes) == 2:
         out = _matrix_order(x, ord, axes)
         return expand_dims.bind(out, axis=tuple(sorted(axes))) if keepdims else out
@@ -639,8 +645,7 @@ def _vector_order(x, ord, axes, keepdims):
     if ord == -float("inf"):
         return kr.min(size, axis=axes, keepdims=keepdims)
     if ord == 0:
-        nonzero = ew.astype.bind(ew.not_equal.bind(x, 0), dtype=size.dtype if _differentiable(size) else "float64")
-        return kr.sum(nonzero, axis=axes, keepdims=keepdims)
+        return kr.sum(ew.astype.bind(ew.not_equal.bind(x, 0), dtype=x.dtype), axis=axes, keepdims=keepdims)
     if ord == 1:
         return kr.sum(size, axis=axes, keepdims=keepdims)
     return ew.pow.bind(kr.sum(ew.pow.bind(size, float(ord)), axis=axes, keepdims=keepdims), 1.0 / ord)
@@ -648,8 +653,6 @@ def _vector_order(x, ord, axes, keepdims):
 
 def _matrix_order(x, ord, axes):
     row, col = axes
-    if ord is None or ord == "fro":
-        return vector_norm.bind(x, axis=axes, keepdims=False)
     if ord in ("nuc", 2, -2):
         s = svd_values.bind(moveaxis(x, axes, (-2, -1)))
         reduce = {"nuc": kr.sum, 2: kr.max, -2: kr.min}[ord]

@@ -37,12 +37,16 @@ class Primitive:
     Both are written with ``bind`` so that they are traceable themselves.
     ``differentiable=False`` marks outputs that carry no derivative (comparisons,
     ``isnan``, ``argmax``, ``floor``...): their tangents and cotangents are zero.
+    ``traced_constant=True`` (the ``*_like`` constructors) keeps such an output traced
+    at a differentiating level, with a zero derivative, so that writing traced values
+    into it in place works.
     """
 
-    __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable")
+    __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",
+                 "traced_constant")
 
     def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False,
-                 differentiable=True):
+                 differentiable=True, traced_constant=False):
         self.name = name
         self.impl = impl
         self.batch = batch
@@ -50,6 +54,7 @@ class Primitive:
         self.vjp = vjp
         self.dynamic_shape = dynamic_shape
         self.differentiable = differentiable
+        self.traced_constant = traced_constant
 
     def bind(self, *args, **params):
         return bind(self, args, params)

@@ -5,16 +5,27 @@ Primitives take normalised axes (a tuple, or an int for arg*/scans); the public
 wrappers below accept NumPy's ``axis=None | int | tuple``.  ``nan*`` forms and the
 median are compositions (mask + where + the plain reduction, or a sort), so they
 batch and differentiate through their parts.
+
+Derivative rules sit beside each primitive.  A reduction's rule is its partial
+derivative d out / d x_i as an array of the input's shape: the JVP sums the tangent
+times it, the VJP spreads the cotangent over the input and multiplies.  max/min
+share the derivative equally among tied maxima (JAX's convention).  cumprod and
+prod never divide by the input, so zeros in it are safe.
 """
 from __future__ import annotations
 
 import builtins
 import math
 
+import numpy as np
+
 from . import elementwise as ew
 from .backend import dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
+from .creation import zeros_like
+from .indexing import getitem_static, index_add, split_key
 from .primitive import Primitive
-from .shape import expand_dims, moveaxis, reshape, squeeze as squeeze_primitive
+from .shape import (broadcast_to, differentiable_input, expand_dims, flip, linear_rules,
+                    pad_constant, reshape, squeeze as squeeze_primitive, transpose)
 
 __all__ = [
     "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all",
@@ -43,15 +54,46 @@ def _axis_reduction(name, function_name, **fixed):
     return prim
 
 
-reduce_sum = _axis_reduction("sum", "sum")
-reduce_prod = _axis_reduction("prod", "prod")
-reduce_mean = _axis_reduction("mean", "mean")
-reduce_max = _axis_reduction("max", "max")
-reduce_min = _axis_reduction("min", "min")
+def _reduction_rules(prim, partials, safe=False):
+    """JVP/VJP of ``out = prim(x)`` from ``partials(x, out_kept, axis=..., **params)``,
+    d out / d x_i broadcastable to x (``out_kept`` keeps the reduced axes).  ``safe``:
+    a zero cotangent stays zero where the partial is not finite."""
+
+    def jvp(primals, tangents, *, axis, keepdims, **params):
+        (x,), (tangent,) = primals, tangents
+        out = prim.bind(x, axis=axis, keepdims=keepdims, **params)
+        if tangent is None:
+            return out, None
+        partial = partials(x, _keep(out, x, axis, keepdims), axis=axis, **params)
+        return out, reduce_sum.bind(ew.multiply.bind(tangent, partial), axis=axis, keepdims=keepdims)
+
+    def vjp(g, primals, out, *, axis, keepdims, **params):
+        (x,) = primals
+        if not differentiable_input(x):
+            return (None,)
+        partial = partials(x, _keep(out, x, axis, keepdims), axis=axis, **params)
+        spread = _unreduce(g, x, axis, keepdims)
+        return (ew._safe_multiply(spread, partial) if safe else ew.multiply.bind(spread, partial),)
+
+    prim.jvp = jvp
+    prim.vjp = vjp
+    return prim
+
+
+reduce_sum = linear_rules(_axis_reduction("sum", "sum"),
+                          lambda g, x, *, axis, keepdims, **_: _unreduce(g, x, axis, keepdims))
+reduce_mean = linear_rules(_axis_reduction("mean", "mean"), lambda g, x, *, axis, keepdims, **_: ew.divide.bind(
+    _unreduce(g, x, axis, keepdims), _size(x, axis)))
+reduce_prod = _reduction_rules(_axis_reduction("prod", "prod"),
+                               lambda x, out, *, axis, **_: _product_of_others(x, axis))
+reduce_var = _reduction_rules(_axis_reduction("var", "var"), lambda x, out, *, axis, correction=0: ew.divide.bind(
+    ew.multiply.bind(2.0, _deviation(x, axis)), _size(x, axis) - correction))
+reduce_std = _reduction_rules(_axis_reduction("std", "std"), lambda x, out, *, axis, correction=0: ew.divide.bind(
+    _deviation(x, axis), ew.multiply.bind(out, _size(x, axis) - correction)), safe=True)
+reduce_max = _reduction_rules(_axis_reduction("max", "max"), lambda x, out, *, axis: _tie_share(x, out, axis))
+reduce_min = _reduction_rules(_axis_reduction("min", "min"), lambda x, out, *, axis: _tie_share(x, out, axis))
 reduce_any = _axis_reduction("any", "any")
 reduce_all = _axis_reduction("all", "all")
-reduce_var = _axis_reduction("var", "var")
-reduce_std = _axis_reduction("std", "std")
 
 
 def _arg_reduction(name, function_name):
@@ -87,9 +129,55 @@ def _scan(name, function_name):
     return prim
 
 
-scan_sum = _scan("cumsum", "cumulative_sum")
+scan_sum = linear_rules(_scan("cumsum", "cumulative_sum"),
+                        lambda g, x, *, axis: flip.bind(scan_sum.bind(flip.bind(g, axis=(axis,)), axis=axis), axis=(axis,)))
+
+
+def _cumprod_jvp(primals, tangents, *, axis):
+    """The product rule along the scan, dy_i = x_i dy_{i-1} + y_{i-1} dx_i."""
+    (x,), (tangent,) = primals, tangents
+    out = scan_prod.bind(x, axis=axis)
+    if tangent is None:
+        return out, None
+    return out, _linear_recurrence(x, ew.multiply.bind(tangent, _shift_along(out, 1, axis, 1.0)), axis)
+
+
+def _cumprod_vjp(g, primals, out, *, axis):
+    """dL/dx_k = y_{k-1} s_k with s_k = g_k + x_{k+1} s_{k+1}: the same scan, reversed."""
+    (x,) = primals
+    if not differentiable_input(x):
+        return (None,)
+    along = (axis,)
+    following = flip.bind(_shift_along(x, -1, axis, 0.0), axis=along)
+    s = flip.bind(_linear_recurrence(following, flip.bind(g, axis=along), axis), axis=along)
+    return (ew.multiply.bind(_shift_along(out, 1, axis, 1.0), s),)
+
+
 scan_prod = _scan("cumprod", "cumulative_prod")
+scan_prod.jvp, scan_prod.vjp = _cumprod_jvp, _cumprod_vjp
+
+argsort_along = _scan("argsort", "argsort")  # stable; NaNs last, as in sort
+
+
+def _sort_jvp(primals, tangents, *, axis):
+    (x,), (tangent,) = primals, tangents
+    out = sort_along.bind(x, axis=axis)
+    if tangent is None:
+        return out, None
+    return out, take_along_axis.bind(tangent, argsort_along.bind(x, axis=axis), axis=axis)
+
+
+def _sort_vjp(g, primals, out, *, axis):
+    """The cotangent goes back through the inverse of the sorting permutation."""
+    (x,) = primals
+    if not differentiable_input(x):
+        return (None,)
+    inverse = argsort_along.bind(argsort_along.bind(x, axis=axis), axis=axis)
+    return (take_along_axis.bind(g, inverse, axis=axis),)
+
+
 sort_along = _scan("sort", "sort")
+sort_along.jvp, sort_along.vjp = _sort_jvp, _sort_vjp
 
 
 def _take_along_axis_impl(x, indices, *, axis):
@@ -106,7 +194,21 @@ def _take_along_axis_batch(axis_size, values, batched, *, axis):
     return take_along_axis.bind(x, indices, axis=axis + 1), True
 
 
-take_along_axis = Primitive("take_along_axis", _take_along_axis_impl, _take_along_axis_batch)
+def _take_along_axis_transpose(g, x, indices, *, axis):
+    """Scatter-add ``g`` back where each element was taken from (indices may repeat)."""
+    shape = tuple(x.shape)
+    key = tuple(indices if d == axis else np.arange(size).reshape((1,) * d + (size,) + (1,) * (len(shape) - d - 1))
+                for d, size in enumerate(shape))
+    template, arrays = split_key(key)
+    return index_add.bind(zeros_like.bind(x), g, *arrays, template=template)
+
+
+take_along_axis = linear_rules(Primitive("take_along_axis", _take_along_axis_impl, _take_along_axis_batch),
+                               _take_along_axis_transpose)
+
+for _prim in (reduce_any, reduce_all, reduce_argmax, reduce_argmin, argsort_along):
+    _prim.differentiable = False
+del _prim
 
 
 # --- public wrappers (NumPy's axis conventions) ------------------------------------
@@ -203,12 +305,27 @@ def sort(x, axis=-1):
 def _gather_last(x, axis, keepdims):
     """``x`` with the ``axis`` dims merged into one last axis; and the kept shape."""
     axes = normalize_axis(axis, x.ndim)
-    kept = [a for a in range(x.ndim) if a not in axes]
     shape = tuple(x.shape)
-    out_shape = tuple(1 if a in axes else shape[a] for a in range(x.ndim)) if keepdims else tuple(shape[a] for a in kept)
-    merged = moveaxis(x, axes, tuple(range(len(kept), x.ndim))) if axes else x
-    merged = reshape.bind(merged, shape=tuple(shape[a] for a in kept) + (-1,))
+    out_shape = tuple(1 if a in axes else shape[a] for a in range(x.ndim)) if keepdims else tuple(
+        shape[a] for a in range(x.ndim) if a not in axes)
+    merged, _ = _axes_last(x, axes)
     return merged, out_shape
+
+
+def _axes_last(x, axis):
+    """``x`` with the ``axis`` dims merged into one last axis, and the function undoing it."""
+    axes = normalize_axis(axis, x.ndim)
+    shape = tuple(x.shape)
+    order = tuple(a for a in range(x.ndim) if a not in axes) + axes
+    moved = transpose.bind(x, axes=order) if order != tuple(range(x.ndim)) else x
+    merged = reshape.bind(moved, shape=tuple(shape[a] for a in order[:x.ndim - len(axes)]) + (
+        math.prod(shape[a] for a in axes),))
+
+    def unmerge(y):
+        y = reshape.bind(y, shape=tuple(shape[a] for a in order))
+        return y if moved is x else transpose.bind(y, axes=tuple(order.index(a) for a in range(len(order))))
+
+    return merged, unmerge
 
 
 def median(x, axis=None, keepdims=False):
@@ -230,9 +347,6 @@ def nanquantile(x, q, axis=None, keepdims=False):
 
 
 def _quantile(x, q, axis, keepdims, skip_nan):
-    import numpy as np
-
-    from .indexing import getitem_static
     from .shape import stack
 
     x = _float(x)
@@ -369,3 +483,70 @@ def nancumsum(x, axis=None, dtype=None):
 def nancumprod(x, axis=None, dtype=None):
     filled, _ = _replace_nan(x, 1)
     return cumprod(filled, axis, dtype)
+
+
+# --- helpers of the derivative rules ---------------------------------------------------------
+def _keep(value, x, axis, keepdims):
+    """A reduction's ``value`` with the reduced axes of ``x`` kept (size 1)."""
+    axes = normalize_axis(axis, x.ndim)
+    return value if keepdims or not axes else expand_dims.bind(value, axis=axes)
+
+
+def _unreduce(g, x, axis, keepdims):
+    """A reduction's cotangent spread back over the shape of its input ``x``."""
+    return broadcast_to.bind(_keep(g, x, axis, keepdims), shape=tuple(x.shape))
+
+
+def _size(x, axis):
+    """How many elements of ``x`` each reduction over ``axis`` combines."""
+    return math.prod(x.shape[a] for a in normalize_axis(axis, x.ndim))
+
+
+def _deviation(x, axis):
+    return ew.subtract.bind(x, reduce_mean.bind(x, axis=axis, keepdims=True))
+
+
+def _tie_share(x, out, axis):
+    """d max/d x_i: 1/k at each of the k positions equal to the extreme, 0 elsewhere."""
+    winners = ew.equal.bind(x, out)
+    count = reduce_sum.bind(ew.astype.bind(winners, dtype=x.dtype), axis=axis, keepdims=True)
+    return ew.where.bind(winners, ew.divide.bind(1.0, ew.maximum.bind(count, 1)), 0.0)
+
+
+def _product_of_others(x, axis):
+    """For each element, the product of the others it is reduced with: the products
+    before it times the products after it (two scans, no division)."""
+    merged, unmerge = _axes_last(x, axis)
+    last = (merged.ndim - 1,)
+    before = _shift_along(scan_prod.bind(merged, axis=last[0]), 1, last[0], 1.0)
+    reverse = scan_prod.bind(flip.bind(merged, axis=last), axis=last[0])
+    after = flip.bind(_shift_along(reverse, 1, last[0], 1.0), axis=last)
+    return unmerge(ew.multiply.bind(before, after))
+
+
+def _shift_along(x, count, axis, fill):
+    """``x`` moved ``count`` places along ``axis`` (towards the end if positive),
+    ``fill`` entering at the vacated side."""
+    size = x.shape[axis]
+    kept = slice(0, size - count) if count > 0 else slice(-count, size)
+    width = (count, 0) if count > 0 else (0, -count)
+    pad_width = tuple(width if a == axis else (0, 0) for a in range(x.ndim))
+    values = tuple((fill, fill) if a == axis else (0, 0) for a in range(x.ndim))
+    part = getitem_static(x, (slice(None),) * axis + (kept,))
+    return pad_constant.bind(part, pad_width=pad_width, constant_values=values)
+
+
+def _linear_recurrence(a, b, axis):
+    """h with h_i = a_i h_{i-1} + b_i along ``axis`` (h_{-1} = 0).
+
+    Doubling: after the round with ``step``, (a_i, b_i) compose the elements
+    i - 2 step + 1 .. i; log2(n) rounds of products and sums, so zeros are safe.
+    """
+    size = a.shape[axis]
+    step = 1
+    while step < size:
+        b = ew.add.bind(b, ew.multiply.bind(a, _shift_along(b, step, axis, 0.0)))
+        if 2 * step < size:
+            a = ew.multiply.bind(a, _shift_along(a, step, axis, 1.0))
+        step *= 2
+    return b

@@ -5,7 +5,7 @@
 >>> lf.vmap(lambda x: x.sum("t"), dim="sample")(x).dims
 ('sample',)
 """
-from . import accessor, random  # noqa: F401 (accessor registers .func)
+from . import accessor, random, sensitivity  # noqa: F401 (accessor registers .func)
 from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
-    "cond", "while_loop", "custom_jvp", "custom_vjp", "random",
+    "cond", "while_loop", "custom_jvp", "custom_vjp", "random", "sensitivity",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError",

@@ -64,9 +64,8 @@ def grad_and_value(func, argnums=0, *, has_aux=False):
         run = _Reverse(func, args, kwargs, positions, has_aux, "grad")
         out = run.output
         value = _scalar(out, "grad")
-        seeds = []
-        if _traced_by(value, run.level):
-            seeds = [(value._node, kc.ones_like.bind(value._value))]
+        node = _node_of(value, run.level)
+        seeds = [] if node is None else [(node, kc.ones_like.bind(value._value))]
         grads = run.pull(seeds)
         result = run.mirror(grads)
         return result, ((run.primal_output, run.aux) if has_aux else run.primal_output)
@@ -86,7 +85,7 @@ def vjp(func, *primals, has_aux=False):
     """
     run = _Reverse(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp")
     output = _Arrays(run.output, "output", "vjp", allow_any=True)
-    nodes = [a._node if _traced_by(a, run.level) else None for a in output.arrays]
+    nodes = [_node_of(a, run.level) for a in output.arrays]
     primal_output = run.primal_output
 
     def vjp_fn(cotangent):
@@ -150,7 +149,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
         positions = _argnums(argnums, len(args), "jacrev")
         run = _Reverse(func, args, kwargs, positions, has_aux, "jacrev")
         output = _Arrays(run.output, "output", "jacrev", allow_any=True)
-        nodes = [a._node if _traced_by(a, run.level) else None for a in output.arrays]
+        nodes = [_node_of(a, run.level) for a in output.arrays]
         shapes = [tuple(a.shape) for a in output.arrays]
         sizes = [int(np.prod(s)) for s in shapes]
         total = sum(sizes)
@@ -416,6 +415,11 @@ def _scalar(out, name):
 
 def _traced_by(value, level):
     return isinstance(value, (VJPTracer, JVPTracer)) and value._level is level
+
+
+def _node_of(value, level):
+    """The tape node behind ``value`` at reverse ``level`` (None for a constant)."""
+    return value._node if type(value) is VJPTracer and value._level is level else None
 
 
 def _primal(value, level):

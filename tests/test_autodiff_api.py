@@ -108,11 +108,11 @@ def test_grad_argnums_int_and_tuple():
     np.testing.assert_allclose(single[0].values, a.values**2)
 
 
-def test_grad_of_a_function_returning_a_python_float_or_0d_array():
+def test_grad_of_a_function_returning_a_0d_array():
     x = vector()
-    for reduce in (lambda y: float(0.0) + (y**2).sum(), lambda y: (y**2).sum().data):
-        gradient = lf.grad(reduce)(x)
-        np.testing.assert_allclose(gradient.values, 2 * x.values)
+    gradient = lf.grad(lambda y: (y**2).sum().data)(x)
+    assert isinstance(gradient, xr.DataArray) and gradient.dims == ("i",)
+    np.testing.assert_allclose(gradient.values, 2 * x.values)
 
 
 def test_grad_has_aux_returns_gradient_and_aux():
@@ -248,7 +248,7 @@ def test_jacobian_dims_are_output_then_input_without_suffix_when_unique(transfor
 
 @pytest.mark.parametrize("transform", [lf.jacfwd, lf.jacrev], ids=["jacfwd", "jacrev"])
 def test_wrt_suffix_is_applied_until_the_name_is_unique(transform):
-    x = vector(dim="x")
+    x = vector(name="v", dim="x")
 
     def outer(x):  # out[x, x_wrt] = x_a x_b
         return x * x.rename(x="x_wrt")
@@ -272,15 +272,10 @@ def test_custom_wrt_suffix(transform):
 
 def test_hessian_dims_and_values():
     x = vector()
-    hess = lf.hessian(lambda y: (y**3).sum() + y.prod())(x)
+    hess = lf.hessian(lambda y: (y**3).sum() + y.sum() ** 2)(x)
     assert hess.dims == ("i", "i_wrt")
-    v = x.values
-    expected = np.diag(6 * v)
-    for a in range(3):
-        for b in range(3):
-            if a != b:
-                expected[a, b] += np.prod(v) / (v[a] * v[b])
-    np.testing.assert_allclose(hess.values, expected, rtol=1e-13)
+    np.testing.assert_array_equal(hess["i_wrt"].values, I_COORD)
+    np.testing.assert_allclose(hess.values, np.diag(6 * x.values) + 2.0, rtol=1e-13)
 
 
 @pytest.mark.parametrize("chunk_size", [1, 2])
@@ -358,13 +353,12 @@ def branchy(x):
     return np.sin(x).sum()
 
 
-@pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_python_if_on_a_traced_value_works_without_vmap(sign):
-    x = vector() * sign if sign > 0 else vector([-0.5, -1.25, 0.2])
-    expected = 2 * x.values if sign > 0 else np.cos(x.values)
+@pytest.mark.parametrize("values", [[0.5, -1.25, 2.0], [-0.5, -1.25, 0.2]], ids=["positive", "negative"])
+def test_python_if_on_a_traced_value_works_without_vmap(values):
+    x = vector(values)
+    expected = 2 * x.values if x.values.sum() > 0 else np.cos(x.values)
     np.testing.assert_allclose(lf.grad(branchy)(x).values, expected)
-    jac = lf.jacfwd(branchy)(x)
-    np.testing.assert_allclose(jac.values, expected)
+    np.testing.assert_allclose(lf.jacfwd(branchy)(x).values, expected)
 
 
 @pytest.mark.parametrize("convert", [float, lambda d: d.item()], ids=["float", "item"])
@@ -407,7 +401,7 @@ def test_writing_a_traced_value_into_a_captured_numpy_array_raises(how):
         if how == "setitem":
             buffer[0] = x.sum()
         else:
-            buffer.__iadd__(x.drop_vars("i"))
+            buffer.__iadd__(x.drop_vars("i"))  # `buffer += ...` would make `buffer` local
         return (x**2).sum()
 
     with pytest.raises(lf.InplaceError, match="zeros_like"):

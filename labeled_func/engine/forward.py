@@ -32,6 +32,8 @@ class JVPLevel(Level):
             else:
                 primals.append(arg)
                 tangents.append(None)
+        if prim.traced_constant:
+            return JVPTracer(self, prim.bind(*primals, **params), None)
         if not prim.differentiable:
             return prim.bind(*primals, **params)
         if prim.jvp is None:

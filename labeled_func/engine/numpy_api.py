@@ -641,3 +641,88 @@ def setitem(x, key, value):
         template, arrays = ki.split_key(key)
         new = ki.setitem.bind(x, value, *arrays, template=template)
     inplace_assign(x, new, "x[...] = value")
+
+
+# --- numpy.linalg ---------------------------------------------------------------------------------
+# NumPy's signatures; each decomposition output is its own primitive (kernels/linalg.py).
+from collections import namedtuple  # noqa: E402
+
+SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
+EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
+
+
+@implements(np.linalg.solve)
+def _linalg_solve(a, b):
+    return kl.solve(_asarray(a), _asarray(b))
+
+
+@implements(np.linalg.inv)
+def _linalg_inv(a):
+    return kl.inv.bind(_asarray(a))
+
+
+@implements(np.linalg.det)
+def _linalg_det(a):
+    return kl.det.bind(_asarray(a))
+
+
+@implements(np.linalg.slogdet)
+def _linalg_slogdet(a):
+    a = _asarray(a)
+    return SlogdetResult(kl.slogdet_sign.bind(a), kl.slogdet_logabs.bind(a))
+
+
+@implements(np.linalg.cholesky)
+def _linalg_cholesky(a, /, *, upper=False):
+    lower = kl.cholesky.bind(_asarray(a))
+    return _conjugate_transpose(lower) if upper else lower
+
+
+@implements(np.linalg.eigh)
+def _linalg_eigh(a, UPLO="L"):
+    a = _lower_triangle_holder(_asarray(a), UPLO, "eigh")
+    return EighResult(kl.eigh_values.bind(a), kl.eigh_vectors.bind(a))
+
+
+@implements(np.linalg.eigvalsh)
+def _linalg_eigvalsh(a, UPLO="L"):
+    return kl.eigh_values.bind(_lower_triangle_holder(_asarray(a), UPLO, "eigvalsh"))
+
+
+@implements(np.linalg.svd)
+def _linalg_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    a = _asarray(a)
+    if hermitian:
+        raise UnsupportedOperationError("numpy.linalg.svd with hermitian=True is not supported on traced arrays")
+    if not compute_uv:
+        return kl.svd_values.bind(a)
+    if full_matrices and a.shape[-1] != a.shape[-2]:
+        raise UnsupportedOperationError(
+            f"numpy.linalg.svd with full_matrices=True of a non-square {a.shape[-2]}x{a.shape[-1]} matrix "
+            "is not supported on traced arrays; pass full_matrices=False (the reduced SVD)"
+        )
+    return SVDResult(kl.svd_u.bind(a), kl.svd_values.bind(a), kl.svd_vh.bind(a))
+
+
+@implements(np.linalg.svdvals)
+def _linalg_svdvals(x, /):
+    return kl.svd_values.bind(_asarray(x))
+
+
+@implements(np.linalg.norm)
+def _linalg_norm(x, ord=None, axis=None, keepdims=False):
+    return kl.norm(_asarray(x), ord=ord, axis=axis, keepdims=keepdims)
+
+
+def _conjugate_transpose(x):
+    axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    x = ks.transpose.bind(x, axes=axes)
+    return ew.conj.bind(x) if dtype_kind(x.dtype) == "c" else x
+
+
+def _lower_triangle_holder(a, uplo, name):
+    """eigh reads one triangle: UPLO="U" is the lower triangle of the conjugate transpose."""
+    if uplo not in ("L", "U"):
+        raise UnsupportedOperationError(f"numpy.linalg.{name}: UPLO must be 'L' or 'U', got {uplo!r}")
+    return _conjugate_transpose(a) if uplo == "U" else a

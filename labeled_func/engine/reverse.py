@@ -53,6 +53,8 @@ class VJPLevel(Level):
             else:
                 primals.append(arg)
         out = prim.bind(*primals, **params)
+        if prim.traced_constant:
+            return VJPTracer(self, out, None)
         if not prim.differentiable or not parents or _integral(out):
             return out
         if prim.vjp is None:

@@ -1,0 +1,89 @@
+"""One array library per call: NumPy, CuPy or another array-API library, never a mix.
+
+The kernels take their namespace from their inputs (``kernels.backend.namespace``),
+so a call whose arguments come from two libraries would fail deep inside some
+operation.  :func:`check_one_backend` says so up front, naming the two arguments.
+"""
+from __future__ import annotations
+
+import optree
+import xarray as xr
+
+from kernels.backend import is_array, namespace
+
+__all__ = ["check_one_backend"]
+
+
+def check_one_backend(leaves, labels, *, transform=None):
+    """Raise ``ValueError`` when the arrays in ``leaves`` come from two array libraries.
+
+    Parameters
+    ----------
+    leaves : sequence
+        The arguments of one call (or their pytree leaves): DataArrays, Datasets,
+        DataTrees, Variables, bare arrays, scalars, and tuples/lists/dicts of them.
+        Scalars, coordinates and anything that is not an array are ignored; a
+        Dask array counts as the library of its chunks.
+    labels : sequence of str
+        One name per entry of ``leaves``, used in the message.
+    transform : str, optional
+        The transform's name, prefixed to the message.
+
+    Examples
+    --------
+    >>> import numpy as np, array_api_strict as xps, xarray as xr
+    >>> from labeled_func.backends import check_one_backend
+    >>> x = xr.DataArray(np.ones(3), dims="i")
+    >>> check_one_backend([x, 2.0, np.ones(3)], ["x", "scale", "w"])    # one library: fine
+    >>> check_one_backend([x, {"w": xps.ones(3)}], ["x", "params"], transform="grad")
+    Traceback (most recent call last):
+    ...
+    ValueError: grad: the arguments hold arrays of two libraries: x is numpy, params['w'] is array_api_strict; ...
+    """
+    first = None  # (library, label)
+    for leaf, label in zip(leaves, labels):
+        for array, where in _arrays(leaf, label):
+            library = _library(array)
+            if library is None:
+                continue
+            if first is None:
+                first = (library, where)
+            elif library != first[0]:
+                prefix = f"{transform}: " if transform else ""
+                raise ValueError(
+                    f"{prefix}the arguments hold arrays of two libraries: {first[1]} is {first[0]}, "
+                    f"{where} is {library}; one call works on one library, so convert one of "
+                    "them first (e.g. cupy.asarray / cupy.asnumpy, or DataArray.as_numpy())"
+                )
+
+
+def _arrays(value, label):
+    """(array, label) for every data array inside ``value`` (coordinates left out)."""
+    paths, leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
+    for path, leaf in zip(paths, leaves):
+        where = label + "".join(f"[{k!r}]" for k in path)
+        if isinstance(leaf, (xr.DataArray, xr.Variable)):
+            yield leaf.data, where
+        elif isinstance(leaf, xr.Dataset):
+            for name, variable in leaf.data_vars.items():
+                yield variable.data, f"{where}[{name!r}]"
+        elif isinstance(leaf, xr.DataTree):
+            for node in leaf.subtree:
+                for name, variable in node.dataset.data_vars.items():
+                    yield variable.data, f"{where}[{node.path.rstrip('/') + '/' + str(name)!r}]"
+        else:
+            yield leaf, where
+
+
+def _library(array):
+    """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array."""
+    meta = getattr(array, "_meta", None)  # a Dask array: the library of its chunks
+    if meta is not None and type(array).__module__.startswith("dask"):
+        array = meta
+    if not is_array(array):
+        return None
+    try:
+        xp = namespace(array)
+    except TypeError:  # not an array-API array (e.g. an unknown duck array): not ours to judge
+        return None
+    return xp.__name__.removeprefix("array_api_compat.")
