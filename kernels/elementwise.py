@@ -344,7 +344,6 @@ _UNARY = {
     asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), False),
     acosh: (lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)), True),
     atanh: (lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))), True),
-    conj: (lambda x, out: None, False),
 }
 
 for _prim, (_derivative, _safe) in _UNARY.items():
@@ -397,6 +396,23 @@ _linear_rules(where, lambda primals, out: (
     where.bind(primals[0], 1.0, 0.0),
     where.bind(primals[0], 0.0, 1.0),
 ))
+
+
+def _apply_to_derivative(prim):
+    """Rules of a map that is linear over the reals (conj, real, imag)."""
+
+    def jvp(primals, tangents):
+        (tangent,) = tangents
+        return prim.bind(primals[0]), None if tangent is None else prim.bind(tangent)
+
+    def vjp(g, primals, out):
+        return (prim.bind(g) if prim is conj else g,)
+
+    prim.jvp, prim.vjp = jvp, vjp
+
+
+for _prim in (conj, real, imag):
+    _apply_to_derivative(_prim)
 
 
 def _astype_jvp(primals, tangents, *, dtype):
