@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+docs: $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	$(VENV)/bin/sphinx-build -W -b html docs docs/_build/html
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

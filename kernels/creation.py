@@ -1,7 +1,8 @@
 """``*_like`` constructors: a mapped template gives a mapped result (torch's ``new_*``).
 
 Their outputs are constants: only the template's shape and dtype are read, so they
-carry no derivative.
+carry no derivative.  They stay traced (``traced_constant``) under a differentiating
+transform, so that writing traced values into them in place works.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _like(name, make):
     def batch(axis_size, values, batched, **params):
         return prim.bind(values[0], **params), True
 
-    prim = Primitive(name, impl, batch, differentiable=False)
+    prim = Primitive(name, impl, batch, differentiable=False, traced_constant=True)
     return prim
 
 

@@ -363,7 +363,8 @@ _BINARY = {
     divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
     pow: (lambda x, y, out: (
         multiply.bind(y, pow.bind(x, subtract.bind(y, 1))),
-        where.bind(equal.bind(x, 0), 0.0, multiply.bind(log.bind(where.bind(equal.bind(x, 0), 1.0, x)), out))
+        # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
+        where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
         if _is_array(y) else None,
     ), True),
     atan2: (lambda y, x, out: (

@@ -14,6 +14,8 @@ transposed back to the layout the per-example index would give.
 """
 from __future__ import annotations
 
+import functools
+
 from .backend import namespace, numpy_namespace
 from .creation import zeros_like
 from .primitive import Primitive
@@ -220,16 +222,8 @@ def _target_shape(shape, template, array_shapes):
     return probe[_fill(template, dummies)].shape
 
 
-def _update_batch(prim):
+def _batch_update(prim, axis_size, values, batched, *, template):
     """The batch rule shared by the updates ``setitem`` and ``index_add``."""
-
-    def rule(axis_size, values, batched, *, template):
-        return _batch_update(prim, axis_size, values, batched, template)
-
-    return rule
-
-
-def _batch_update(prim, axis_size, values, batched, template):
     x, value, arrays = values[0], values[1], list(values[2:])
     x_batched, value_batched, arrays_batched = batched[0], batched[1], list(batched[2:])
     if not x_batched:
@@ -292,7 +286,7 @@ def _setitem_vjp(g, primals, out, *, template):
 
 
 setitem = Primitive("setitem", _setitem_impl, None, _setitem_jvp, _setitem_vjp)
-setitem.batch = _update_batch(setitem)
+setitem.batch = functools.partial(_batch_update, setitem)
 
 
 # --- index_add: x[key] += value, repeated positions adding up -----------------------------------
@@ -359,4 +353,4 @@ def _value_cotangent(g, value, arrays, template):
 
 
 index_add = Primitive("index_add", _index_add_impl, None, _index_add_jvp, _index_add_vjp)
-index_add.batch = _update_batch(index_add)
+index_add.batch = functools.partial(_batch_update, index_add)

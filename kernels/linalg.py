@@ -275,14 +275,10 @@ def _stacked(matrix_subscripts, *operands):
     return ",".join(full) + "->" + letters + output
 
 
-def _eye(like, n, dtype=None):
-    xp = namespace(like)
-    return xp.eye(n, dtype=like.dtype if dtype is None else dtype)
-
-
 def _inverse_gaps(w):
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
-    diagonal = _eye(w, w.shape[-1], dtype=namespace(w).bool)
+    xp = namespace(w)
+    diagonal = xp.eye(w.shape[-1], dtype=xp.bool)
     gaps = ew.subtract.bind(_columns(w), _rows(w))
     return ew.where.bind(diagonal, 0.0, ew.divide.bind(1.0, ew.where.bind(diagonal, 1.0, gaps)))
 

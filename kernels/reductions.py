@@ -29,7 +29,7 @@ from .shape import (broadcast_to, differentiable_input, expand_dims, flip, linea
 
 __all__ = [
     "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all",
-    "cumsum", "cumprod", "sort", "take_along_axis", "median", "quantile", "nanquantile",
+    "cumsum", "cumprod", "sort", "argsort", "take_along_axis", "median", "quantile", "nanquantile",
     "nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin",
     "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian",
 ]
@@ -129,8 +129,13 @@ def _scan(name, function_name):
     return prim
 
 
-scan_sum = linear_rules(_scan("cumsum", "cumulative_sum"),
-                        lambda g, x, *, axis: flip.bind(scan_sum.bind(flip.bind(g, axis=(axis,)), axis=axis), axis=(axis,)))
+scan_sum = linear_rules(_scan("cumsum", "cumulative_sum"), lambda g, x, *, axis: _reverse_cumsum(g, axis))
+
+
+def _reverse_cumsum(g, axis):
+    """Sums from each position to the end: the transpose of cumsum."""
+    along = (axis,)
+    return flip.bind(scan_sum.bind(flip.bind(g, axis=along), axis=axis), axis=along)
 
 
 def _cumprod_jvp(primals, tangents, *, axis):
@@ -300,6 +305,12 @@ def cumprod(x, axis=None, dtype=None):
 def sort(x, axis=-1):
     x, axis = _scan_input(x, axis)
     return sort_along.bind(x, axis=axis)
+
+
+def argsort(x, axis=-1):
+    """Stable sorting permutation along ``axis`` (None: of the flattened array)."""
+    x, axis = _scan_input(x, axis)
+    return argsort_along.bind(x, axis=axis)
 
 
 def _gather_last(x, axis, keepdims):

@@ -65,11 +65,11 @@ def _arrays(value, label):
         if isinstance(leaf, (xr.DataArray, xr.Variable)):
             yield leaf.data, where
         elif isinstance(leaf, xr.Dataset):
-            for name, variable in leaf.data_vars.items():
+            for name, variable in leaf.data_vars.variables.items():
                 yield variable.data, f"{where}[{name!r}]"
         elif isinstance(leaf, xr.DataTree):
             for node in leaf.subtree:
-                for name, variable in node.dataset.data_vars.items():
+                for name, variable in node.data_vars.variables.items():
                     yield variable.data, f"{where}[{node.path.rstrip('/') + '/' + str(name)!r}]"
         else:
             yield leaf, where

@@ -17,7 +17,7 @@ RANDOMNESS = ("error", "different", "same")
 
 
 def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_size=None,
-         axis_size=None):
+         axis_size=None, allow_rechunk=True):
     """Vectorise ``func``, written for one example, over the named dim ``dim``.
 
     Parameters
@@ -41,6 +41,9 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
         Evaluate this many examples at a time (bounds peak memory).
     axis_size : int, optional
         The batch size when no argument has the dim.
+    allow_rechunk : bool
+        Dask-backed inputs only: other dims split into several chunks are rechunked
+        into one, with a ``UserWarning`` (True), or raise ``ValueError`` (False).
 
     Examples
     --------
@@ -71,7 +74,7 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     inner = func
     for k, (level_dim, level_in_dims) in reversed(list(enumerate(levels))):
         inner = _Mapped(inner, func, level_dim, level_in_dims,
-                        chunk_size=chunk_size if k == 0 else None, **options)
+                        chunk_size=chunk_size if k == 0 else None, allow_rechunk=allow_rechunk, **options)
 
     @functools.wraps(func, updated=())
     def mapped(*args, **kwargs):
@@ -138,7 +141,8 @@ def _map_specs(function, spec, top=True):
 class _Mapped:
     """One vmap level around ``func``; ``original`` names the arguments in messages."""
 
-    def __init__(self, func, original, dim, in_dims, *, out_dims, randomness, chunk_size, axis_size):
+    def __init__(self, func, original, dim, in_dims, *, out_dims, randomness, chunk_size, axis_size,
+                 allow_rechunk=True):
         self.func = func
         self.dim = dim
         self.in_dims = in_dims
@@ -146,6 +150,7 @@ class _Mapped:
         self.randomness = randomness
         self.chunk_size = chunk_size
         self.axis_size = axis_size
+        self.allow_rechunk = allow_rechunk  # dask-backed inputs only (see dask.py)
         self.parameters = _parameters(original)
         self.signature = _signature(original)
 

@@ -12,8 +12,10 @@ def engine_jvp(f, primals, tangents):
     with active(level):
         out = f(*[JVPTracer(level, p, t) for p, t in zip(primals, tangents)])
         if type(out) is JVPTracer and out._level is level:
+            if out._tangent is None:  # a traced constant
+                return out._value, np.zeros_like(out._value)
             return out._value, out._tangent
-        return out, np.zeros_like(np.asarray(out))
+        return out, np.zeros_like(out)
 
 
 def engine_vjp(f, primals, cotangent):
@@ -22,8 +24,9 @@ def engine_vjp(f, primals, cotangent):
     with active(level):
         nodes = [input_node(p) for p in primals]
         out = f(*[VJPTracer(level, p, n) for p, n in zip(primals, nodes)])
-        if type(out) is not VJPTracer or out._level is not level:
-            return out, [np.zeros_like(p) for p in primals]
+        if type(out) is not VJPTracer or out._level is not level or out._node is None:
+            value = out._value if type(out) is VJPTracer and out._level is level else out
+            return value, [np.zeros_like(p) for p in primals]
         grads = backward([(out._node, cotangent)], nodes)
         return out._value, [np.zeros_like(p) if g is None else g for g, p in zip(grads, primals)]
 

@@ -21,32 +21,33 @@ class Backend:
     ``asarray(values)`` makes one of its arrays from NumPy values (dtype kept),
     ``to_numpy(array)`` brings one back (asserting it is the library's own type),
     ``namespace`` is the library module (``numpy``, ``array_api_strict``, ``cupy``).
+    ``array_types`` are the types its results may have (NumPy: also its scalars).
     """
 
     name: str
     namespace: ModuleType
-    array_type: type
+    array_types: tuple
     _to_numpy: Callable
 
     def asarray(self, values, **kwargs):
         return self.namespace.asarray(np.asarray(values), **kwargs)
 
     def to_numpy(self, array):
-        assert isinstance(array, self.array_type), (
-            f"expected a {self.name} array ({self.array_type.__name__}), got {type(array).__name__}"
+        assert isinstance(array, self.array_types), (
+            f"expected a {self.name} array, got a {type(array).__module__}.{type(array).__name__}"
         )
         return self._to_numpy(array)
 
 
 def _numpy():
-    return Backend("numpy", np, np.ndarray, np.asarray)
+    return Backend("numpy", np, (np.ndarray, np.generic), np.asarray)
 
 
 def _array_api_strict():
     import array_api_strict as xps
 
     cpu = xps.Device("CPU_DEVICE")
-    return Backend("array_api_strict", xps, type(xps.asarray(0.0)),
+    return Backend("array_api_strict", xps, (type(xps.asarray(0.0)),),
                    lambda array: np.asarray(array.to_device(cpu)))
 
 
@@ -61,7 +62,7 @@ def _cupy():
         pytest.skip(f"cupy finds no usable GPU ({type(error).__name__}: {error})")
     if count == 0:
         pytest.skip("cupy finds no GPU")
-    return Backend("cupy", cupy, cupy.ndarray, cupy.asnumpy)
+    return Backend("cupy", cupy, (cupy.ndarray,), cupy.asnumpy)
 
 
 _BACKENDS = {"numpy": _numpy, "array_api_strict": _array_api_strict, "cupy": _cupy}

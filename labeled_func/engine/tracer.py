@@ -129,7 +129,7 @@ class Tracer(Traced):
         return numpy_api.dispatch_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        return self._concrete(_conversion_kind(sys._getframe(1)))
+        return np.asarray(self._concrete(_conversion_kind(sys._getframe(1))), dtype=dtype)
 
     def __bool__(self):
         return bool(self._concrete("bool"))
