@@ -359,7 +359,7 @@ def _tie_split(x, y, greater_is_x):
 _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
-    multiply: (lambda x, y, out: (y, x), False),
+    multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
     pow: (lambda x, y, out: (
         multiply.bind(y, pow.bind(x, subtract.bind(y, 1))),

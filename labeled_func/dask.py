@@ -160,7 +160,6 @@ class _Inputs:
         self.n_positional = len(args)
         self.keywords = list(kwargs)
         self.treedefs = [optree.tree_structure(v, none_is_leaf=True) for v in [*args, *kwargs.values()]]
-        self.pieces = pieces
         self.recipes = []  # per leaf: ("static", value) | ("array", piece, axis) | ("labeled", kind, frames)
         for leaf, spec, label in zip(leaves, specs, labels):
             if is_labeled(leaf) and (spec is not None or _is_lazy(leaf)):

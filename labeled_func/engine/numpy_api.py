@@ -247,6 +247,13 @@ def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
     return kr.sort(_asarray(a), axis=axis)
 
 
+@implements(np.argsort)
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    if order is not None:
+        raise UnsupportedOperationError("numpy.argsort with order= is not supported on traced arrays")
+    return kr.argsort(_asarray(a), axis=axis)
+
+
 @implements(np.take_along_axis)
 def _take_along_axis(arr, indices, axis=-1):
     if axis is None:
