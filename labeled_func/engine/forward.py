@@ -11,7 +11,7 @@ from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import Tracer, concrete_policy
+from .tracer import PrimalTracer
 
 __all__ = ["JVPLevel", "JVPTracer", "split_tangent"]
 
@@ -50,7 +50,7 @@ class JVPLevel(Level):
         dest._tangent = None if tangent is None else _fit(tangent, shape)
 
 
-class JVPTracer(Tracer):
+class JVPTracer(PrimalTracer):
     """A primal value and its tangent, at one jvp level."""
 
     __slots__ = ("_tangent",)
@@ -59,13 +59,6 @@ class JVPTracer(Tracer):
         self._level = level
         self._value = primal
         self._tangent = tangent
-
-    @property
-    def shape(self):
-        return tuple(self._value.shape)
-
-    def _concrete(self, what):
-        return concrete_policy(self, what)
 
     def __repr__(self):
         return f"JVPTracer(jvp level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\nprimal: {self._value!r}\ntangent: {self._tangent!r}"

@@ -14,7 +14,7 @@ from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import Tracer, concrete_policy
+from .tracer import PrimalTracer
 
 __all__ = ["VJPLevel", "VJPTracer", "Node", "backward", "input_node"]
 
@@ -78,7 +78,7 @@ def _broadcast_node(node, out, shape):
     return Node(ks.broadcast_to, {"shape": shape}, ((0, node),), (node.out,), out)
 
 
-class VJPTracer(Tracer):
+class VJPTracer(PrimalTracer):
     """A primal value and the tape node that produced it, at one vjp level."""
 
     __slots__ = ("_node",)
@@ -87,13 +87,6 @@ class VJPTracer(Tracer):
         self._level = level
         self._value = primal
         self._node = node
-
-    @property
-    def shape(self):
-        return tuple(self._value.shape)
-
-    def _concrete(self, what):
-        return concrete_policy(self, what)
 
     def __repr__(self):
         return f"VJPTracer(grad level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"

@@ -23,7 +23,7 @@ from kernels.backend import dtype_kind, namespace
 from . import numpy_api
 from .errors import ConversionError, InplaceError
 
-__all__ = ["Tracer", "concrete_policy", "inplace_assign", "register_conversion_sites"]
+__all__ = ["Tracer", "PrimalTracer", "inplace_assign", "register_conversion_sites"]
 
 # code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
 # so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
@@ -391,6 +391,19 @@ def inplace_assign(dest, src, operation):
             "an out-of-place operation (y = x + v instead of x += v)."
         )
     top.assign(dest, src, operation)
+
+
+class PrimalTracer(Tracer):
+    """Base of the differentiating tracers: ``_value`` is the primal, of the same shape."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        return tuple(self._value.shape)
+
+    def _concrete(self, what):
+        return concrete_policy(self, what)
 
 
 def concrete_policy(tracer, what):
