@@ -13,7 +13,6 @@ Every figure is the best of several repeats of `time.perf_counter`; the baseline
 measured in the same run, and each one is first checked against the closed form.
 """
 
-import time
 
 import numpy as np
 import xarray as xr

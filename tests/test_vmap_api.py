@@ -208,7 +208,7 @@ def test_in_dims_dict_by_parameter_name(call):
 
 
 def test_in_dims_dict_maps_keyword_argument():
-    x, y = make_x(), make_x(name="y", seed=8)
+    y = make_x(name="y", seed=8)
 
     def f(a, b):
         return a * b
