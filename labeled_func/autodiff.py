@@ -21,6 +21,7 @@ from kernels import shape as ks
 from kernels.backend import dtype_kind, namespace
 from kernels.indexing import getitem_static
 
+from .backends import check_one_backend
 from .engine import JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node
 from .vmap import vmap
 
@@ -109,6 +110,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
+    labels = [_label(func, i) for i in range(len(primals))]
+    check_one_backend(primals + tangents, labels + [f"the tangent of {label}" for label in labels], transform="jvp")
     slots = [_Arrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
     level = JVPLevel()
     with active(level):
@@ -195,6 +198,7 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
     """
     def jacobian(*args, **kwargs):
         positions = _argnums(argnums, len(args), "jacfwd")
+        _check_backends(func, args, kwargs, "jacfwd")
         slots = [_Arrays(args[i], _label(func, i), "jacfwd") for i in positions]
         arrays = [a for slot in slots for a in slot.arrays]
         shapes = [tuple(a.shape) for a in arrays]
@@ -261,6 +265,7 @@ class _Reverse:
     """``func`` run once under a new vjp level with ``args[positions]`` traced."""
 
     def __init__(self, func, args, kwargs, positions, has_aux, name):
+        _check_backends(func, args, kwargs, name)
         self.single = not isinstance(positions, tuple) or getattr(positions, "single", False)
         self.slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
         self.arrays = [a for slot in self.slots for a in slot.arrays]
@@ -384,6 +389,11 @@ def _argnums(argnums, count, name):
     normalized = _Positions(p % count for p in positions)
     normalized.single = positions.single
     return normalized
+
+
+def _check_backends(func, args, kwargs, name):
+    labels = [_label(func, i) for i in range(len(args))] + list(kwargs)
+    check_one_backend(tuple(args) + tuple(kwargs.values()), labels, transform=name)
 
 
 def _split_aux(result, has_aux, name):

@@ -8,6 +8,7 @@ import optree
 import xarray as xr
 
 from . import dask as lazy
+from .backends import check_one_backend
 from .engine import BatchLevel, active
 from .named import Preserve, concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
@@ -158,6 +159,7 @@ class _Mapped:
         if lazy.has_lazy_leaves(args, kwargs):
             return lazy.vmap_lazy(self, args, kwargs)
         leaves, specs, labels, treedef = self._flatten(args, kwargs)
+        check_one_backend(leaves, labels, transform="vmap")
         dim, size, preserve, coords = self._plan(leaves, specs, labels)
         position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
         chunk = self.chunk_size
