@@ -15,7 +15,7 @@ import numpy as np
 
 from .primitive import Traced
 
-__all__ = ["namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
+__all__ = ["device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
 _namespace_by_type = {np.ndarray: numpy_namespace}
@@ -42,6 +42,13 @@ def namespace(*values):
                 f"arrays of different libraries in one operation: {found.__name__} and {xp.__name__}"
             )
     return numpy_namespace if found is None else found
+
+
+def device_of(value):
+    """The device of an array of any backend (through tracers to the value below)."""
+    if isinstance(value, Traced):
+        return value._device()
+    return array_api_compat.device(value)
 
 
 def is_array(value):
@@ -87,7 +94,9 @@ def _sliding_window_fallback(xp):
     def sliding_window_view(x, window_shape, axis):
         for size, ax in zip(window_shape, axis):
             count = x.shape[ax] - size + 1
-            index = xp.reshape(xp.arange(count), (count, 1)) + xp.reshape(xp.arange(size), (1, size))
+            device = device_of(x)
+            index = (xp.reshape(xp.arange(count, device=device), (count, 1))
+                     + xp.reshape(xp.arange(size, device=device), (1, size)))
             taken = xp.take(x, xp.reshape(index, (-1,)), axis=ax)
             shape = x.shape[:ax] + (count, size) + x.shape[ax + 1:]
             x = xp.moveaxis(xp.reshape(taken, shape), ax + 1, -1)

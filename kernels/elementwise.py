@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import dtype_kind, namespace, namespace_dtype, numpy_namespace
+from .backend import device_of, dtype_kind, namespace, namespace_dtype, numpy_namespace
 from .primitive import Primitive
 
 __all__ = ["batch_elementwise", "elementwise_primitive"]
@@ -181,8 +181,10 @@ copysign = _define("copysign")
 
 def _arrays(xp, *values):
     """Python scalars as 0-d arrays of the other argument's dtype (for isnan & co)."""
-    dtype = next((v.dtype for v in values if hasattr(v, "dtype")), None)
-    return [v if hasattr(v, "dtype") else xp.asarray(v, dtype=dtype) for v in values]
+    reference = next((v for v in values if hasattr(v, "dtype")), None)
+    dtype = None if reference is None else reference.dtype
+    device = None if reference is None else device_of(reference)
+    return [v if hasattr(v, "dtype") else xp.asarray(v, dtype=dtype, device=device) for v in values]
 
 
 def _fmax(x, y):
@@ -350,10 +352,17 @@ for _prim, (_derivative, _safe) in _UNARY.items():
     _linear_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
 
 
-def _tie_split(x, y, greater_is_x):
+def _indicator(mask, like):
+    """1.0 where ``mask`` holds, else 0.0, in ``like``'s dtype (arithmetic, not where)."""
+    if not _is_array(mask):
+        return 1.0 if mask else 0.0
+    return astype.bind(mask, dtype=like.dtype)
+
+
+def _tie_split(x, y, out, greater_is_x):
     """d max(x, y)/dx: 1 where x wins, 0.5 at ties (JAX's convention), else 0."""
     wins = greater.bind(x, y) if greater_is_x else less.bind(x, y)
-    return where.bind(wins, 1.0, where.bind(equal.bind(x, y), 0.5, 0.0))
+    return add.bind(_indicator(wins, out), multiply.bind(0.5, _indicator(equal.bind(x, y), out)))
 
 
 _BINARY = {
@@ -362,7 +371,7 @@ _BINARY = {
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
     pow: (lambda x, y, out: (
-        multiply.bind(y, pow.bind(x, subtract.bind(y, 1))),
+        multiply.bind(y, pow.bind(x, subtract.bind(y, 1) if _is_array(y) else y - 1)),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
         where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
         if _is_array(y) else None,
@@ -373,18 +382,19 @@ _BINARY = {
     ), True),
     hypot: (lambda x, y, out: (divide.bind(x, out), divide.bind(y, out)), True),
     logaddexp: (lambda x, y, out: (exp.bind(subtract.bind(x, out)), exp.bind(subtract.bind(y, out))), False),
-    maximum: (lambda x, y, out: (_tie_split(x, y, True), _tie_split(y, x, True)), False),
-    minimum: (lambda x, y, out: (_tie_split(x, y, False), _tie_split(y, x, False)), False),
+    maximum: (lambda x, y, out: (_tie_split(x, y, out, True), _tie_split(y, x, out, True)), False),
+    minimum: (lambda x, y, out: (_tie_split(x, y, out, False), _tie_split(y, x, out, False)), False),
     fmax: (lambda x, y, out: (
-        where.bind(isnan.bind(y), 1.0, _tie_split(x, y, True)),
-        where.bind(isnan.bind(x), 1.0, _tie_split(y, x, True)),
+        maximum.bind(_indicator(isnan.bind(y), out), _tie_split(x, y, out, True)),
+        maximum.bind(_indicator(isnan.bind(x), out), _tie_split(y, x, out, True)),
     ), False),
     fmin: (lambda x, y, out: (
-        where.bind(isnan.bind(y), 1.0, _tie_split(x, y, False)),
-        where.bind(isnan.bind(x), 1.0, _tie_split(y, x, False)),
+        maximum.bind(_indicator(isnan.bind(y), out), _tie_split(x, y, out, False)),
+        maximum.bind(_indicator(isnan.bind(x), out), _tie_split(y, x, out, False)),
     ), False),
     copysign: (lambda x, y, out: (
-        where.bind(equal.bind(signbit.bind(x), signbit.bind(y)), 1.0, -1.0), None,
+        subtract.bind(multiply.bind(2.0, _indicator(equal.bind(signbit.bind(x), signbit.bind(y)), out)), 1.0),
+        None,
     ), False),
     remainder: (lambda x, y, out: (_ONE, negative.bind(floor_divide.bind(x, y))), False),
 }
@@ -394,8 +404,8 @@ for _prim, (_partials, _safe) in _BINARY.items():
 
 _linear_rules(where, lambda primals, out: (
     None,
-    where.bind(primals[0], 1.0, 0.0),
-    where.bind(primals[0], 0.0, 1.0),
+    _indicator(primals[0], out),
+    subtract.bind(1.0, _indicator(primals[0], out)),
 ))
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from .backend import namespace, numpy_namespace
+from .backend import device_of, namespace, numpy_namespace
 from .creation import zeros_like
 from .primitive import Primitive
 from .shape import broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose
@@ -120,7 +120,7 @@ def _same_namespace(x, arrays):
     xp = namespace(x)
     if xp is numpy_namespace:
         return arrays
-    return [a if namespace(a) is xp else xp.asarray(a) for a in arrays]
+    return [a if namespace(a) is xp else xp.asarray(a, device=device_of(x)) for a in arrays]
 
 
 def _getitem_batch(axis_size, values, batched, *, template):
@@ -176,7 +176,7 @@ def _batched_key(axis_size, x, x_batched, arrays, arrays_batched, template):
     start, adjacent = _layout(template, True)
     if x_batched:
         xp = namespace(x, *aligned)
-        batch_index = xp.reshape(xp.arange(axis_size), (axis_size,) + (1,) * len(block))
+        batch_index = xp.reshape(xp.arange(axis_size, device=device_of(x)), (axis_size,) + (1,) * len(block))
         aligned.append(batch_index)
         template = (Slot(len(aligned) - 1),) + template
     return (x, *aligned), {"template": template}, len(block) + 1, start, adjacent
@@ -315,11 +315,12 @@ def _array_library(xp):
 def _one_hot_add(xp, out, value, arrays, template):
     """Portable (slow) ``add.at``: the flat positions the key visits, summed by a one-hot."""
     size = out.size
-    positions = _getitem_impl(xp.reshape(xp.arange(size), out.shape), *arrays, template=template)
+    device = device_of(out)
+    positions = _getitem_impl(xp.reshape(xp.arange(size, device=device), out.shape), *arrays, template=template)
     flat = xp.reshape(positions, (1, -1))
-    value = xp.reshape(xp.broadcast_to(xp.asarray(value, dtype=out.dtype), positions.shape), (1, -1))
-    hits = xp.reshape(xp.arange(size), (size, 1)) == flat
-    added = xp.sum(xp.where(hits, value, xp.zeros((), dtype=out.dtype)), axis=1)
+    value = xp.reshape(xp.broadcast_to(xp.asarray(value, dtype=out.dtype, device=device), positions.shape), (1, -1))
+    hits = xp.reshape(xp.arange(size, device=device), (size, 1)) == flat
+    added = xp.sum(xp.where(hits, value, xp.zeros((), dtype=out.dtype, device=device)), axis=1)
     return xp.reshape(xp.reshape(out, (-1,)) + added, out.shape)
 
 

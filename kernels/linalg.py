@@ -19,7 +19,7 @@ import string
 
 from . import elementwise as ew
 from . import reductions as kr
-from .backend import dtype_kind, extra, namespace, normalize_axis, parse_einsum
+from .backend import device_of, dtype_kind, extra, namespace, normalize_axis, parse_einsum
 from .primitive import Primitive
 from .shape import expand_dims, moveaxis, reshape, squeeze, transpose
 
@@ -81,11 +81,11 @@ def _einsum_cotangent(g, primals, terms, output, k, sizes):
         size = primals[k].shape[axis]
         if size != sizes[letter]:
             new = next(fresh)
-            operands.append(xp.ones((1,), dtype=g.dtype))
+            operands.append(xp.ones((1,), dtype=g.dtype, device=device_of(g)))
             in_terms.append(new)
         elif letter in target:
             new = next(fresh)
-            operands.append(xp.eye(size, dtype=g.dtype))
+            operands.append(xp.eye(size, dtype=g.dtype, device=device_of(g)))
             in_terms.append(letter + new)
         else:
             new = letter
@@ -93,7 +93,7 @@ def _einsum_cotangent(g, primals, terms, output, k, sizes):
     present = set("".join(in_terms))
     for letter in target:
         if letter not in present:
-            operands.append(xp.ones((sizes[letter],), dtype=g.dtype))
+            operands.append(xp.ones((sizes[letter],), dtype=g.dtype, device=device_of(g)))
             in_terms.append(letter)
     return einsum_primitive.bind(*operands, subscripts=",".join(in_terms) + "->" + "".join(target))
 
@@ -278,7 +278,7 @@ def _stacked(matrix_subscripts, *operands):
 def _inverse_gaps(w):
     """F[..., i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it."""
     xp = namespace(w)
-    diagonal = xp.eye(w.shape[-1], dtype=xp.bool)
+    diagonal = xp.eye(w.shape[-1], dtype=xp.bool, device=device_of(w))
     gaps = ew.subtract.bind(_columns(w), _rows(w))
     return ew.where.bind(diagonal, 0.0, ew.divide.bind(1.0, ew.where.bind(diagonal, 1.0, gaps)))
 
@@ -413,7 +413,8 @@ def _lower_half_diagonal(like):
     """The mask of Phi: the strict lower triangle, and the diagonal halved."""
     xp = namespace(like)
     n = like.shape[-1]
-    return xp.tril(xp.ones((n, n), dtype=like.dtype)) - 0.5 * xp.eye(n, dtype=like.dtype)
+    device = device_of(like)
+    return xp.tril(xp.ones((n, n), dtype=like.dtype, device=device)) - 0.5 * xp.eye(n, dtype=like.dtype, device=device)
 
 
 def _cholesky_jvp(primals, tangents):

@@ -7,7 +7,7 @@ tangent and the VJP is its transpose, given beside it as one formula.
 """
 from __future__ import annotations
 
-from .backend import dtype_kind, extra, namespace, normalize_axis
+from .backend import device_of, dtype_kind, extra, namespace, normalize_axis
 from .creation import zeros_like
 from .primitive import Primitive
 
@@ -243,7 +243,7 @@ def _pad_impl(x, *, pad_width, constant_values):
         pieces = []
         for count, value in ((before, low), (after, high)):
             shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
-            pieces.append(xp.full(shape, value, dtype=x.dtype) if count else None)
+            pieces.append(xp.full(shape, value, dtype=x.dtype, device=device_of(x)) if count else None)
         if pieces[0] is not None or pieces[1] is not None:
             x = xp.concat([p for p in (pieces[0], x, pieces[1]) if p is not None], axis=axis)
     return x

@@ -18,7 +18,7 @@ import xarray as xr
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import shape as ks
-from kernels.backend import dtype_kind, namespace
+from kernels.backend import device_of, dtype_kind, namespace
 from kernels.indexing import getitem_static
 
 from .backends import check_one_backend
@@ -162,7 +162,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
             start = 0
             for node, shape, size in zip(nodes, shapes, sizes):
                 if node is not None:
-                    piece = ks.reshape.bind(getitem_static(row, (slice(start, start + size),)), shape=shape)
+                    piece = ks.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape)
                     seeds.append((node, piece))
                 start += size
             return run.pull(seeds)
@@ -177,7 +177,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
         start = 0
         for shape, size in zip(shapes, sizes):
             blocks.append([
-                ks.reshape.bind(getitem_static(column, (slice(start, start + size),)),
+                ks.reshape.bind(getitem_static(column, (slice(start, start + size), Ellipsis)),
                                 shape=shape + tuple(array.shape))
                 for column, array in zip(columns, run.arrays)
             ])
@@ -208,7 +208,7 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
         def push_row(row):
             tangents, start = [], 0
             for shape, size in zip(shapes, sizes):
-                tangents.append(ks.reshape.bind(getitem_static(row, (slice(start, start + size),)), shape=shape))
+                tangents.append(ks.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape))
                 start += size
             level = JVPLevel()
             with active(level):
@@ -234,7 +234,7 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
             out_shape = tuple(column.shape[1:])
             row, start = [], 0
             for shape, size in zip(shapes, sizes):
-                part = getitem_static(column, (slice(start, start + size),))
+                part = getitem_static(column, (slice(start, start + size), Ellipsis))
                 part = ks.moveaxis(part, 0, -1)
                 row.append(ks.reshape.bind(part, shape=out_shape + shape))
                 start += size
@@ -493,7 +493,8 @@ def _align(ref, value, name, what):
 def _eye(size, like):
     reference = next((a for a in like if hasattr(a, "dtype") and dtype_kind(a.dtype) in "fc"), None)
     xp = namespace(*[a for a in like if hasattr(a, "shape")])
-    return xp.eye(size, dtype=reference.dtype if reference is not None else np.float64)
+    device = device_of(reference) if reference is not None else None
+    return xp.eye(size, dtype=reference.dtype if reference is not None else np.float64, device=device)
 
 
 # --- labeled Jacobians ------------------------------------------------------------------------

@@ -34,28 +34,14 @@ def close(actual, expected, backend):
 # raises: once the gap is fixed the test passes, and the strict mark says to delete
 # the entry here.
 STRICT_GAPS = {
-    "pow-rule": ((TypeError,), "kernels/elementwise.py pow partials: subtract.bind(y, 1) on a Python int "
-                               "runs in NumPy (namespace() of scalars only) and array_api_strict rejects the np.int64"),
-    "maximum-rule": ((TypeError,), "kernels/elementwise.py _tie_split: where.bind(mask, 1.0, 0.0) with two "
-                                   "Python scalars, which array_api_strict's where refuses"),
     "mapped-index": ((IndexError,), "kernels/indexing.py getitem batch rule: the batch arange, a mapped index "
                                     "array and a slice in one key; array_api_strict allows index arrays only "
                                     "with integer indices"),
-    "jacobian-slice": ((IndexError,), "labeled_func/autodiff.py jacrev/jacfwd: getitem_static(column, "
-                                      "(slice(...),)) of a 2-D column without a trailing Ellipsis"),
 }
 GAPS = {
     "array_api_strict": STRICT_GAPS,
-    # array_api_strict on its fake device "device1": its gaps, and arrays made without device=
-    "device1": {
-        **STRICT_GAPS,
-        "mapped-index": ((IndexError, ValueError), STRICT_GAPS["mapped-index"][1] + "; then _getitem_batch's "
-                                                   "xp.arange(axis_size) has no device="),
-        "jacobian-basis": ((ValueError,), "labeled_func/autodiff.py _eye: xp.eye(...) without device=, so the "
-                                          "basis lands on the default device"),
-        "index-add": ((ValueError,), "kernels/indexing.py _one_hot_add: xp.arange(size) without device="),
-        "pad": ((ValueError,), "kernels/shape.py _pad_impl: xp.full(...) without device="),
-    },
+    # array_api_strict on its fake device "device1": the same gaps
+    "device1": STRICT_GAPS,
 }
 
 

@@ -18,7 +18,7 @@ from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import linalg as kl
 from kernels import shape as ks
-from kernels.backend import dtype_kind, namespace
+from kernels.backend import device_of, dtype_kind, namespace
 
 from . import numpy_api
 from .errors import ConversionError, InplaceError
@@ -120,6 +120,9 @@ class Tracer(Traced):
 
     def _namespace(self):
         return namespace(self._value)
+
+    def _device(self):
+        return device_of(self._value)
 
     # --- NumPy protocols ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
