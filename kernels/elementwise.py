@@ -402,11 +402,37 @@ _BINARY = {
 for _prim, (_partials, _safe) in _BINARY.items():
     _linear_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
 
-_linear_rules(where, lambda primals, out: (
-    None,
-    _indicator(primals[0], out),
-    subtract.bind(1.0, _indicator(primals[0], out)),
-))
+def _where_jvp(primals, tangents):
+    """Select the tangents as the values are selected (a NaN on the other side stays out)."""
+    condition, x, y = primals
+    out = where.bind(condition, x, y)
+    _, tx, ty = tangents
+    if tx is None and ty is None:
+        return out, None
+    zero = zeros_like_value(out)
+    tangent = where.bind(condition, zero if tx is None else tx, zero if ty is None else ty)
+    return out, broadcast_to.bind(tangent, shape=tuple(out.shape))
+
+
+def _where_vjp(g, primals, out):
+    condition, x, y = primals
+    pick_x = unbroadcast(where.bind(condition, g, 0.0), x.shape) if _differentiable(x) else None
+    pick_y = unbroadcast(where.bind(condition, 0.0, g), y.shape) if _differentiable(y) else None
+    return None, pick_x, pick_y
+
+
+def _differentiable(value):
+    return _is_array(value) and dtype_kind(value.dtype) not in "biu"
+
+
+def zeros_like_value(value):
+    from .creation import zeros_like
+
+    return zeros_like.bind(value)
+
+
+where.jvp = _where_jvp
+where.vjp = _where_vjp
 
 
 def _apply_to_derivative(prim):
