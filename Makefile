@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench docs clean
+.PHONY: demo test bench perf-docs docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# The table of docs/performance.md, measured on this machine (takes minutes).
+perf-docs: $(STAMP)
+	$(PY) -m benchmarks --markdown docs/performance_table.md
 
 docs: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[docs]"
