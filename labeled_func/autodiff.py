@@ -120,7 +120,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
             tangent_arrays = _match(slot.value, tangent, "jvp", what="tangent")
             args.append(slot.rebuild([JVPTracer(level, a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
         out, aux = _split_aux(func(*args), has_aux, "jvp")
-        output = _Arrays(out, "output", "jvp", allow_any=True)
+        output = _Arrays(_strip_coords(out, level), "output", "jvp", allow_any=True)
         primal_arrays = [_primal(a, level) for a in output.arrays]
         tangent_arrays = [_tangent(a, level) for a in output.arrays]
         result = (output.rebuild(primal_arrays), output.rebuild(tangent_arrays))
@@ -220,7 +220,7 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
                                                 zip(slot.arrays, tangents[k:k + count])])
                     k += count
                 out, aux = _split_aux(func(*new_args, **kwargs), has_aux, "jacfwd")
-                output = _Arrays(out, "output", "jacfwd", allow_any=True)
+                output = _Arrays(_strip_coords(out, level), "output", "jacfwd", allow_any=True)
                 aux_arrays = _Arrays(_strip(aux, level), "aux", "jacfwd", allow_any=True)
                 seen["output"], seen["aux"] = output, aux_arrays
                 return ([_tangent(a, level) for a in output.arrays],
@@ -279,7 +279,8 @@ class _Reverse:
                 new_args[i] = slot.rebuild([VJPTracer(level, a, n) for a, n in
                                             zip(slot.arrays, self.nodes[k:k + count])])
                 k += count
-            self.output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
+            output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
+            self.output = _strip_coords(output, level)
             self.primal_output = _strip(self.output, level)
             self.aux = _strip(aux, level)
 
@@ -450,6 +451,19 @@ def _strip(tree, level):
         return None
     arrays = _Arrays(tree, "aux", "transform", allow_any=True)
     return arrays.rebuild([_primal(a, level) for a in arrays.arrays])
+
+
+def _strip_coords(tree, level):
+    """Coordinates computed from traced values, as their primal values: a derivative
+    belongs to the data, and a coordinate must not keep a tracer past its level."""
+    def strip(leaf):
+        if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            return leaf
+        traced = {name: xr.Variable(c.dims, _primal(c.variable.data, level), c.attrs)
+                  for name, c in leaf.coords.items() if _traced_by(c.variable.data, level)}
+        return leaf.assign_coords(traced) if traced else leaf
+
+    return optree.tree_map(strip, tree, none_is_leaf=True)
 
 
 def _match(reference, given, name, what="cotangent"):
