@@ -15,7 +15,7 @@ import numpy as np
 
 from .primitive import Traced
 
-__all__ = ["device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
+__all__ = ["any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
 _namespace_by_type = {np.ndarray: numpy_namespace}
@@ -49,6 +49,18 @@ def device_of(value):
     if isinstance(value, Traced):
         return value._device()
     return array_api_compat.device(value)
+
+
+def any_true(mask):
+    """Whether any element of a boolean mask is true, across every example of every
+    transform level; True when that cannot be known without computing (a lazy array)."""
+    if isinstance(mask, Traced):
+        mask = mask._bottom()
+    if type(mask) is np.ndarray or isinstance(mask, (np.generic, bool)):
+        return bool(np.any(mask))
+    if type(mask).__module__.split(".")[0] in ("cupy", "array_api_strict"):
+        return bool(namespace(mask).any(mask))
+    return True
 
 
 def is_array(value):

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from . import elementwise as ew
-from .backend import dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
+from .backend import any_true, dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
 from .creation import zeros_like
 from .indexing import getitem_static, index_add, split_key
 from .primitive import Primitive
@@ -409,9 +409,13 @@ def squeeze(x, axes):
 
 # --- nan* forms: mask, replace, reduce ------------------------------------------------
 def _replace_nan(x, value):
+    """``x`` with NaNs replaced by ``value``, and the NaN mask (None when there is none:
+    skipping the mask then saves whole passes over the data, and changes no result)."""
     if _is_integral(x):
         return x, None
     mask = ew.isnan.bind(x)
+    if not any_true(mask):
+        return x, None
     return ew.where.bind(mask, value, x), mask
 
 

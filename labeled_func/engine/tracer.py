@@ -124,6 +124,13 @@ class Tracer(Traced):
     def _device(self):
         return device_of(self._value)
 
+    def _bottom(self):
+        """The concrete array under every level (all examples; primals under AD)."""
+        value = self._value
+        while isinstance(value, Tracer):
+            value = value._value
+        return value
+
     # --- NumPy protocols ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         return numpy_api.dispatch_ufunc(ufunc, method, inputs, kwargs)
