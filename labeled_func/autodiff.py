@@ -266,7 +266,7 @@ class _Reverse:
 
     def __init__(self, func, args, kwargs, positions, has_aux, name):
         _check_backends(func, args, kwargs, name)
-        self.single = not isinstance(positions, tuple) or getattr(positions, "single", False)
+        self.single = getattr(positions, "single", False)
         self.slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.level = level = VJPLevel()
