@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench perf-docs docs clean
+.PHONY: demo test bench bench-gpu perf-docs docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks
+
+# Needs a GPU, cupy-xarray and CuPy: .venv/bin/pip install -e ".[gpu]" cupy-cuda12x
+bench-gpu: $(STAMP)
+	$(PY) -m benchmarks.bench_gpu
 
 # The table of docs/performance.md, measured on this machine (takes minutes).
 perf-docs: $(STAMP)
