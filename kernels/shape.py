@@ -7,6 +7,8 @@ tangent and the VJP is its transpose, given beside it as one formula.
 """
 from __future__ import annotations
 
+from array_api_compat import is_numpy_array
+
 from .backend import device_of, dtype_kind, extra, namespace, normalize_axis
 from .creation import zeros_like
 from .primitive import Primitive
@@ -442,6 +444,8 @@ def gradient(x, *varargs, axis=None, edge_order=1):
         spacings = list(varargs)
     results = []
     for ax, h in zip(axes, spacings):
+        h = _uniform_step(h)
+
         def part(start, stop):
             index = [slice(None)] * x.ndim
             index[ax] = slice(start, stop)
@@ -494,6 +498,18 @@ def gradient(x, *varargs, axis=None, edge_order=1):
                 ])
         results.append(concatenate.bind(first, interior, last, axis=ax))
     return results[0] if len(results) == 1 else results
+
+
+def _uniform_step(h):
+    """Evenly spaced NumPy coordinates as their step (a float), else ``h`` unchanged.
+
+    NumPy's gradient does the same: the uniform formula never reads the centre point, so a
+    NaN there stays put, where the coordinate formula would multiply it by 0 and spread it.
+    """
+    if not is_numpy_array(h) or h.ndim != 1 or h.size < 2:
+        return h
+    steps = h[1:] - h[:-1]
+    return float(steps[0]) if bool((steps == steps[0]).all()) else h
 
 
 def _combine(ew, terms):

@@ -6,6 +6,9 @@ or loops until every example is done, freezing finished ones (``while_loop``).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import optree
 import xarray as xr
 
@@ -14,6 +17,21 @@ from kernels import elementwise as ew
 from .engine import any_example_true, is_batched
 
 __all__ = ["cond", "while_loop"]
+
+# Set while a lazy (Dask) vmap runs the function once on a stand-in to learn the outputs'
+# structure: the stand-in's values are not the data, so a mapped while_loop must not wait
+# for them to meet its condition (it could loop forever); one iteration gives the structure.
+_STRUCTURE_ONLY = contextvars.ContextVar("labeled_func_structure_only", default=False)
+
+
+@contextlib.contextmanager
+def structure_only():
+    """Within: a mapped ``while_loop`` runs its body once instead of until done."""
+    token = _STRUCTURE_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _STRUCTURE_ONLY.reset(token)
 
 
 def cond(pred, true_fn, false_fn, *operands):
@@ -53,6 +71,8 @@ def while_loop(cond_fn, body_fn, init_val):
             value = body_fn(value)
             continue
         _check_scalar(pred, "while_loop")
+        if _STRUCTURE_ONLY.get():
+            return _select_tree(pred, body_fn(value), value, "while_loop")
         if not any_example_true(data):
             return value
         value = _select_tree(pred, body_fn(value), value, "while_loop")

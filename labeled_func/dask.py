@@ -6,7 +6,9 @@ Building the graph computes nothing and never calls the function on a dummy bloc
    variable along the mapped dim, and dask-backed parameters) and a *skeleton* (all
    else: in-memory parameters, static coords, attrs, the function itself).
 2. The vmapped function runs once, outside the graph, on a one-example stand-in made
-   of ones: that gives the outputs' structure, dims, sizes and dtypes.
+   of ones: that gives the outputs' structure, dims, sizes and dtypes.  A mapped
+   ``lf.while_loop`` runs one iteration there (the ones are not the data: waiting for
+   them to meet the condition could take forever).
 3. One ``dask.array.blockwise`` over the mapped dim: each block rebuilds the arguments
    around its arrays and calls the ordinary in-memory vmap.  The skeleton is one graph
    key that every block depends on (it travels once per worker, not once per task).
@@ -29,6 +31,7 @@ import numpy as np
 import optree
 import xarray as xr
 
+from .control_flow import structure_only
 from .named import Preserve, _position, is_labeled
 
 __all__ = ["has_lazy_leaves", "vmap_lazy"]
@@ -58,7 +61,7 @@ def vmap_lazy(mapped, args, kwargs):
     skeleton = _Skeleton(block, split, _Draws.plan(mapped.randomness))
     if skeleton.draws is not None and skeleton.draws.per_block:
         pieces.append((_positions(size, chunks), True))
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), structure_only():
         example = skeleton.call([_stand_in(array, is_mapped) for array, is_mapped in pieces])
     outputs = _Outputs(example, dim)
     skeleton.outputs = outputs

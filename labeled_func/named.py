@@ -87,14 +87,20 @@ def dim_labels(value, dim):
 
 
 # --- into the level -----------------------------------------------------------------------
-def map_leaf(value, dim, level):
-    """``value`` as one example: ``dim`` hidden in a BatchTracer of ``level``."""
+def map_leaf(value, dim, level, shared=None):
+    """``value`` as one example: ``dim`` hidden in a BatchTracer of ``level``.
+
+    ``shared`` (one dict per vmap call) makes equal coordinates of several arguments one
+    traced coordinate: xarray then sees them as the same object when it merges
+    coordinates (``a * b``), instead of comparing mapped values (a ``bool()``).
+    """
+    shared = {} if shared is None else shared
     if isinstance(value, xr.DataArray):
-        return _map_dataarray(value, dim, level)
+        return _map_dataarray(value, dim, level, shared)
     if isinstance(value, xr.Dataset):
-        return _map_dataset(value, dim, level)
+        return _map_dataset(value, dim, level, shared)
     if isinstance(value, xr.DataTree):
-        return _map_tree(value, lambda ds: _map_dataset(ds, dim, level) if dim in ds.dims else ds)
+        return _map_tree(value, lambda ds: _map_dataset(ds, dim, level, shared) if dim in ds.dims else ds)
     if isinstance(value, xr.Variable):
         return _map_variable(value, dim, level)
     raise TypeError(f"cannot map {type(value).__name__} over a named dim")
@@ -113,16 +119,38 @@ def _split_coords(obj, dim):
     return along, multi
 
 
-def _map_dataarray(da, dim, level):
+def _map_coords(multi, dim, level, shared):
+    """The multi-dim coordinates along ``dim``, mapped; equal ones of earlier arguments reused."""
+    mapped = {}
+    for name, var in multi.items():
+        for original, traced in shared.get(name, ()):
+            if _same_values(original, var):
+                mapped[name] = traced
+                break
+        else:
+            mapped[name] = _map_variable(var, dim, level)
+            shared.setdefault(name, []).append((var, mapped[name]))
+    return mapped
+
+
+def _same_values(a, b):
+    if a.dims != b.dims or a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.data is b.data:
+        return True
+    return isinstance(a.data, np.ndarray) and isinstance(b.data, np.ndarray) and a.equals(b)
+
+
+def _map_dataarray(da, dim, level, shared):
     along, multi = _split_coords(da, dim)
     base = da.drop_vars(along) if along else da
     out = xr.DataArray(_map_variable(da.variable, dim, level), coords=base.coords, name=da.name)
     if multi:
-        out = out.assign_coords({name: _map_variable(var, dim, level) for name, var in multi.items()})
+        out = out.assign_coords(_map_coords(multi, dim, level, shared))
     return out
 
 
-def _map_dataset(ds, dim, level):
+def _map_dataset(ds, dim, level, shared):
     along, multi = _split_coords(ds, dim)
     base = ds.drop_vars(along) if along else ds
     data_vars = {
@@ -131,7 +159,7 @@ def _map_dataset(ds, dim, level):
     }
     out = xr.Dataset(data_vars, coords=base.coords, attrs=ds.attrs)
     if multi:
-        out = out.assign_coords({name: _map_variable(var, dim, level) for name, var in multi.items()})
+        out = out.assign_coords(_map_coords(multi, dim, level, shared))
     return out
 
 

@@ -60,6 +60,13 @@ def uniform(sizes=None, *, like=None, low=0.0, high=1.0, rng=None):
 
 
 def _draw(name, sample, sizes, like, rng):
+    if like is not None and sizes is not None:
+        raise ValueError(f"lf.random.{name}: give sizes= or like=, not both (the draws take "
+                         "their dims either from sizes or from like)")
+    if like is not None and not isinstance(like, (xr.DataArray, xr.Variable)):
+        raise ValueError(f"lf.random.{name}: like= must be a DataArray (the draws take its dims "
+                         f"and coords), not a {type(like).__name__}; for a Dataset pass one of its "
+                         "variables, e.g. like=ds['x'], or sizes=dict(ds.sizes)")
     if like is not None:
         dims, shape, coords = tuple(like.dims), tuple(like.shape), like.coords
     else:

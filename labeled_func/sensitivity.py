@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from .autodiff import grad, jacrev
+from .autodiff import jacrev
 from .vmap import vmap
 
 __all__ = ["dgsm", "local"]
@@ -50,13 +50,12 @@ def dgsm(model, samples, *, dim="sample", bounds=None, num_resamples=100, conf_l
     """
     _check_samples(samples, dim, bounds)
     names = list(samples.data_vars)
-    per_sample = vmap(_partials(model), dim=dim)(samples)
+    per_sample, outputs = vmap(_partials(model), dim=dim)(samples)
     squares = xr.concat([per_sample[name] ** 2 for name in names], dim="param").assign_coords(param=names)
     squares = squares.transpose("param", dim, ...)
     result = xr.Dataset({"vi": squares.mean(dim)})
     result["vi_conf"] = _bootstrap_halfwidth(squares, dim, num_resamples, conf_level, seed)
     if bounds is not None:
-        outputs = vmap(model, dim=dim)(samples)
         variance = outputs.var(dim)
         widths = xr.DataArray([bounds[n][1] - bounds[n][0] for n in names], dims="param", coords={"param": names})
         result["dgsm"] = result["vi"] * widths ** 2 / (np.pi ** 2 * variance)
@@ -84,22 +83,29 @@ def local(model, params, *, normalize=True):
     if not normalize:
         return jacobian
     output = model(params)
-    return xr.Dataset({name: jacobian[name] * params[name] / output for name in params.data_vars})
+    return xr.Dataset({name: jacobian[name] * _along_wrt_dims(params[name], jacobian[name]) / output
+                       for name in params.data_vars})
+
+
+def _along_wrt_dims(param, jacobian):
+    """``param`` on the Jacobian's argument dims (the last ones, renamed where they clash
+    with the output's dims), so that ∂y_i/∂p_j is scaled by p_j, not by p_i."""
+    wrt_dims = jacobian.dims[jacobian.ndim - param.ndim:]
+    return xr.Variable(wrt_dims, param.data)
 
 
 def _partials(model):
-    def partials(example):
+    """One example's partial derivatives and the model's output, from one evaluation."""
+    def with_output(example):
         output = model(example)
-        if isinstance(output, xr.DataArray) and output.ndim:
-            return jacrev(model)(example)
         if not isinstance(output, xr.DataArray) and np.ndim(output):
             raise ValueError(
                 "sensitivity.dgsm: the model returned an array without dims for one example; "
                 "return a scalar or a DataArray with named dims"
             )
-        return grad(model)(example)
+        return output, output
 
-    return partials
+    return jacrev(with_output, has_aux=True)
 
 
 def _check_samples(samples, dim, bounds):

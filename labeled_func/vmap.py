@@ -188,6 +188,7 @@ class _Mapped:
         specs_top = self._top_specs(args, kwargs)
         leaves, specs, labels, arguments = [], [], [], []
         for value, spec, label in zip(values_top, specs_top, labels_top):
+            _check_entries_fit(spec, value, label, label)
             paths, value_leaves, value_def = optree.tree_flatten_with_path(value, none_is_leaf=True)
             arguments.append((value, value_def, len(leaves), len(leaves) + len(value_leaves)))
             for path, leaf in zip(paths, value_leaves):
@@ -312,7 +313,8 @@ class _Mapped:
     def _run(self, treedef, specs, dim, position, coords, leaves, size):
         level = BatchLevel(size, self.randomness)
         with active(level):
-            inside = [_enter(leaf, spec, level) for leaf, spec in zip(leaves, specs)]
+            shared = {}  # equal coordinates of several arguments: one traced coordinate
+            inside = [_enter(leaf, spec, level, shared) for leaf, spec in zip(leaves, specs)]
             args, kwargs = treedef.rebuild(inside, specs)
             out = self.func(*args, **kwargs)
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
@@ -347,11 +349,11 @@ class _Arguments:
         return tuple(values[: self.n_positional]), dict(zip(self.keywords, values[self.n_positional:]))
 
 
-def _enter(leaf, spec, level):
+def _enter(leaf, spec, level, shared):
     if spec is None:
         return leaf
     if isinstance(spec, str):
-        return map_leaf(leaf, spec, level)
+        return map_leaf(leaf, spec, level, shared)
     from .engine import batch_value
 
     return batch_value(level, leaf, spec)
@@ -384,3 +386,20 @@ def _signature(func):
         return inspect.signature(func)
     except (TypeError, ValueError):
         return None
+
+
+def _check_entries_fit(spec, value, label, where):
+    """An in_dims entry that is a dict/list/tuple names no key or position ``value`` lacks."""
+    if isinstance(spec, dict) and isinstance(value, dict):
+        extra = [key for key in spec if key not in value]
+        if extra:
+            raise ValueError(f"vmap: the in_dims entry for {label} does not fit the argument: it names "
+                             f"{extra}, which {where} does not have (its keys: {list(value)})")
+        for key, entry in spec.items():
+            _check_entries_fit(entry, value[key], label, f"{where}[{key!r}]")
+    elif isinstance(spec, (list, tuple)) and isinstance(value, (list, tuple)):
+        if len(spec) != len(value):
+            raise ValueError(f"vmap: the in_dims entry for {label} does not fit the argument: it has "
+                             f"{len(spec)} entries for {where}, which has {len(value)}")
+        for k, (entry, item) in enumerate(zip(spec, value)):
+            _check_entries_fit(entry, item, label, f"{where}[{k}]")

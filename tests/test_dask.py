@@ -393,3 +393,21 @@ def test_randomness_different_is_independent_per_example_and_reproducible():
     again = lf.vmap(noisy, dim="sample", randomness="different")(x.chunk({"sample": 6}))
     xr.testing.assert_identical(again.compute(), first)
     assert abs(float(first.mean())) < 0.5 and 0.6 < float(first.std()) < 1.4
+
+
+def compounding_years(growth):
+    """Years until a balance of 1 doubles at rate ``growth``: a loop that ends only for the data."""
+    balance, years = lf.while_loop(lambda c: c[0] < 2.0, lambda c: (c[0] * growth, c[1] + 1.0),
+                                   (xr.ones_like(growth), xr.zeros_like(growth)))
+    return years
+
+
+def test_a_while_loop_that_ends_only_for_the_data_builds_lazily():
+    # The stand-in is made of ones: growth 1.0 never doubles, so the one-example run must
+    # not wait for the condition (it used to hang here).
+    growth = xr.DataArray([1.05, 1.1, 1.02, 1.2, 1.5], dims="account")
+    with TaskCounter() as counter, dask.config.set(scheduler=refuse_to_compute):
+        lazy = lf.vmap(compounding_years, dim="account")(growth.chunk(account=2))
+    assert counter.tasks == 0 and lazy.chunks == ((2, 2, 1),)
+    expected = [float(np.ceil(np.log(2.0) / np.log(g))) for g in growth.values]
+    np.testing.assert_array_equal(lazy.compute(scheduler="sync").values, expected)

@@ -84,6 +84,15 @@ def test_like_returns_the_same_dims_and_coords():
         assert len(np.unique(draw.values)) == x.size
 
 
+@pytest.mark.parametrize("draw", [lf.random.normal, lf.random.uniform])
+def test_sizes_and_like_together_or_a_dataset_like_raise(draw):
+    x = xr.DataArray(np.zeros(3), dims="member")
+    with pytest.raises(ValueError, match=r"sizes= or like=, not both"):
+        draw({"member": 4}, like=x)
+    with pytest.raises(ValueError, match=r"like= must be a DataArray.*Dataset.*like=ds\['x'\]"):
+        draw(like=x.to_dataset(name="x"))
+
+
 def test_normal_loc_and_scale():
     draw = lf.random.normal(sizes={"n": 200_000}, loc=3.0, scale=2.0)
     values = draw.values

@@ -336,3 +336,18 @@ def test_index_add_on_array_api_strict_matches_numpy(key):
     template, arrays = ki.split_key(key)
     strict = ki.index_add.bind(xp.asarray(x), xp.asarray(value), *[xp.asarray(a) for a in arrays], template=template)
     np.testing.assert_allclose(np.asarray(strict), expected)
+
+
+@pytest.mark.parametrize("coordinate", [np.arange(6.0) * 0.5, np.array([0.0, 1.0, 2.0, 3.0, 5.0, 6.0])],
+                         ids=["evenly-spaced", "uneven"])
+def test_gradient_with_coordinates_leaves_nans_where_numpy_does(coordinate):
+    # Evenly spaced coordinates take NumPy's uniform formula, which never reads the centre
+    # point: a NaN there stays put instead of spreading to its neighbours.
+    values = np.array([[0.0, 1.0, np.nan, 9.0, 16.0, 25.0], [1.0, 2.0, 3.0, 4.0, 5.0, 7.0]])
+    expected = np.gradient(values, coordinate, axis=1)
+    mapped = lf.vmap(lambda row: np.gradient(row, coordinate), in_dims=(0,))(values)
+    np.testing.assert_array_equal(np.isnan(mapped), np.isnan(expected))
+    np.testing.assert_allclose(mapped, expected, rtol=1e-14)
+    primal, tangent = lf.jvp(lambda row: np.gradient(row, coordinate), (values[1],), (np.ones(6),))
+    np.testing.assert_allclose(primal, expected[1], rtol=1e-14)
+    np.testing.assert_allclose(tangent, np.gradient(np.ones(6), coordinate), atol=1e-14)

@@ -78,6 +78,31 @@ def test_local_elasticities_of_exponential_decay():
     np.testing.assert_allclose(raw.rate.values, -t.values * 3.0 * np.exp(-0.7 * t.values))
 
 
+def test_local_elasticities_of_a_vector_parameter_sharing_the_output_dim():
+    # y_i = A_i + 0.5 A_(i-1): the elasticity is dy_i/dA_j * A_j / y_i, scaled by A_j (not A_i).
+    params = xr.Dataset({"A": ("site", [1.0, 2.0, 4.0])})
+    model = lambda p: p.A + 0.5 * p.A.roll(site=1)
+    a = params.A.values
+    y = a + 0.5 * np.roll(a, 1)
+    jacobian = np.eye(3) + 0.5 * np.roll(np.eye(3), 1, axis=0)  # dy_i/dA_j by hand
+    elasticities = lf.sensitivity.local(model, params)
+    assert elasticities.A.dims == ("site", "site_wrt")
+    np.testing.assert_allclose(elasticities.A.values, jacobian * a[None, :] / y[:, None], rtol=1e-14)
+
+
+@pytest.mark.parametrize("bounds", [None, {name: (-np.pi, np.pi) for name in ("x1", "x2", "x3")}])
+def test_dgsm_evaluates_the_model_once_per_batch(bounds):
+    calls = []
+
+    def model(p):
+        calls.append(1)
+        return ishigami(p)
+
+    lf.sensitivity.dgsm(model, uniform_samples(["x1", "x2", "x3"], 64, -np.pi, np.pi), bounds=bounds,
+                        num_resamples=2)
+    assert len(calls) == 1  # one (vmapped, traced) forward pass, then its backward pass
+
+
 def test_bad_inputs():
     samples = uniform_samples(["x1", "x2", "x3"], 16, -1, 1)
     with pytest.raises(ValueError, match="x4"):

@@ -823,6 +823,26 @@ def test_mapped_non_index_coordinate_on_dataset_output():
     assert_same(res, loop_vmap(f, "sample", ds))
 
 
+@pytest.mark.parametrize("same_object", [True, False], ids=["same-argument", "equal-copies"])
+def test_two_arguments_with_the_same_two_dim_coordinate_along_the_dim(same_object):
+    # xarray merges the coordinate of a and b when it computes a * b: it must find them
+    # equal without asking for bool() of a mapped comparison.
+    x = make_x()
+    x = x.assign_coords(grid=(x.dims, np.arange(x.size).reshape(x.shape) % 7))
+    y = x if same_object else (x * 3).copy(deep=True)
+
+    def f(a, b):
+        return (a * b).sum("t"), a - b
+
+    res = lf.vmap(f, dim="sample")(x, y)
+    # The loop's xr.concat keeps only the first example's grid (it is not along "sample" in
+    # one example): compare without it, then check the grid came back whole.
+    expected = loop_vmap(f, "sample", x, y)
+    assert_same(res[0], expected[0])
+    assert_same(res[1].drop_vars("grid"), expected[1].drop_vars("grid"))
+    xr.testing.assert_identical(res[1]["grid"], x["grid"])
+
+
 def test_integer_and_bool_data():
     xi = (make_x() * 10).astype(np.int64)
 

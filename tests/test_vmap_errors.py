@@ -166,6 +166,34 @@ def test_in_dims_tuple_of_wrong_length_raises(in_dims, lengths):
     assert_mentions(str(excinfo.value), r"in_dims", *lengths)
 
 
+@pytest.mark.parametrize(
+    "entry, argument, culprits",
+    [
+        pytest.param({"a": "sample", "zz": None}, "dict", (r"'zz'", r"\bstate\b"), id="extra-key"),
+        pytest.param({"a": "sample", "b": {"c": None}}, "nested", (r"'c'", r"state\['b'\]"), id="nested-key"),
+        pytest.param(["sample", None, None], "list", (r"\b3\b", r"\b2\b", r"\bstate\b"), id="long-list"),
+    ],
+)
+def test_a_nested_in_dims_entry_that_does_not_fit_the_argument_raises(entry, argument, culprits):
+    x = field({"sample": 3, "time": 5})
+    state = {"dict": {"a": x}, "nested": {"a": x, "b": {"d": 1.0}}, "list": [x, x]}[argument]
+
+    def total(state):
+        return sum(leaf.sum() for leaf in all_leaves(state))
+
+    with pytest.raises(ValueError) as excinfo:
+        lf.vmap(total, in_dims=(entry,))(state)
+    assert_mentions(str(excinfo.value), r"in_dims", *culprits)
+
+
+def all_leaves(tree):
+    if isinstance(tree, dict):
+        return [leaf for value in tree.values() for leaf in all_leaves(value)]
+    if isinstance(tree, list):
+        return [leaf for value in tree for leaf in all_leaves(value)]
+    return [tree]
+
+
 def test_in_dims_dict_with_an_unknown_parameter_raises():
     temperature = field({"sample": 3, "time": 5})
     pressure = field({"sample": 3, "time": 5}, seed=1)
