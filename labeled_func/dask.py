@@ -5,10 +5,10 @@ Building the graph computes nothing and never calls the function on a dummy bloc
 1. The arguments split into *pieces* (the arrays that travel through the graph: every
    variable along the mapped dim, and dask-backed parameters) and a *skeleton* (all
    else: in-memory parameters, static coords, attrs, the function itself).
-2. The vmapped function runs once, outside the graph, on a one-example stand-in made
-   of ones: that gives the outputs' structure, dims, sizes and dtypes.  A mapped
-   ``lf.while_loop`` runs one iteration there (the ones are not the data: waiting for
-   them to meet the condition could take forever).
+2. The vmapped function runs once, outside the graph, on a one-example stand-in
+   (``_stand_in``): that gives the outputs' structure, dims, sizes and dtypes.  A mapped
+   ``lf.while_loop`` runs one iteration there (the stand-in is not the data: waiting for
+   it to meet the condition could take forever).
 3. One ``dask.array.blockwise`` over the mapped dim: each block rebuilds the arguments
    around its arrays and calls the ordinary in-memory vmap.  The skeleton is one graph
    key that every block depends on (it travels once per worker, not once per task).
@@ -244,8 +244,18 @@ def _core_dim(piece, k):
 
 
 def _stand_in(array, is_mapped):
-    """One example of ones with the dtype and the other sizes of ``array`` (mapped axis first)."""
-    return np.ones((1,) + array.shape[1:] if is_mapped else array.shape, dtype=array.dtype)
+    """One example with the dtype and the other sizes of ``array`` (mapped axis first).
+
+    Floating values are drawn, with a fixed seed, from [1, 2): positive like ones (log,
+    sqrt and division are safe), but no two equal, so matrices built from them (kernel
+    or covariance matrices) are not singular as a matrix of ones would be.  Integers and
+    booleans are ones.
+    """
+    shape = (1,) + array.shape[1:] if is_mapped else array.shape
+    dtype = np.dtype(array.dtype)
+    if dtype.kind in "fc":
+        return np.random.default_rng(0).uniform(1.0, 2.0, shape).astype(dtype)
+    return np.ones(shape, dtype=dtype)
 
 
 # --- the graph --------------------------------------------------------------------------------
@@ -450,6 +460,9 @@ class _Outputs:
             out = xr.Dataset({n: v for n, v in variables.items() if n not in coord_names},
                              coords={n: v for n, v in variables.items() if n in coord_names}, attrs=ds.attrs)
             if dim in out.dims:
+                # as in memory (named._shadowing): the mapped dim's labels replace scalars of
+                # the same names that shared data selected inside the function carried out
+                out = out.drop_vars([n for n in coords if n in out.coords and dim not in out[n].dims])
                 out = out.assign_coords({n: v for n, v in coords.items() if n not in out.coords})
             rebuilt.append(out)
         return _from_datasets(kind, rebuilt)

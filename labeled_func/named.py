@@ -179,13 +179,13 @@ def unmap_leaf(value, dim, level, position, coords, label):
         _check_new_dim(value, dim, label)
         variable = _unmap_variable(value.variable, dim, level, position)
         traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced)) if traced else value
+        base = value.drop_vars(list(traced) + _shadowing(value, coords, dim, traced))
         out = xr.DataArray(variable, coords=base.coords, name=value.name)
         return _restore_coords(out, traced, coords, dim, level)
     if isinstance(value, xr.Dataset):
         _check_new_dim(value, dim, label)
         traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced)) if traced else value
+        base = value.drop_vars(list(traced) + _shadowing(value, coords, dim, traced))
         data_vars = {name: _unmap_variable(var.variable, dim, level, position)
                      for name, var in base.data_vars.items()}
         out = xr.Dataset(data_vars, coords=base.coords, attrs=value.attrs)
@@ -201,6 +201,17 @@ def unmap_leaf(value, dim, level, position, coords, label):
     if not hasattr(value, "shape"):
         value = np.asarray(value)
     return unbatch_value(level, value, _position(position, value.ndim, label))
+
+
+def _shadowing(value, coords, dim, traced):
+    """Unmapped coordinates named like the mapped dim or one of its coordinates.
+
+    They come from shared data selected inside the function (``ens.sel(member="ctrl")``
+    leaves a scalar ``member`` coordinate): the mapped dim's own labels replace them, as
+    its index cannot sit beside a scalar of the same name.
+    """
+    return [name for name in value.coords
+            if name not in traced and (name == dim or name in coords) and dim not in value[name].dims]
 
 
 def _check_new_dim(value, dim, label):

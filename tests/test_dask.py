@@ -403,11 +403,27 @@ def compounding_years(growth):
 
 
 def test_a_while_loop_that_ends_only_for_the_data_builds_lazily():
-    # The stand-in is made of ones: growth 1.0 never doubles, so the one-example run must
-    # not wait for the condition (it used to hang here).
+    # The stand-in's values are not the data: the one-example run must not wait for the
+    # loop's condition (with a stand-in of ones, growth 1.0 never doubled and this hung).
     growth = xr.DataArray([1.05, 1.1, 1.02, 1.2, 1.5], dims="account")
     with TaskCounter() as counter, dask.config.set(scheduler=refuse_to_compute):
         lazy = lf.vmap(compounding_years, dim="account")(growth.chunk(account=2))
     assert counter.tasks == 0 and lazy.chunks == ((2, 2, 1),)
     expected = [float(np.ceil(np.log(2.0) / np.log(g))) for g in growth.values]
     np.testing.assert_array_equal(lazy.compute(scheduler="sync").values, expected)
+
+
+def test_a_kernel_matrix_built_from_the_data_is_not_singular_on_the_stand_in():
+    # Kriging-style weights: a matrix of ones (the old stand-in) made solve() fail while
+    # the graph was built, though the real data is fine.
+    rng = np.random.default_rng(3)
+    points = xr.DataArray(rng.uniform(0, 5, (7, 5)), dims=("rep", "obs"))
+
+    def weights(p):
+        kernel = np.exp(-(p.rename(obs="i") - p.rename(obs="j")) ** 2)
+        return xr.DataArray(np.linalg.solve(kernel.data, np.ones(5)), dims="i")
+
+    with TaskCounter() as counter, dask.config.set(scheduler=refuse_to_compute):
+        lazy = lf.vmap(weights, dim="rep")(points.chunk(rep=3))
+    assert counter.tasks == 0
+    assert_same(lazy, lf.vmap(weights, dim="rep")(points))

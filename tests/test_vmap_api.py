@@ -843,6 +843,21 @@ def test_two_arguments_with_the_same_two_dim_coordinate_along_the_dim(same_objec
     xr.testing.assert_identical(res[1]["grid"], x["grid"])
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["in-memory", "dask"])
+def test_a_shared_selection_named_like_the_mapped_dim_leaves_the_labels_intact(lazy):
+    # ens.sel(member="ctrl") carries a scalar "member" coordinate into the output: the
+    # mapped dim's labels must come back, not that scalar.
+    if lazy:
+        pytest.importorskip("dask")
+    ens = xr.DataArray(np.arange(8.0).reshape(4, 2) ** 2, dims=("member", "time"),
+                       coords={"member": ["ctrl", "m1", "m2", "m3"], "spread": ("member", [0, 1, 2, 3])})
+    anomaly = lf.vmap(lambda m: m - ens.sel(member="ctrl"), dim="member")
+    result = anomaly(ens.chunk(member=2) if lazy else ens)
+    expected = ens - ens.sel(member="ctrl", drop=True)
+    xr.testing.assert_identical(result.compute(), expected)
+    np.testing.assert_array_equal(result.sel(member="m2").values, ens.values[2] - ens.values[0])
+
+
 def test_integer_and_bool_data():
     xi = (make_x() * 10).astype(np.int64)
 
