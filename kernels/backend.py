@@ -22,7 +22,11 @@ _namespace_by_type = {np.ndarray: numpy_namespace}
 
 
 def namespace(*values):
-    """The array-API namespace of ``values`` (Python scalars are ignored)."""
+    """The array-API namespace of ``values`` (Python scalars are ignored).
+
+    NumPy arrays mixed with Dask arrays give the Dask namespace (Dask takes NumPy
+    operands and stays lazy); any other mix of libraries is a ``TypeError``.
+    """
     found = None
     for value in values:
         kind = type(value)
@@ -35,13 +39,19 @@ def namespace(*values):
             else:
                 xp = array_api_compat.array_namespace(value)
                 _namespace_by_type[kind] = xp
-        if found is None:
+        if found is None or (found is numpy_namespace and _wraps_numpy(xp)):
             found = xp
-        elif xp is not found:
+        elif xp is not found and not (xp is numpy_namespace and _wraps_numpy(found)):
             raise TypeError(
                 f"arrays of different libraries in one operation: {found.__name__} and {xp.__name__}"
             )
     return numpy_namespace if found is None else found
+
+
+def _wraps_numpy(xp):
+    """True for a namespace whose functions take NumPy arrays too, as one family with
+    them (Dask's: a Dask array wraps NumPy chunks, and ``da.add(dask, numpy)`` is lazy)."""
+    return xp.__name__ == "array_api_compat.dask.array"
 
 
 def device_of(value):
@@ -117,7 +127,40 @@ def _sliding_window_fallback(xp):
     return sliding_window_view
 
 
-_FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback}
+def _take_along_axis_fallback(xp):
+    def take_along_axis(x, indices, axis=-1):
+        axis = axis % x.ndim
+        shape = tuple(max(a, b) for a, b in zip(x.shape, indices.shape))
+        x = xp.broadcast_to(x, shape[:axis] + (x.shape[axis],) + shape[axis + 1:])
+        indices = xp.broadcast_to(indices, shape[:axis] + (indices.shape[axis],) + shape[axis + 1:])
+        if _wraps_numpy(xp):  # Dask: each block whole along the axis, the chunk library per block
+            import dask.array
+
+            x = x.rechunk({axis: -1})
+            indices = indices.rechunk({axis: -1})
+            chunks = {d: x.chunks[d] for d in range(x.ndim) if d != axis}
+            indices = indices.rechunk(chunks)
+            meta = array_api_compat.array_namespace(x._meta)
+            return dask.array.map_blocks(meta.take_along_axis, x, indices, axis=axis, dtype=x.dtype,
+                                         meta=x._meta, chunks=indices.chunks)
+        # Portable: the flat positions of the picked elements, one standard ``take``.
+        strides = [1] * x.ndim
+        for d in range(x.ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * x.shape[d + 1]
+        device = device_of(x)
+        positions = indices * strides[axis]
+        for d in range(x.ndim):
+            if d != axis:
+                along = xp.arange(indices.shape[d], device=device) * strides[d]
+                positions = positions + xp.reshape(along, (1,) * d + (-1,) + (1,) * (x.ndim - d - 1))
+        flat = xp.take(xp.reshape(x, (-1,)), xp.reshape(positions, (-1,)), axis=0)
+        return xp.reshape(flat, indices.shape)
+
+    return take_along_axis
+
+
+_FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback,
+              "take_along_axis": _take_along_axis_fallback}
 
 
 def parse_einsum(subscripts, ndims):

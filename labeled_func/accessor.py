@@ -86,6 +86,7 @@ class FuncAccessor:
         >>> ds.func.grad(lambda ds: (ds.a * ds.b).sum())["b"].item()
         3.0
         """
+        _no_argnums("grad", options)
         return grad(func, 0, **options)(self._obj, *args)
 
     def grad_and_value(self, func, *, args=(), **options):
@@ -100,6 +101,7 @@ class FuncAccessor:
         >>> g.values.tolist(), float(value)
         ([3.0, 12.0], 9.0)
         """
+        _no_argnums("grad_and_value", options)
         return grad_and_value(func, 0, **options)(self._obj, *args)
 
     def vjp(self, func, *, args=(), **options):
@@ -164,6 +166,7 @@ class FuncAccessor:
         >>> J.dims, J.values.tolist()
         (('i', 'i_wrt'), [[2.0, 0.0], [0.0, 4.0]])
         """
+        _no_argnums("jacrev", options)
         return jacrev(func, 0, **options)(self._obj, *args)
 
     def jacfwd(self, func, *, args=(), **options):
@@ -181,6 +184,7 @@ class FuncAccessor:
         >>> J.dims, J.values.tolist()
         (('j', 'i'), [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0]])
         """
+        _no_argnums("jacfwd", options)
         return jacfwd(func, 0, **options)(self._obj, *args)
 
     def hessian(self, func, *, args=(), **options):
@@ -197,7 +201,18 @@ class FuncAccessor:
         >>> H.dims, H.values.tolist()
         (('param', 'param_wrt'), [[6.0, 0.0], [0.0, 12.0]])
         """
+        _no_argnums("hessian", options)
         return hessian(func, 0, **options)(self._obj, *args)
+
+
+def _no_argnums(name, options):
+    """The accessor differentiates the object itself: ``argnums`` is not an option."""
+    if "argnums" in options:
+        raise TypeError(
+            f".func.{name} always differentiates the object it is called on (argnums=0) and holds "
+            f"args= fixed, so it takes no argnums={options['argnums']!r}; to differentiate with "
+            f"respect to other arguments use lf.{name}(func, argnums=...)(obj, *args)"
+        )
 
 
 def _with_fixed(func, args):

@@ -18,11 +18,12 @@ import xarray as xr
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, namespace
+from kernels.backend import device_of, dtype_kind, namespace, numpy_namespace
 from kernels.indexing import getitem_static
 
 from .backends import check_one_backend
 from .engine import JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node
+from .engine.tracer import refresh_view
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
@@ -46,7 +47,7 @@ def grad(func, argnums=0, *, has_aux=False):
       * site     (site) int64 24B 10 20 30
     """
     def gradient(*args, **kwargs):
-        g, value = grad_and_value(func, argnums, has_aux=has_aux)(*args, **kwargs)
+        g, value = _grad_and_value(func, argnums, has_aux, "grad")(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return functools.wraps(func, updated=())(gradient)
@@ -60,11 +61,15 @@ def grad_and_value(func, argnums=0, *, has_aux=False):
     >>> g.values.tolist(), float(v)
     ([3.0, 12.0], 9.0)
     """
+    return _grad_and_value(func, argnums, has_aux, "grad_and_value")
+
+
+def _grad_and_value(func, argnums, has_aux, name):
     def gradient_and_value(*args, **kwargs):
-        positions = _argnums(argnums, len(args), "grad")
-        run = _Reverse(func, args, kwargs, positions, has_aux, "grad")
+        positions = _argnums(argnums, len(args), name)
+        run = _Reverse(func, args, kwargs, positions, has_aux, name)
         out = run.output
-        value = _scalar(out, "grad")
+        value = _scalar(out, name)
         node = _node_of(value, run.level)
         seeds = [] if node is None else [(node, kc.ones_like.bind(value._value))]
         grads = run.pull(seeds)
@@ -107,6 +112,12 @@ def jvp(func, primals, tangents, *, has_aux=False):
     >>> t.values.tolist()
     [2.0, 4.0]
     """
+    for what, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, (tuple, list)):
+            raise TypeError(
+                f"jvp: {what} must be a tuple with one entry per argument of the function, got "
+                f"{type(value).__name__}; as in torch.func, write lf.jvp(f, (x,), (t,)) for one argument"
+            )
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
@@ -196,10 +207,15 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
     >>> lf.jacfwd(lambda x: x ** 2)(x).values.tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
+    return _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, "jacfwd")
+
+
+def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
+    """``jacfwd``, its errors prefixed with ``name`` (``hessian`` is ``jacfwd(jacrev)``)."""
     def jacobian(*args, **kwargs):
-        positions = _argnums(argnums, len(args), "jacfwd")
-        _check_backends(func, args, kwargs, "jacfwd")
-        slots = [_Arrays(args[i], _label(func, i), "jacfwd") for i in positions]
+        positions = _argnums(argnums, len(args), name)
+        _check_backends(func, args, kwargs, name)
+        slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
         arrays = [a for slot in slots for a in slot.arrays]
         shapes = [tuple(a.shape) for a in arrays]
         sizes = [int(np.prod(s)) for s in shapes]
@@ -219,9 +235,9 @@ def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_w
                     new_args[i] = slot.rebuild([JVPTracer(level, a, t) for a, t in
                                                 zip(slot.arrays, tangents[k:k + count])])
                     k += count
-                out, aux = _split_aux(func(*new_args, **kwargs), has_aux, "jacfwd")
-                output = _Arrays(_strip_coords(out, level), "output", "jacfwd", allow_any=True)
-                aux_arrays = _Arrays(_strip(aux, level), "aux", "jacfwd", allow_any=True)
+                out, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
+                output = _Arrays(_strip_coords(out, level), "output", name, allow_any=True)
+                aux_arrays = _Arrays(_strip(aux, level), "aux", name, allow_any=True)
                 seen["output"], seen["aux"] = output, aux_arrays
                 return ([_tangent(a, level) for a in output.arrays],
                         [_primal(a, level) for a in output.arrays], aux_arrays.arrays)
@@ -257,7 +273,7 @@ def hessian(func, argnums=0, *, wrt_suffix="_wrt"):
     ('param', 'param_wrt')
     """
     inner = jacrev(func, argnums, wrt_suffix=wrt_suffix)
-    return jacfwd(inner, argnums, wrt_suffix=wrt_suffix)
+    return _jacfwd(inner, argnums, False, "error", wrt_suffix, "hessian")
 
 
 # --- one reverse pass ---------------------------------------------------------------------
@@ -314,10 +330,11 @@ class _Arrays:
 
     def __init__(self, value, label, name, allow_any=False):
         self.value = value
-        self.leaves, self.treedef = optree.tree_flatten(value, none_is_leaf=True)
+        paths, self.leaves, self.treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)
         self.arrays, self.counts = [], []
-        for leaf in self.leaves:
-            found = self._arrays_of(leaf, label, name, allow_any)
+        for path, leaf in zip(paths, self.leaves):
+            where = label + "".join(f"[{k!r}]" for k in path)
+            found = self._arrays_of(leaf, where, name, allow_any)
             self.arrays.extend(found)
             self.counts.append(len(found))
 
@@ -331,8 +348,13 @@ class _Arrays:
             raise TypeError(f"{name}: {label} is a DataTree; differentiate with respect to its datasets instead")
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             found = [leaf]
-        elif isinstance(leaf, numbers.Number) and not isinstance(leaf, bool):
-            found = [np.asarray(leaf, dtype=float if not allow_any else None)]
+        elif isinstance(leaf, numbers.Number) and not isinstance(leaf, (bool, np.bool_)):
+            if not allow_any and isinstance(leaf, numbers.Integral):
+                raise TypeError(
+                    f"{name}: {label} is the integer {leaf!r}; only floating-point inputs can be "
+                    f"differentiated (pass {float(leaf)!r}, or leave it out of argnums)"
+                )
+            found = [np.asarray(leaf)]  # a float is float64, a complex complex128
         elif leaf is None or allow_any:
             return []
         else:
@@ -428,18 +450,19 @@ def _traced_by(value, level):
     return isinstance(value, (VJPTracer, JVPTracer)) and value._level is level
 
 
+# (refresh_view: a view whose base was written in place since is regenerated first)
 def _node_of(value, level):
     """The tape node behind ``value`` at reverse ``level`` (None for a constant)."""
-    return value._node if type(value) is VJPTracer and value._level is level else None
+    return refresh_view(value)._node if type(value) is VJPTracer and value._level is level else None
 
 
 def _primal(value, level):
-    return value._value if level is not None and _traced_by(value, level) else value
+    return refresh_view(value)._value if level is not None and _traced_by(value, level) else value
 
 
 def _tangent(value, level):
     """The tangent of ``value`` at ``level`` (zeros for a constant)."""
-    if level is not None and type(value) is JVPTracer and value._level is level and value._tangent is not None:
+    if level is not None and type(value) is JVPTracer and value._level is level and refresh_view(value)._tangent is not None:
         return value._tangent
     primal = _primal(value, level)
     return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
@@ -481,6 +504,17 @@ def _match(reference, given, name, what="cotangent"):
         if isinstance(ref, xr.DataArray):
             arrays.append(_align(ref, value, name, what))
         elif isinstance(ref, xr.Dataset):
+            if isinstance(value, xr.Dataset):
+                missing = [v for v in ref.data_vars if v not in value.data_vars]
+                unknown = [v for v in value.data_vars if v not in ref.data_vars]
+                if missing or unknown:
+                    problems = ([f"no variable {', '.join(map(repr, missing))}"] if missing else []) + (
+                        [f"variable(s) {', '.join(map(repr, unknown))} that the Dataset it belongs to lacks"]
+                        if unknown else [])
+                    raise ValueError(
+                        f"{name}: the {what} Dataset has {' and '.join(problems)}; it needs exactly the "
+                        f"data variables {list(ref.data_vars)}"
+                    )
             for var in ref.data_vars:
                 arrays.append(_align(ref[var], value[var] if isinstance(value, xr.Dataset) else value, name, what))
         elif hasattr(ref, "shape") or isinstance(ref, numbers.Number):
@@ -488,7 +522,10 @@ def _match(reference, given, name, what="cotangent"):
             ref_shape = tuple(getattr(ref, "shape", ()))
             if tuple(getattr(data, "shape", ())) != ref_shape:
                 raise ValueError(f"{name}: the {what} has shape {tuple(getattr(data, 'shape', ()))} but {ref_shape} was expected")
-            arrays.append(data if hasattr(data, "shape") else np.asarray(data, dtype=getattr(ref, "dtype", float)))
+            if not hasattr(data, "shape"):
+                data = (kc.full_like.bind(ref, fill_value=data) if hasattr(ref, "shape")
+                        else np.asarray(data, dtype=getattr(ref, "dtype", float)))
+            arrays.append(data)
     return arrays
 
 
@@ -497,16 +534,24 @@ def _align(ref, value, name, what):
         if set(value.dims) != set(ref.dims):
             raise ValueError(f"{name}: the {what} has dims {value.dims} but the value it belongs to has dims {ref.dims}")
         value = value.transpose(*ref.dims).data
-    if tuple(getattr(value, "shape", ())) != tuple(ref.shape):
-        if not hasattr(value, "shape"):
-            return ks.broadcast_to.bind(np.asarray(value, dtype=ref.dtype), shape=tuple(ref.shape))
+    if not hasattr(value, "shape"):  # a Python number: that value everywhere, in the output's library
+        return kc.full_like.bind(ref.data, fill_value=value, dtype=ref.dtype)
+    if tuple(value.shape) != tuple(ref.shape):
         raise ValueError(f"{name}: the {what} has shape {tuple(value.shape)} but {tuple(ref.shape)} (dims {ref.dims}) was expected")
     return value
+
+
+def _is_dask_namespace(xp):
+    return xp.__name__ == "array_api_compat.dask.array"
 
 
 def _eye(size, like):
     reference = next((a for a in like if hasattr(a, "dtype") and dtype_kind(a.dtype) in "fc"), None)
     xp = namespace(*[a for a in like if hasattr(a, "shape")])
+    if _is_dask_namespace(xp):
+        # The basis stays in memory: a Dask basis would send the basis vmap down the
+        # lazy-vmap path; rows of a NumPy basis pulled through Dask values stay lazy.
+        xp = numpy_namespace
     device = device_of(reference) if reference is not None else None
     return xp.eye(size, dtype=reference.dtype if reference is not None else np.float64, device=device)
 
@@ -548,10 +593,21 @@ def _argument_structure(out_leaf, row, slots, suffix, single):
     return results[0] if single else tuple(results)
 
 
+def _dimensionless(leaf):
+    """A Python or NumPy number, or a 0-d array: an argument that has no dims to label."""
+    return isinstance(leaf, numbers.Number) or (hasattr(leaf, "shape") and len(leaf.shape) == 0)
+
+
 def _block(out_leaf, in_leaf, block, suffix):
-    """One Jacobian block as a DataArray when the argument is labeled."""
+    """One Jacobian block as a DataArray when the argument or the output is labeled.
+
+    An argument with no dims (a Python number, a 0-d array) contributes no dims, so
+    the block is labeled by the output alone, as for a 0-d DataArray argument.
+    """
     if not isinstance(in_leaf, xr.DataArray):
-        return block
+        if not (isinstance(out_leaf, xr.DataArray) and _dimensionless(in_leaf)):
+            return block
+        in_leaf = xr.DataArray(0.0)
     if isinstance(out_leaf, xr.DataArray):
         out_dims, out_coords = tuple(out_leaf.dims), dict(out_leaf.coords.items())
     elif getattr(out_leaf, "ndim", 0) == 0:

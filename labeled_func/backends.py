@@ -3,6 +3,11 @@
 The kernels take their namespace from their inputs (``kernels.backend.namespace``),
 so a call whose arguments come from two libraries would fail deep inside some
 operation.  :func:`check_one_backend` says so up front, naming the two arguments.
+
+A Dask array counts as the library of its chunks: Dask-backed data with NumPy
+parameters is one family (the kernels then use Dask's namespace, which takes NumPy
+operands, and the result stays lazy), while Dask-of-NumPy with CuPy or
+array_api_strict arrays is a mix.
 """
 from __future__ import annotations
 
@@ -35,6 +40,7 @@ def check_one_backend(leaves, labels, *, transform=None):
     >>> from labeled_func.backends import check_one_backend
     >>> x = xr.DataArray(np.ones(3), dims="i")
     >>> check_one_backend([x, 2.0, np.ones(3)], ["x", "scale", "w"])    # one library: fine
+    >>> check_one_backend([x.chunk(), np.ones(3)], ["data", "w"])        # Dask of NumPy + NumPy: fine
     >>> check_one_backend([x, {"w": xps.ones(3)}], ["x", "params"], transform="grad")
     Traceback (most recent call last):
     ...

@@ -376,6 +376,23 @@ def _distributed_client():
 
 
 # --- outputs ----------------------------------------------------------------------------------
+def _refuse_traced(array):
+    """A lazy vmap's outputs cannot depend on a value an enclosing transform traces: the
+    blocks run at ``.compute()``, after that transform has finished."""
+    from .engine import Tracer
+    from .engine.errors import UnsupportedOperationError
+
+    if isinstance(array, Tracer):
+        raise UnsupportedOperationError(
+            "lf.vmap over Dask-chunked data inside grad/jvp/jacrev/jacfwd/hessian: its blocks run "
+            "at .compute(), after the transform has finished, so the result cannot depend on a "
+            "value the transform traces (an argument it differentiates, here used inside the "
+            "vmapped function). Put the transform inside the vmap instead, e.g. "
+            "lf.vmap(lf.grad(per_example_loss), dim=...)(params, data), or differentiate a "
+            "function that takes the Dask data directly without lf.vmap (see docs/dask.md)."
+        )
+
+
 class _Outputs:
     """Which arrays of a block's output travel back, and how to wrap them lazily."""
 
@@ -384,7 +401,10 @@ class _Outputs:
         paths, leaves, self.treedef = optree.tree_flatten_with_path(example, none_is_leaf=True)
         self.labels = ["output" + "".join(f"[{k!r}]" for k in path) for path in paths]
         self.example = leaves
-        self.metas = [(np.asarray(a).dtype, np.shape(a), batched) for a, batched in self._walk(leaves)]
+        arrays = list(self._walk(leaves))
+        for array, _ in arrays:
+            _refuse_traced(array)
+        self.metas = [(np.asarray(a).dtype, np.shape(a), batched) for a, batched in arrays]
 
     def _walk(self, leaves):
         """(array, batched) for every output array, in one fixed order."""

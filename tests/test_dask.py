@@ -427,3 +427,25 @@ def test_a_kernel_matrix_built_from_the_data_is_not_singular_on_the_stand_in():
         lazy = lf.vmap(weights, dim="rep")(points.chunk(rep=3))
     assert counter.tasks == 0
     assert_same(lazy, lf.vmap(weights, dim="rep")(points))
+
+
+@pytest.mark.parametrize("how", ["closure", "argument"])
+def test_a_lazy_vmap_of_a_traced_value_inside_grad_says_to_swap_the_transforms(how):
+    data = example_data().transpose("sample", "t").chunk({"sample": 5})
+    w = xr.DataArray(np.linspace(0.5, 1.5, 4), dims="t")
+
+    def loss(w):
+        if how == "closure":
+            per_example = lf.vmap(lambda d: (d * w).sum("t") ** 2, dim="sample")(data)
+        else:
+            per_example = lf.vmap(lambda w, d: (d * w).sum("t") ** 2, in_dims=(None, "sample"))(w, data)
+        return per_example.mean("sample")
+
+    with pytest.raises(lf.UnsupportedOperationError, match=r"inside grad.*lf\.vmap\(lf\.grad"):
+        lf.grad(loss)(w)
+    # the suggested order works, lazily, and agrees with the in-memory gradient
+    per_example_grad = lf.vmap(lf.grad(lambda w, d: (d * w).sum("t") ** 2), in_dims=(None, "sample"))
+    lazy = per_example_grad(w, data).mean("sample")
+    assert lazy.chunks is not None
+    expected = 2 * (data.compute() * w).sum("t") * data.compute()  # d/dw of (d·w)², by hand
+    xr.testing.assert_allclose(lazy.compute(), expected.mean("sample").drop_vars("t"), rtol=1e-12)

@@ -1,0 +1,173 @@
+"""Edges of the AD API: Python numbers as arguments and cotangents, and the errors that
+name what went wrong (API.md, "Automatic differentiation" and "Accessor").
+
+Oracles: derivatives worked out by hand, central finite differences, and the same
+call with a 0-d DataArray in place of the Python float.
+"""
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import labeled_func as lf
+
+X = xr.DataArray([1.0, 2.0, 3.0], dims="site", coords={"site": [10, 20, 30], "name": ("site", list("abc"))})
+
+
+# --- Jacobians with respect to a Python number keep the output's labels --------------------------
+@pytest.mark.parametrize("transform", [lf.jacrev, lf.jacfwd])
+def test_jacobian_wrt_a_python_float_is_labeled_by_the_output(transform):
+    jacobian = transform(lambda p: p * X + p ** 2)(2.0)
+    assert isinstance(jacobian, xr.DataArray)
+    assert jacobian.dims == ("site",)
+    xr.testing.assert_identical(jacobian.coords.to_dataset(), X.coords.to_dataset())
+    np.testing.assert_allclose(jacobian.values, X.values + 2 * 2.0)
+    # the same as for a 0-d DataArray argument
+    as_dataarray = transform(lambda p: p * X + p ** 2)(xr.DataArray(2.0))
+    xr.testing.assert_identical(jacobian, as_dataarray)
+
+
+@pytest.mark.parametrize("transform", [lf.jacrev, lf.jacfwd])
+def test_jacobian_wrt_a_float_leaf_of_a_dict(transform):
+    v = xr.DataArray([0.5, -1.0], dims="k", coords={"k": ["u", "w"]})
+
+    def f(params):
+        return np.sin(params["scale"] * X) + params["v"].sum()
+
+    jacobian = transform(f)({"scale": 0.7, "v": v})
+    assert set(jacobian) == {"scale", "v"}
+    scale = jacobian["scale"]
+    assert isinstance(scale, xr.DataArray) and scale.dims == ("site",)
+    np.testing.assert_array_equal(scale["name"].values, list("abc"))
+    np.testing.assert_allclose(scale.values, np.cos(0.7 * X.values) * X.values, rtol=1e-14)
+    assert jacobian["v"].dims == ("site", "k")
+    np.testing.assert_allclose(jacobian["v"].values, np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("transform", [lf.jacrev, lf.jacfwd])
+def test_jacobian_wrt_a_float_matches_central_differences(transform):
+    def f(p):
+        return np.exp(-p * X) * X ** 2
+
+    eps = 1e-6
+    expected = (f(1.3 + eps) - f(1.3 - eps)) / (2 * eps)
+    jacobian = transform(f)(1.3)
+    xr.testing.assert_allclose(jacobian, expected, rtol=1e-8)
+
+
+def test_jacobian_wrt_a_0d_numpy_array_and_two_floats():
+    jacobian = lf.jacrev(lambda a, b: a * b * X, argnums=(0, 1))(np.array(2.0), 5.0)
+    assert all(isinstance(j, xr.DataArray) and j.dims == ("site",) for j in jacobian)
+    np.testing.assert_allclose(jacobian[0].values, 5.0 * X.values)
+    np.testing.assert_allclose(jacobian[1].values, 2.0 * X.values)
+
+
+def test_hessian_wrt_a_python_float():
+    hessian = lf.hessian(lambda p: ((p * X) ** 3).sum())(2.0)
+    assert isinstance(hessian, xr.DataArray) and hessian.dims == ()
+    np.testing.assert_allclose(float(hessian), 6 * 2.0 * (X.values ** 3).sum())
+
+
+def test_jacobian_of_an_unlabeled_output_wrt_a_float_stays_an_array():
+    jacobian = lf.jacrev(lambda p: p * np.arange(3.0))(2.0)
+    assert not isinstance(jacobian, xr.DataArray)
+    np.testing.assert_allclose(jacobian, np.arange(3.0))
+
+
+# --- integers are not differentiated --------------------------------------------------------------
+def call(transform, func, arg):
+    if transform == "vjp":
+        return lf.vjp(func, arg)
+    if transform == "jvp":
+        return lf.jvp(func, (arg,), (arg,))
+    return getattr(lf, transform)(func)(arg)
+
+
+TRANSFORMS = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"]
+
+
+@pytest.mark.parametrize("value", [3, np.int64(3)], ids=["int", "numpy_int"])
+@pytest.mark.parametrize("transform", TRANSFORMS)
+def test_an_integer_argument_raises_type_error_naming_it(transform, value):
+    def square(count):
+        return count ** 2.0
+
+    with pytest.raises(TypeError, match=f"(?s)^{transform}: argument 'count'.*(integer|int64).*floating-point"):
+        call(transform, square, value)
+
+
+def test_an_integer_leaf_names_its_path():
+    with pytest.raises(TypeError, match=r"argument 'params'\['steps'\]"):
+        lf.grad(lambda params: params["rate"] * params["steps"])({"rate": 0.5, "steps": 4})
+
+
+def test_the_same_functions_accept_floats():
+    assert float(lf.grad(lambda n: n ** 2.0)(3.0)) == 6.0
+    assert float(lf.grad(lambda n: n ** 2.0)(np.float32(3.0))) == 6.0
+
+
+# --- cotangents --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cotangent", [1.5, np.float64(1.5), np.array(1.5), xr.DataArray(1.5)],
+                         ids=["float", "numpy_scalar", "0d_array", "0d_dataarray"])
+def test_vjp_of_a_0d_output_takes_a_number_as_cotangent(cotangent):
+    x = xr.DataArray([1.0, 2.0], dims="i", coords={"i": [5, 6]})
+    out, vjp_fn = lf.vjp(lambda x: (x ** 2).sum(), x)
+    (pulled,) = vjp_fn(cotangent)
+    assert pulled.dims == ("i",)
+    np.testing.assert_allclose(pulled.values, 1.5 * 2 * x.values)
+
+
+def test_vjp_of_a_python_float_output_takes_a_float():
+    _, vjp_fn = lf.vjp(lambda s: s * 3.0, 2.0)
+    np.testing.assert_allclose(vjp_fn(2.0)[0], 6.0)
+
+
+def test_a_number_cotangent_of_an_array_output_is_that_number_everywhere():
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    _, vjp_fn = lf.vjp(lambda x: x ** 2, x)
+    np.testing.assert_allclose(vjp_fn(3.0)[0].values, 3.0 * 2 * x.values)
+
+
+def test_a_dataset_cotangent_missing_a_variable_is_a_value_error_naming_it():
+    ds = xr.Dataset({"u": ("i", [1.0, 2.0]), "v": ("i", [3.0, 4.0])})
+    _, vjp_fn = lf.vjp(lambda ds: ds * 2.0, ds)
+    with pytest.raises(ValueError, match="'v'"):
+        vjp_fn(xr.Dataset({"u": ("i", [1.0, 1.0])}))
+    with pytest.raises(ValueError, match="'w'"):
+        vjp_fn(xr.Dataset({"u": ("i", [1.0, 1.0]), "v": ("i", [1.0, 1.0]), "w": ("i", [1.0, 1.0])}))
+    (pulled,) = vjp_fn(xr.Dataset({"v": ("i", [1.0, 0.0]), "u": ("i", [0.0, 1.0])}))
+    np.testing.assert_allclose(pulled["u"].values, [0.0, 2.0])
+    np.testing.assert_allclose(pulled["v"].values, [2.0, 0.0])
+
+
+def test_a_dataset_tangent_missing_a_variable_is_a_value_error_naming_it():
+    ds = xr.Dataset({"u": ("i", [1.0, 2.0]), "v": ("i", [3.0, 4.0])})
+    with pytest.raises(ValueError, match="'v'"):
+        lf.jvp(lambda ds: ds * 2.0, (ds,), (xr.Dataset({"u": ("i", [1.0, 1.0])}),))
+
+
+# --- jvp takes tuples ----------------------------------------------------------------------------------
+def test_jvp_with_bare_primals_or_tangents_says_they_must_be_tuples():
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    with pytest.raises(TypeError, match=r"primals must be a tuple.*lf\.jvp\(f, \(x,\), \(t,\)\)"):
+        lf.jvp(np.sin, x, (x,))
+    with pytest.raises(TypeError, match="tangents must be a tuple"):
+        lf.jvp(np.sin, (x,), x)
+    with pytest.raises(TypeError, match="primals must be a tuple"):
+        lf.jvp(np.sin, 1.0, 1.0)
+    _, tangent = lf.jvp(np.sin, (x,), (x,))
+    np.testing.assert_allclose(tangent.values, np.cos(x.values) * x.values)
+
+
+# --- the accessor differentiates the object itself -------------------------------------------------
+@pytest.mark.parametrize("method", ["grad", "grad_and_value", "jacrev", "jacfwd", "hessian"])
+def test_accessor_rejects_argnums_and_points_at_the_function(method):
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    w = xr.DataArray([3.0, 4.0], dims="i")
+    with pytest.raises(TypeError, match=rf"always differentiates the object.*lf\.{method}\(func, argnums=") as info:
+        getattr(x.func, method)(lambda x, w: (x * w).sum(), args=(w,), argnums=(0, 1))
+    assert "multiple values" not in str(info.value)
+    # what the message suggests works
+    gradient = lf.grad(lambda x, w: (x * w).sum(), argnums=(0, 1))(x, w)
+    xr.testing.assert_equal(gradient[0], w)
+    xr.testing.assert_equal(gradient[1], x)
