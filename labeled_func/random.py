@@ -76,9 +76,11 @@ def _draw(name, sample, sizes, like, rng):
     for level in levels:
         if level.randomness == "error":
             raise RandomnessError(
-                f"lf.random.{name} inside vmap(randomness='error'): say what the draws "
-                "should be: randomness='different' (independent per example) or "
-                "randomness='same' (one draw shared by every example)."
+                f"lf.random.{name} inside vmap(randomness='error') (jacfwd and hessian vmap "
+                "over tangents too): say what the draws should be: randomness='different' "
+                "(independent per example) or randomness='same' (one draw shared by every "
+                "example), as an argument of vmap or jacfwd; for hessian, draw outside the "
+                "function and pass the draws in."
             )
     different = [level for level in levels if level.randomness == "different"]
     generator = rng if rng is not None else _generator

@@ -164,6 +164,21 @@ def test_random_under_vmap_default_raises(draw):
         lf.vmap(lambda x: x + draw(sizes={"member": 2}), dim="sample")(scalars(np.zeros(3)))
 
 
+@pytest.mark.parametrize("transform", ["jacfwd", "hessian"])
+def test_random_under_jacfwd_or_hessian_says_where_the_flag_goes(transform):
+    def noisy(x):
+        return (x * lf.random.normal(sizes={"member": 2})).sum()
+
+    x = xr.DataArray([1.0, 2.0], dims="k")
+    with pytest.raises(lf.RandomnessError, match=r"jacfwd and hessian.*for hessian, draw outside"):
+        getattr(lf, transform)(noisy)(x)
+    lf.random.seed(3)
+    jacobian = lf.jacfwd(noisy, randomness="same")(x)
+    lf.random.seed(3)
+    draws = lf.random.normal(sizes={"member": 2})
+    np.testing.assert_allclose(jacobian.values, np.full(2, draws.sum().item()))
+
+
 @pytest.mark.parametrize("flag", ["different", "same"])
 def test_seed_makes_vmapped_draws_reproducible(flag):
     mapped = lf.vmap(add_member_noise, dim="sample", randomness=flag)
