@@ -11,6 +11,7 @@ from kernels.backend import dtype_kind
 
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      InplaceError, ItemError, UnsupportedOperationError)
+from . import diagnose
 from .stack import Level
 from .tracer import Tracer, inplace_assign
 
@@ -75,43 +76,50 @@ class BatchTracer(Tracer):
     def _concrete(self, what):
         if not self._level.alive:
             self._level.escaped(what)
-        if what == "bool":
-            raise DataDependentControlFlowError(
-                "bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "
-                "under vmap each example may take a different branch. Use xr.where / "
-                "np.where to select, lf.cond for branches or lf.while_loop for loops."
-            )
         if what == "setitem":
             raise InplaceError(
                 "writing a mapped value into an unmapped array (array[...] = value): it "
                 "would need more elements than it has. Build the buffer from the mapped "
                 "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
             )
+        # raised deep inside xarray/NumPy/SciPy as often as in user code: say where
+        site = diagnose.call_site()
+        if what == "bool":
+            raise DataDependentControlFlowError(diagnose.control_flow_message(
+                site,
+                "bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "
+                "under vmap each example may take a different branch.",
+                "Use xr.where / np.where to select, lf.cond for branches or lf.while_loop for loops.",
+            ))
+        if what in ("index", "array"):
+            # a mapped boolean used as an index is a mask: its selection has no fixed size
+            mask = dtype_kind(self.dtype) == "b" and (what == "index" or diagnose.is_indexing(site))
+            dynamic = diagnose.dynamic_shape_message(site, "boolean-mask indexing x[mask]" if mask else None)
+            if dynamic is not None:
+                raise DynamicShapeError(dynamic)
         if what == "index":
-            if dtype_kind(self.dtype) == "b":
-                raise DynamicShapeError(
-                    "boolean-mask indexing of a labeled array (x[mask], x.where(mask, drop=True)) "
-                    "under vmap: each example would keep a different number of elements. "
-                    "Use x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0) instead."
-                )
-            raise ConversionError(
-                "indexing an unmapped array, or a dim with an index coordinate, with a mapped "
-                "index (array[i], idxmax, x.isel(t=i) with i computed per example): NumPy "
-                "and pandas need concrete indices there, and coordinate labels would differ "
-                "per example. For arrays use np.take_along_axis(array, i, axis=...), for labels "
-                "use positions (argmax), or drop the index coordinate (x.drop_vars(name))."
-            )
+            raise ConversionError(diagnose.conversion_message(
+                site,
+                "indexing an unmapped array, or a dim with an index coordinate, with a "
+                "mapped index (array[i], idxmax, x.isel(t=i) with i computed per example): "
+                "NumPy and pandas need concrete indices there, and coordinate labels "
+                "would differ per example.",
+                "For arrays use np.take_along_axis(array, i, axis=...), for labels use "
+                "positions (argmax), or drop the index coordinate (x.drop_vars(name)).",
+            ))
         if what == "array":
-            raise ConversionError(
+            raise ConversionError(diagnose.conversion_message(
+                site,
                 "converting a traced value to a concrete array (.values, np.asarray, "
-                ".to_numpy(), or a function that calls them) is not possible inside a "
-                "transform. Keep working with the DataArray (or its .data) and NumPy functions."
-            )
-        raise ItemError(
+                ".to_numpy(), or a function that calls them) is not possible inside a transform.",
+                "Keep working with the DataArray (or its .data) and NumPy functions.",
+            ))
+        raise ItemError(diagnose.explain(
+            site,
             f"{what}() of a mapped value (.item(), float(), int()): inside vmap a "
-            "value stands for a whole batch, so it has no single Python number. Keep it "
-            "as an array (a 0-d DataArray works in arithmetic), or return it."
-        )
+            "value stands for a whole batch, so it has no single Python number.",
+            "Keep it as an array (a 0-d DataArray works in arithmetic), or return it.",
+        ))
 
     def __repr__(self):
         return f"BatchTracer(vmap level {self._level.depth}, batch of {self._level.axis_size}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"

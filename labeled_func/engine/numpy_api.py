@@ -6,6 +6,8 @@ naming it: there is no silent per-example fallback.
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
 import numpy as np
 
 from kernels import creation as kc
@@ -13,9 +15,11 @@ from kernels import elementwise as ew
 from kernels import indexing as ki
 from kernels import linalg as kl
 from kernels import reductions as kr
+from kernels import Traced
 from kernels import shape as ks
 from kernels.backend import dtype_kind, is_array, normalize_axis
 
+from . import diagnose
 from .errors import DynamicShapeError, OutArgumentError, UnsupportedOperationError
 
 __all__ = ["UFUNCS", "FUNCTIONS", "DEFERRING_TYPES", "dispatch_ufunc", "dispatch_function",
@@ -283,7 +287,7 @@ def _count_nonzero(a, axis=None, *, keepdims=False):
 @implements(np.where)
 def _where(condition, x=_NO_VALUE, y=_NO_VALUE):
     if x is _NO_VALUE and y is _NO_VALUE:
-        return _dynamic_shape("numpy.where (one-argument form, i.e. nonzero)")(condition)
+        return np.nonzero(_fixed(condition, "numpy.where (one-argument form, i.e. nonzero)"))
     return ew.where.bind(condition, _asarray(x), _asarray(y))
 
 
@@ -579,25 +583,136 @@ def _dtype_only(value):
     return value
 
 
-# data-dependent shapes: a policy error under vmap
-def _dynamic_shape(name):
-    def handler(*args, **kwargs):
-        raise DynamicShapeError(
-            f"{name}: the output shape depends on the values of a mapped input, so the "
-            "examples of a batch would give arrays of different shapes. Use a fixed-shape "
-            "alternative: xr.where / np.where(condition, x, y), a mask multiplied in, or "
-            "sorting with a fixed count."
-        )
+# --- data-dependent shapes ------------------------------------------------------------------
+# nonzero, unique, boolean masks...: the output shape follows the values.  Under vmap a
+# mapped value has one set of values per example, hence one shape per example: that is
+# a policy error.  A constant, or a value traced only by grad/jvp, has one concrete value
+# (the primal) that fixes the shape, as torch.func's grad allows: positions are computed
+# from it and the values picked with getitem, so derivatives flow through them.
+def _fixed(value, culprit):
+    """The concrete values that fix a data-dependent shape; DynamicShapeError if mapped."""
+    if not isinstance(value, Traced):
+        return _host(value)
+    from .batching import is_batched
 
-    return handler
+    if not value._level.alive:
+        value._level.escaped(culprit)
+    if is_batched(value):
+        raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit))
+    return _host(value._bottom())
 
 
-for _function in (np.nonzero, np.argwhere, np.flatnonzero, np.unique, np.extract,
-                  np.compress, np.unique_values, np.unique_counts, np.unique_inverse,
-                  np.unique_all, np.trim_zeros):
-    FUNCTIONS[_function] = _dynamic_shape(_name(_function))
+def _host(value):
+    """``value`` as a NumPy array: a shape is decided on the host anyway, and positions
+    are small integer arrays (getitem moves them to the data's device)."""
+    library = type(value).__module__.split(".")[0]
+    if library == "cupy":
+        return value.get()
+    return value if library == "numpy" and not isinstance(value, (list, tuple)) else np.asarray(value)
 
-del _function
+
+def _pick(a, positions, axis):
+    """``a`` (flattened when ``axis`` is None) at integer ``positions`` along ``axis``."""
+    a = _asarray(a)
+    if axis is None:
+        a, axis = ks.reshape.bind(a, shape=(-1,)), 0
+    axis = normalize_axis(axis, a.ndim)[0]
+    template, arrays = ki.split_key((slice(None),) * axis + (positions,))
+    return ki.getitem.bind(a, *arrays, template=template)
+
+
+def _count(value):
+    """The size of ``value`` (flattened) without touching its data."""
+    return int(np.prod(np.shape(value)))
+
+
+@implements(np.nonzero)
+def _nonzero(a):
+    return np.nonzero(_fixed(a, "numpy.nonzero"))
+
+
+@implements(np.argwhere)
+def _argwhere(a):
+    return np.argwhere(_fixed(a, "numpy.argwhere"))
+
+
+@implements(np.flatnonzero)
+def _flatnonzero(a):
+    return np.flatnonzero(_fixed(a, "numpy.flatnonzero"))
+
+
+@implements(np.unique)
+def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+            equal_nan=True, sorted=True):
+    found = np.unique(_fixed(ar, "numpy.unique"), return_index=True, return_inverse=return_inverse,
+                      return_counts=return_counts, axis=axis, equal_nan=equal_nan, sorted=sorted)
+    values = _pick(ar, found[1], axis)
+    out = (values,) + ((found[1],) if return_index else ()) + tuple(found[2:])
+    return out[0] if len(out) == 1 else out
+
+
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
+def _unique_all_of(x, name):
+    """np.unique_all's result with traced values (sorted; NumPy leaves the order open)."""
+    found = np.unique_all(_fixed(x, f"numpy.{name}"))
+    return found, _pick(x, found.indices, None)
+
+
+@implements(np.unique_values)
+def _unique_values(x):
+    return _unique_all_of(x, "unique_values")[1]
+
+
+@implements(np.unique_counts)
+def _unique_counts(x):
+    found, values = _unique_all_of(x, "unique_counts")
+    return UniqueCountsResult(values, found.counts)
+
+
+@implements(np.unique_inverse)
+def _unique_inverse(x):
+    found, values = _unique_all_of(x, "unique_inverse")
+    return UniqueInverseResult(values, found.inverse_indices)
+
+
+@implements(np.unique_all)
+def _unique_all(x):
+    found, values = _unique_all_of(x, "unique_all")
+    return UniqueAllResult(values, found.indices, found.inverse_indices, found.counts)
+
+
+@implements(np.extract)
+def _extract(condition, arr):
+    # NumPy's own rule on positions: take(ravel(arr), nonzero(ravel(condition)))
+    positions = np.extract(_fixed(condition, "numpy.extract"), np.arange(_count(arr)))
+    return _pick(arr, positions, None)
+
+
+@implements(np.compress)
+def _compress(condition, a, axis=None, out=None):
+    a = _asarray(a)
+    length = _count(a) if axis is None else a.shape[normalize_axis(axis, a.ndim)[0]]
+    positions = np.compress(_fixed(condition, "numpy.compress"), np.arange(length))
+    return _pick(a, positions, axis)
+
+
+@implements(np.trim_zeros)
+def _trim_zeros(filt, trim="fb", axis=None):
+    nonzero = _fixed(filt, "numpy.trim_zeros") != 0
+    trim = trim.lower()
+    key = [slice(None)] * nonzero.ndim
+    for ax in (range(nonzero.ndim) if axis is None else normalize_axis(axis, nonzero.ndim)):
+        others = tuple(i for i in range(nonzero.ndim) if i != ax)
+        hits = np.flatnonzero(nonzero.any(axis=others) if others else nonzero)
+        size = nonzero.shape[ax]
+        start = (int(hits[0]) if hits.size else size) if "f" in trim else 0
+        stop = (int(hits[-1]) + 1 if hits.size else 0) if "b" in trim else size
+        key[ax] = slice(start, max(start, stop))
+    return ki.getitem_static(filt, tuple(key))
 
 
 def _asarray(value):
@@ -629,31 +744,84 @@ def _prepare_key(key):
 def getitem(x, key):
     key = _prepare_key(key)
     if any(_is_boolean_index(item) for item in key):
-        return _dynamic_shape("boolean-mask indexing x[mask]")()
+        key = _masks_as_positions(key, "boolean-mask indexing x[mask]")
     template, arrays = ki.split_key(key)
     return ki.getitem.bind(x, *arrays, template=template)
 
 
+def _masks_as_positions(key, culprit):
+    """Boolean masks in ``key`` as the integer positions NumPy uses for them
+    (``np.nonzero(mask)``): possible when the mask is the same for every example."""
+    out = []
+    for item in key:
+        if not _is_boolean_index(item):
+            out.append(item)
+            continue
+        mask = _fixed(item, culprit)
+        if mask.ndim == 0:
+            if not bool(mask):
+                raise UnsupportedOperationError(f"{culprit} with a 0-d False mask is not supported on traced arrays")
+            out.append(None)  # x[True] adds an axis of length 1
+        else:
+            out.extend(np.nonzero(mask))
+    return tuple(out)
+
+
 def setitem(x, key, value):
+    from .batching import is_batched
     from .tracer import inplace_assign
 
     key = _prepare_key(key)
     value = _asarray(value)
-    masks = [item for item in key if _is_boolean_index(item)]
-    if masks:
-        if len(key) != 1 or getattr(value, "ndim", 0) != 0:
-            return _dynamic_shape("boolean-mask assignment x[mask] = array")()
-        new = ew.where.bind(key[0], value, x)
-    else:
-        template, arrays = ki.split_key(key)
-        new = ki.setitem.bind(x, value, *arrays, template=template)
+    if any(_is_boolean_index(item) for item in key):
+        if any(_is_boolean_index(item) and is_batched(item) for item in key):
+            inplace_assign(x, _masked_select(x, key, value), "x[mask] = value")
+            return
+        key = _masks_as_positions(key, "boolean-mask assignment x[mask] = value")
+    template, arrays = ki.split_key(key)
+    new = ki.setitem.bind(x, value, *arrays, template=template)
     inplace_assign(x, new, "x[...] = value")
+
+
+def _masked_select(x, key, value):
+    """``x[mask] = value`` with a mask that differs per example, as ``where(mask, value, x)``.
+
+    Exact when one value goes to every selected element: a single mask over the leading
+    dims of ``x`` and a value that broadcasts against one element (a scalar, or one
+    row).  A sequence of values, one per selected element, has as many entries as the
+    mask has True values: a different number per example.
+    """
+    mask = key[0]
+    rest = x.ndim - mask.ndim
+    shape = tuple(getattr(value, "shape", ()))
+    if len(shape) == rest + 1 and shape[:1] == (1,):
+        value = ks.reshape.bind(value, shape=shape[1:])
+        shape = shape[1:]
+    if len(key) != 1 or rest < 0 or tuple(mask.shape) != tuple(x.shape[: mask.ndim]):
+        reason = ("the mask must be the only index and cover the leading dims of x "
+                  f"(got a key of {len(key)} entries, a mask of shape {tuple(mask.shape)} "
+                  f"for x of shape {tuple(x.shape)})")
+    elif len(shape) > rest:
+        reason = (f"a value of shape {shape} holds one entry per selected element, and the "
+                  "number of selected elements differs per example")
+    else:
+        condition = ks.reshape.bind(mask, shape=tuple(mask.shape) + (1,) * rest) if rest else mask
+        new = ew.where.bind(condition, value, x)
+        if new.dtype != x.dtype:
+            new = ew.astype.bind(new, dtype=x.dtype)
+        return new
+    site = diagnose.call_site()
+    where = f" (called from {site.location})" if site.location else ""
+    raise DynamicShapeError(
+        f"boolean-mask assignment x[mask] = value with a mask that differs per example{where}: "
+        "under vmap it is done as a select, where(mask, value, x), which needs one value for "
+        f"every selected element; here {reason}. Write x = np.where(mask, values, x) with "
+        "values of x's shape (xr.where(mask, values, x) on DataArrays)."
+    )
 
 
 # --- numpy.linalg ---------------------------------------------------------------------------------
 # NumPy's signatures; each decomposition output is its own primitive (kernels/linalg.py).
-from collections import namedtuple  # noqa: E402
-
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
