@@ -11,7 +11,7 @@ from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import PrimalTracer
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, make_view, refresh_view
 
 __all__ = ["JVPLevel", "JVPTracer", "split_tangent"]
 
@@ -27,6 +27,8 @@ class JVPLevel(Level):
         tangents = []
         for arg in args:
             if type(arg) is JVPTracer and arg._level is self:
+                if arg._view is not None:
+                    refresh_view(arg)
                 primals.append(arg._value)
                 tangents.append(arg._tangent)
             else:
@@ -39,11 +41,21 @@ class JVPLevel(Level):
         if prim.jvp is None:
             raise UnsupportedOperationError(f"{prim.name} has no JVP rule: it cannot be differentiated in forward mode")
         out, tangent = prim.jvp(primals, tangents, **params)
+        if prim in VIEW_PRIMITIVES and type(args[0]) is JVPTracer and args[0]._level is self:
+            view = make_view(prim, args, params, out)
+            if view is not None:  # traced even without a tangent: writes through it reach the base
+                result = JVPTracer(self, out, None if _integral(out) else tangent)
+                result._view = view
+                return result
         if tangent is None or _integral(out):
             return out
         return JVPTracer(self, out, tangent)
 
     def assign(self, dest, src, operation):
+        assign_value(self, dest, src)
+
+    def set_value(self, dest, src):
+        """Replace the primal and tangent of ``dest`` by those of ``src``."""
         primal, tangent = split_tangent(self, src)
         shape = tuple(dest.shape)
         dest._value = _fit(primal, shape)
@@ -59,14 +71,20 @@ class JVPTracer(PrimalTracer):
         self._level = level
         self._value = primal
         self._tangent = tangent
+        self._view = None
+        self._cell = None
 
     def __repr__(self):
+        if self._view is not None and self._level.alive:
+            refresh_view(self)
         return f"JVPTracer(jvp level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\nprimal: {self._value!r}\ntangent: {self._tangent!r}"
 
 
 def split_tangent(level, value):
     """(primal, tangent) of ``value`` at ``level``; the tangent of a constant is None."""
     if type(value) is JVPTracer and value._level is level:
+        if value._view is not None:
+            refresh_view(value)
         return value._value, value._tangent
     return value, None
 

@@ -14,7 +14,7 @@ from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import PrimalTracer
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, make_view, refresh_view
 
 __all__ = ["VJPLevel", "VJPTracer", "Node", "backward", "input_node"]
 
@@ -47,6 +47,8 @@ class VJPLevel(Level):
         parents = []
         for i, arg in enumerate(args):
             if type(arg) is VJPTracer and arg._level is self:
+                if arg._view is not None:
+                    refresh_view(arg)
                 primals.append(arg._value)
                 if arg._node is not None:
                     parents.append((i, arg._node))
@@ -55,6 +57,13 @@ class VJPLevel(Level):
         out = prim.bind(*primals, **params)
         if prim.traced_constant:
             return VJPTracer(self, out, None)
+        if prim in VIEW_PRIMITIVES and type(args[0]) is VJPTracer and args[0]._level is self:
+            view = make_view(prim, args, params, out)
+            if view is not None:  # traced even without a node: writes through it reach the base
+                node = Node(prim, params, tuple(parents), tuple(primals), out) if parents and not _integral(out) else None
+                result = VJPTracer(self, out, node)
+                result._view = view
+                return result
         if not prim.differentiable or not parents or _integral(out):
             return out
         if prim.vjp is None:
@@ -62,7 +71,13 @@ class VJPLevel(Level):
         return VJPTracer(self, out, Node(prim, params, tuple(parents), tuple(primals), out))
 
     def assign(self, dest, src, operation):
+        assign_value(self, dest, src)
+
+    def set_value(self, dest, src):
+        """Replace the primal and tape node of ``dest`` by those of ``src``."""
         if type(src) is VJPTracer and src._level is self:
+            if src._view is not None:
+                refresh_view(src)
             primal, node = src._value, src._node
         else:
             primal, node = src, None
@@ -87,8 +102,12 @@ class VJPTracer(PrimalTracer):
         self._level = level
         self._value = primal
         self._node = node
+        self._view = None
+        self._cell = None
 
     def __repr__(self):
+        if self._view is not None and self._level.alive:
+            refresh_view(self)
         return f"VJPTracer(grad level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
 
 

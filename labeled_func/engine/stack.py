@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from .errors import EscapedTracerError
+from .errors import EscapedTracerError, InplaceError
 
 __all__ = ["Level", "active", "current_levels"]
 
@@ -46,6 +46,14 @@ def active(level):
     token = _STACK.set(stack + (level,))
     try:
         yield level
+    except ValueError as error:
+        # `plain[i] = traced`: NumPy turns the InplaceError the tracer raised while
+        # converting the value into "ValueError: setting an array element with a
+        # sequence"; give the policy error back, with the traceback to the user's line
+        cause = error.__cause__
+        if isinstance(cause, InplaceError):
+            raise cause.with_traceback(error.__traceback__) from None
+        raise
     finally:
         level.alive = False
         _STACK.reset(token)

@@ -16,14 +16,15 @@ import numpy as np
 from kernels import Traced
 from kernels import creation as kc
 from kernels import elementwise as ew
+from kernels import indexing as ki
 from kernels import linalg as kl
 from kernels import shape as ks
 from kernels.backend import device_of, dtype_kind, namespace
 
-from . import numpy_api
+from . import diagnose, numpy_api
 from .errors import ConversionError, InplaceError
 
-__all__ = ["Tracer", "PrimalTracer", "inplace_assign", "register_conversion_sites"]
+__all__ = ["Tracer", "PrimalTracer", "inplace_assign", "register_conversion_sites", "refresh_view"]
 
 # code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
 # so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
@@ -50,9 +51,21 @@ def _conversion_kind(frame):
             break
         kind = _CONVERSION_SITES.get(frame.f_code)
         if kind is not None:
+            if kind in _NUMBER_KINDS and frame.f_back is not None and _storing(frame.f_back):
+                return "setitem"  # `plain[i] = da`: NumPy calls float(da)
             return kind
         frame = frame.f_back
     return "array"
+
+
+_NUMBER_KINDS = frozenset(("float", "int", "complex"))
+
+
+def _storing(frame):
+    """Whether ``frame`` is executing ``a[k] = value`` (NumPy converting the value)."""
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return 0 <= lasti < len(code) and code[lasti] in _STORE_OPS
 
 
 class Tracer(Traced):
@@ -144,13 +157,21 @@ class Tracer(Traced):
     def __bool__(self):
         return bool(self._concrete("bool"))
 
+    # `plain[i] = traced` makes NumPy call float()/int()/complex() on the value: the
+    # caller's frame is then at the store, and the value would lose its derivative.
     def __float__(self):
+        if _storing(sys._getframe(1)):
+            self._concrete("setitem")
         return float(self._concrete("float"))
 
     def __int__(self):
+        if _storing(sys._getframe(1)):
+            self._concrete("setitem")
         return int(self._concrete("int"))
 
     def __complex__(self):
+        if _storing(sys._getframe(1)):
+            self._concrete("setitem")
         return complex(self._concrete("complex"))
 
     def __index__(self):
@@ -173,7 +194,12 @@ class Tracer(Traced):
 
     # --- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key):
-        return numpy_api.getitem(self, key)
+        out = numpy_api.getitem(self, key)
+        if _scalar_key(key, self.ndim) and getattr(self._bottom(), "ndim", 0) > self.ndim:
+            # NumPy returns a scalar (a copy) here; under vmap the batched value below
+            # is a view, which an in-place update of the result would write through
+            out = ks.copy.bind(out)
+        return out
 
     def __setitem__(self, key, value):
         numpy_api.setitem(self, key, value)
@@ -211,7 +237,8 @@ class Tracer(Traced):
     def ravel(self, order="C"):
         return ks.reshape.bind(self, shape=(-1,))
 
-    flatten = ravel
+    def flatten(self, order="C"):
+        return ks.copy.bind(ks.reshape.bind(self, shape=(-1,)))  # NumPy's flatten always copies
 
     def squeeze(self, axis=None):
         return np.squeeze(self, axis=axis)
@@ -293,6 +320,22 @@ class Tracer(Traced):
 
     def __imatmul__(self, other):
         return _inplace(kl.matmul, self, other, "@=")
+
+
+def _scalar_key(key, ndim):
+    """Whether ``x[key]`` is a NumPy scalar (ints for every axis), not a view."""
+    if type(key) is not tuple:
+        key = (key,)
+    if len(key) != ndim:
+        return False
+    for k in key:
+        if not isinstance(k, _INTS) or isinstance(k, _BOOLS):
+            return False
+    return True
+
+
+_INTS = (int, np.integer)
+_BOOLS = (bool, np.bool_)
 
 
 def _deferring(value):
@@ -404,9 +447,14 @@ def inplace_assign(dest, src, operation):
 
 
 class PrimalTracer(Tracer):
-    """Base of the differentiating tracers: ``_value`` is the primal, of the same shape."""
+    """Base of the differentiating tracers: ``_value`` is the primal, of the same shape.
 
-    __slots__ = ()
+    ``_view`` is None, or the :class:`View` that says how this tracer regenerates from
+    the tracer it views (its base); ``_cell`` is None, or the version counter shared
+    with the views taken of this tracer.  Subclasses set both in ``__init__``.
+    """
+
+    __slots__ = ("_view", "_cell")
 
     @property
     def shape(self):
@@ -425,19 +473,177 @@ def concrete_policy(tracer, what):
     level = tracer._level
     if not level.alive:
         level.escaped(what)
+    if tracer._view is not None:
+        refresh_view(tracer)
     if what == "array":
-        raise ConversionError(
+        raise ConversionError(diagnose.conversion_message(
+            diagnose.call_site(),
             f"converting a value traced by {level.name} to a concrete array (.values, "
-            "np.asarray, .to_numpy()) would drop its derivative. Keep working with the "
-            "DataArray (or its .data) and NumPy functions."
-        )
+            "np.asarray, .to_numpy()) would drop its derivative.",
+            "Keep working with the DataArray (or its .data) and NumPy functions.",
+        ))
     if what == "setitem":
         raise InplaceError(
-            f"writing a value traced by {level.name} into a plain array that is not "
-            "traced: its derivative would be lost. Build the buffer from the traced "
-            "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
+            f"a value traced by {level.name} cannot be written into a plain NumPy array "
+            "(plain[i] = value, plain[...] = value): NumPy would store its primal value and "
+            "its derivative would be lost. Write into a traced buffer instead, made from the "
+            "traced input: buf = xr.zeros_like(x) or np.zeros_like(x.data); or collect the "
+            "values in a list and combine them with np.stack / xr.concat."
         )
     primal = tracer._value
     if isinstance(primal, Tracer):
         return primal._concrete(what)
     return primal
+
+
+# --- views under differentiation ------------------------------------------------------------
+# NumPy's basic indexing, transpose and (where it can) reshape return views: writing into
+# one writes into its base, and the base's later writes show through it.  The AD levels
+# keep values functional, so they track this themselves: a tracer made from a tracer of
+# the same level by one of these primitives records its base (the tracer at the root of a
+# chain of views) and the chain.  An in-place update of a view writes its new value into
+# the base with setitem-like updates (recorded like any operation, so derivatives follow)
+# and bumps the base's version; a view whose base's version moved is regenerated from the
+# base when next used (every primitive applied to it, ``float()``, the transform's output).
+
+VIEW_PRIMITIVES = frozenset((ki.getitem, ks.transpose, ks.reshape, ks.squeeze, ks.expand_dims))
+
+
+class VersionCell:
+    """How many times a base tracer has been written in place."""
+
+    __slots__ = ("version",)
+
+    def __init__(self):
+        self.version = 0
+
+
+class View:
+    """A view tracer's base, the primitives from the base to it, and the base version
+    its value reflects."""
+
+    __slots__ = ("base", "ops", "cell", "version")
+
+    def __init__(self, base, ops, cell):
+        self.base = base
+        self.ops = ops  # ((primitive, params, input shape), ...), base first
+        self.cell = cell
+        self.version = cell.version
+
+
+def make_view(prim, args, params, out):
+    """The :class:`View` for ``out`` (the primal made by ``prim`` from ``args[0]``, a
+    tracer of the calling level), or None where NumPy would not return a view."""
+    x = args[0]
+    bottom = _concrete_bottom(x._value)
+    if type(bottom) is not np.ndarray and _without_views(bottom):
+        return None
+    shape = tuple(x._value.shape)
+    if prim is ki.getitem:
+        if len(args) > 1:
+            return None  # index arrays: a copy
+        ints = 0
+        for item in params["template"]:
+            kind = type(item)
+            if kind is int:
+                ints += 1
+            elif kind is bool:
+                return None  # a boolean scalar index: a copy
+        if ints == len(shape) == len(params["template"]):
+            return None  # an int for every axis: NumPy returns a scalar
+    elif prim is ks.reshape and not _shares_memory(out, x._value):
+        return None  # NumPy copies (the input is not contiguous enough)
+    view = x._view
+    op = ((prim, params, shape),)
+    if view is not None:
+        return View(view.base, view.ops + op, view.cell)
+    cell = x._cell
+    if cell is None:
+        cell = x._cell = VersionCell()
+    return View(x, op, cell)
+
+
+def _concrete_bottom(value):
+    while isinstance(value, Tracer):
+        value = value._value
+    return value
+
+
+def _without_views(array):
+    """Arrays whose in-place operations never write into another array (Dask's)."""
+    return type(array).__module__.startswith(("dask.", "jax"))
+
+
+def _shares_memory(a, b):
+    a, b = _concrete_bottom(a), _concrete_bottom(b)
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return bool(np.may_share_memory(a, b))
+    if isinstance(a, np.generic) or isinstance(b, np.generic):
+        return False
+    library = sys.modules.get(type(a).__module__.split(".")[0])
+    may_share = getattr(library, "may_share_memory", None)
+    if may_share is not None:
+        try:
+            return bool(may_share(a, b))
+        except Exception:  # noqa: BLE001 - a library without it for these arrays
+            pass
+    return True
+
+
+def refresh_view(tracer):
+    """Regenerate ``tracer`` (a view) from its base if the base was written since."""
+    view = tracer._view
+    if view is None or view.version == view.cell.version:
+        return tracer
+    value = view.base
+    for prim, params, _ in view.ops:
+        value = prim.bind(value, **params)
+    view.version = view.cell.version
+    tracer._level.set_value(tracer, value)
+    return tracer
+
+
+def write_view(level, dest, src):
+    """``dest[...] = src`` for a view ``dest``: write into its base, functionally."""
+    view = dest._view
+    shape = tuple(dest.shape)
+    if tuple(getattr(src, "shape", ())) != shape:
+        src = ks.broadcast_to.bind(src, shape=shape)
+    base = view.base
+    level.set_value(base, _scatter(base, src, view.ops))
+    view.cell.version += 1  # `dest` and every other view of the base regenerate when used
+
+
+def _scatter(base, value, ops):
+    """The base with ``value`` written where the chain of view ``ops`` looks."""
+    parents = [base]
+    if any(prim is ki.getitem for prim, _, _ in ops[1:]):
+        for prim, params, _ in ops[:-1]:
+            parents.append(prim.bind(parents[-1], **params))
+    else:
+        parents.extend([None] * (len(ops) - 1))
+    for (prim, params, shape), parent in zip(reversed(ops), reversed(parents)):
+        if prim is ki.getitem:
+            value = ki.setitem.bind(parent, value, template=params["template"])
+        elif prim is ks.transpose:
+            value = ks.transpose.bind(value, axes=_inverse_permutation(params["axes"]))
+        else:  # reshape, squeeze, expand_dims
+            value = ks.reshape.bind(value, shape=shape)
+    return value
+
+
+def _inverse_permutation(axes):
+    inverse = [0] * len(axes)
+    for position, axis in enumerate(axes):
+        inverse[axis] = position
+    return tuple(inverse)
+
+
+def assign_value(level, dest, src):
+    """An AD level's in-place update of its tracer ``dest`` (see ``inplace_assign``)."""
+    if dest._view is not None:
+        write_view(level, dest, src)
+        return
+    level.set_value(dest, src)
+    if dest._cell is not None:
+        dest._cell.version += 1  # its views regenerate when next used
