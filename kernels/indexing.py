@@ -208,9 +208,20 @@ def _move_axis(x, source, destination):
 
 # --- setitem (functional) ------------------------------------------------------------------
 def _setitem_impl(x, value, *arrays, template):
-    out = namespace(x).asarray(x, copy=True)
-    out[_fill(template, _same_namespace(x, arrays))] = value
+    xp = namespace(x, value)  # a Dask value makes a NumPy x lazy (no compute)
+    out = xp.asarray(x, copy=True)
+    key = _fill(template, _same_namespace(x, arrays))
+    if any(item is None for item in key) and xp is not numpy_namespace and hasattr(value, "shape"):
+        key, value = _without_newaxes(xp, out, key, xp.broadcast_to(value, out[key].shape))
+    out[key] = value
     return out
+
+
+def _without_newaxes(xp, out, key, value):
+    """``(key, value)`` with the ``None`` entries of ``key`` dropped and ``value`` (shaped
+    like ``out[key]``) reshaped to match: Dask's item assignment takes no new axes."""
+    plain = tuple(item for item in key if item is not None)
+    return plain, xp.reshape(value, out[plain].shape)
 
 
 def _target_shape(shape, template, array_shapes):
@@ -291,19 +302,44 @@ setitem.batch = functools.partial(_batch_update, setitem)
 
 # --- index_add: x[key] += value, repeated positions adding up -----------------------------------
 def _index_add_impl(x, value, *arrays, template):
-    xp = namespace(x)
+    xp = namespace(x, value)  # a Dask value makes a NumPy x lazy (no compute)
     out = xp.asarray(x, copy=True)
     arrays = _same_namespace(x, arrays)
     key = _fill(template, arrays)
     if not arrays:  # basic indexing never visits a position twice
         key = key if any(item is Ellipsis for item in key) else key + (Ellipsis,)
+        if any(item is None for item in key) and xp is not numpy_namespace:
+            key, total = _without_newaxes(xp, out, key, out[key] + value)
+            out[key] = total
+            return out
         out[key] = out[key] + value
         return out
     library = _array_library(xp)
     if library is not None:
         library.add.at(out, key, value)  # NumPy, and CuPy >= 13
         return out
+    if xp.__name__ == "array_api_compat.dask.array":
+        return _index_add_lazily(out, value, arrays, template)
     return _one_hot_add(xp, out, value, arrays, template)
+
+
+def _index_add_lazily(out, value, arrays, template):
+    """``index_add`` on Dask arrays: one lazy task on the whole arrays (Dask has no
+    scatter-add), run with the chunks' library; the result is a single chunk."""
+    import dask
+    import dask.array
+
+    def add(out, value, *arrays):
+        out = out.copy()
+        xp = namespace(out)
+        library = _array_library(xp)
+        if library is None:
+            return _one_hot_add(xp, out, value, arrays, template)
+        library.add.at(out, _fill(template, arrays), value)
+        return out
+
+    task = dask.delayed(add, pure=True)(out, value, *arrays)
+    return dask.array.from_delayed(task, shape=out.shape, dtype=out.dtype, meta=out._meta)
 
 
 def _array_library(xp):
