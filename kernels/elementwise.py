@@ -475,3 +475,60 @@ for _prim in (sign, floor, ceil, trunc, rint, round, isnan, isinf, isfinite, sig
     _prim.differentiable = False
 
 del _prim, _derivative, _partials, _safe
+
+
+# --- compositions: their rules are those of their parts -------------------------------------
+def _floating(x):
+    """``x`` as the floating type NumPy's float-only loops would pick (ints and bools)."""
+    if not _is_array(x):
+        return float(x)
+    if dtype_kind(x.dtype) not in "biu":
+        return x
+    np_dtype = np.promote_types(np.dtype(getattr(x.dtype, "_np_dtype", x.dtype)), np.float16)
+    return astype.bind(x, dtype=namespace_dtype(namespace(x), np_dtype))
+
+
+def deg2rad(x):
+    return multiply.bind(_floating(x), np.pi / 180)
+
+
+def rad2deg(x):
+    return multiply.bind(_floating(x), 180 / np.pi)
+
+
+def _at_least_double(x):
+    """float_power computes in float64 (complex128 for complex inputs)."""
+    if not _is_array(x):
+        return complex(x) if isinstance(x, complex) else float(x)
+    xp = namespace(x)
+    wide = xp.complex128 if dtype_kind(x.dtype) == "c" else xp.float64
+    return x if x.dtype == wide else astype.bind(x, dtype=wide)
+
+
+def float_power(x, y):
+    return pow.bind(_at_least_double(x), _at_least_double(y))
+
+
+def heaviside(x, h0):
+    """0 below zero, 1 above, ``h0`` at zero, NaN at NaN: a selection, so the derivative
+    is 0 in ``x`` and an indicator of ``x == 0`` in ``h0``."""
+    if not _is_array(x):  # a number beside an array h0 takes h0's floating type (a weak scalar)
+        xp = namespace(h0)
+        dtype = h0.dtype if dtype_kind(h0.dtype) in "fc" else xp.float64
+        x = xp.asarray(x, dtype=dtype, device=device_of(h0))
+    x = _floating(x)
+    at_zero = where.bind(equal.bind(x, 0), h0, x)
+    return where.bind(greater.bind(x, 0), 1, where.bind(less.bind(x, 0), 0, at_zero))
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    """NaN and infinities replaced by finite numbers (the dtype's extremes by default)."""
+    if not _is_array(x) or dtype_kind(x.dtype) in "biu":
+        return x
+    if dtype_kind(x.dtype) == "c":
+        raise NotImplementedError("nan_to_num: complex inputs are not supported")
+    info = namespace(x).finfo(x.dtype)
+    x = where.bind(isnan.bind(x), nan, x)
+    infinite = isinf.bind(x)
+    x = where.bind(logical_and.bind(infinite, greater.bind(x, 0)), info.max if posinf is None else posinf, x)
+    return where.bind(logical_and.bind(infinite, less.bind(x, 0)), info.min if neginf is None else neginf, x)

@@ -21,11 +21,13 @@ from . import elementwise as ew
 from . import reductions as kr
 from .backend import device_of, dtype_kind, extra, namespace, normalize_axis, parse_einsum
 from .primitive import Primitive
-from .shape import expand_dims, moveaxis, reshape, squeeze, transpose
+from .indexing import getitem_static
+from .shape import concatenate, diagonal, expand_dims, moveaxis, reshape, squeeze, stack, transpose, tril, triu
 
 __all__ = ["einsum", "einsum_primitive", "matmul", "tensordot", "dot", "inner", "outer", "vdot",
            "solve", "solve_matrix", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
-           "eigh_values", "eigh_vectors", "svd_u", "svd_values", "svd_vh", "vector_norm", "norm"]
+           "eigh_values", "eigh_vectors", "svd_u", "svd_values", "svd_vh", "vector_norm", "norm",
+           "trace", "cross", "kron", "qr_q", "qr_r", "pinv", "lstsq"]
 
 
 # --- einsum ---------------------------------------------------------------------------
@@ -660,3 +662,191 @@ def _matrix_order(x, ord, axes):
         reduce = kr.max if ord > 0 else kr.min
         return squeeze.bind(reduce(sums, axis=other, keepdims=True), axis=tuple(sorted(axes)))
     raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
+
+
+# --- trace, cross, kron -----------------------------------------------------------------------
+def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
+    """The sum of a diagonal (NumPy's trace: the two axes leave)."""
+    return kr.sum(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors along the given axes, broadcast over the others."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = moveaxis(_strong(a, b), axisa, -1)
+    b = moveaxis(_strong(b, a), axisb, -1)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise ValueError("cross: incompatible dimensions for cross product (the vectors must have "
+                         "3 components; 2-vectors are deprecated by NumPy and not supported)")
+    a0, a1, a2 = (getitem_static(a, (Ellipsis, k)) for k in range(3))
+    b0, b1, b2 = (getitem_static(b, (Ellipsis, k)) for k in range(3))
+
+    def minor(p, q, r, s):
+        return ew.subtract.bind(ew.multiply.bind(p, q), ew.multiply.bind(r, s))
+
+    components = (minor(a1, b2, a2, b1), minor(a2, b0, a0, b2), minor(a0, b1, a1, b0))
+    return moveaxis(stack.bind(*components, axis=components[0].ndim), -1, axisc)
+
+
+def kron(a, b):
+    """The Kronecker product: axis ``k`` of the result indexes (a's k, b's k) pairs."""
+    a, b = _strong(a, b), _strong(b, a)
+    rank = max(a.ndim, b.ndim)
+    a_shape = (1,) * (rank - a.ndim) + tuple(a.shape)
+    b_shape = (1,) * (rank - b.ndim) + tuple(b.shape)
+    a = reshape.bind(a, shape=tuple(n for size in a_shape for n in (size, 1)))
+    b = reshape.bind(b, shape=tuple(n for size in b_shape for n in (1, size)))
+    return reshape.bind(ew.multiply.bind(a, b), shape=tuple(p * q for p, q in zip(a_shape, b_shape)))
+
+
+# --- qr (reduced): A = Q R ------------------------------------------------------------------------
+def _qr_jvp_rule(part):
+    def jvp(primals, tangents):
+        (a,), (ta,) = primals, tangents
+        q, r = qr_q.bind(a), qr_r.bind(a)
+        out = q if part == "Q" else r
+        if ta is None:
+            return out, None
+        _real_only("qr", a)
+        rows, columns = a.shape[-2], a.shape[-1]
+        if rows >= columns:
+            dq, dr = _qr_tall_tangents(q, r, ta)
+        else:  # A = [X Y] with X square: Q R1 = X and R2 = Q^T Y
+            dq, dr1 = _qr_tall_tangents(q, _columns_before(r, rows), _columns_before(ta, rows))
+            y, dy = _columns_from(a, rows), _columns_from(ta, rows)
+            dr2 = ew.add.bind(matmul.bind(_transpose_last2(dq), y), matmul.bind(_transpose_last2(q), dy))
+            dr = concatenate.bind(dr1, dr2, axis=dr1.ndim - 1)
+        return out, dq if part == "Q" else dr
+
+    return jvp
+
+
+def _qr_tall_tangents(q, r, da):
+    """For rows >= columns: with C = Q^T dA R^-1 and its skew part Omega = L - L^T (L the
+    strict lower triangle of C), dR = (C - Omega) R and dQ = dA R^-1 - Q (C - Omega)."""
+    da_r = _times_inverse(da, r)
+    c = matmul.bind(_transpose_last2(q), da_r)
+    lower = tril(c, -1)
+    triangular = ew.add.bind(ew.subtract.bind(c, lower), _transpose_last2(lower))  # C - Omega
+    return ew.subtract.bind(da_r, matmul.bind(q, triangular)), matmul.bind(triangular, r)
+
+
+def _qr_vjp_rule(part):
+    def vjp(g, primals, out):
+        (a,) = primals
+        _real_only("qr", a)
+        q, r = qr_q.bind(a), qr_r.bind(a)
+        gq, gr = (g, None) if part == "Q" else (None, g)
+        rows, columns = a.shape[-2], a.shape[-1]
+        if rows >= columns:
+            return (_qr_tall_cotangent(q, r, gq, gr),)
+        # A = [X Y]: R2 = Q^T Y sends Q R̄2 to Y and Y R̄2^T to Q̄
+        y = _columns_from(a, rows)
+        gr1, gr2 = (None, None) if gr is None else (_columns_before(gr, rows), _columns_from(gr, rows))
+        if gr2 is not None:
+            from_r2 = matmul.bind(y, _transpose_last2(gr2))
+            gq = from_r2 if gq is None else ew.add.bind(gq, from_r2)
+            gy = matmul.bind(q, gr2)
+        else:
+            gy = ew.multiply.bind(y, 0.0)
+        gx = _qr_tall_cotangent(q, _columns_before(r, rows), gq, gr1)
+        return (concatenate.bind(gx, gy, axis=gx.ndim - 1),)
+
+    return vjp
+
+
+def _qr_tall_cotangent(q, r, gq, gr):
+    """The transpose of _qr_tall_tangents: with M = R̄ R^T - Q^T Q̄ and S its upper
+    triangle mirrored below, Ā = (Q̄ + Q S) R^-T."""
+    terms = []
+    if gr is not None:
+        terms.append(matmul.bind(gr, _transpose_last2(r)))
+    if gq is not None:
+        terms.append(ew.negative.bind(matmul.bind(_transpose_last2(q), gq)))
+    m = _sum_terms(terms)
+    s = ew.add.bind(triu(m), _transpose_last2(triu(m, 1)))
+    left = matmul.bind(q, s)
+    if gq is not None:
+        left = ew.add.bind(gq, left)
+    return _times_inverse(left, _transpose_last2(r))
+
+
+def _times_inverse(x, r):
+    """x R^-1, as (R^-T x^T)^T."""
+    return _transpose_last2(solve_matrix.bind(_transpose_last2(r), _transpose_last2(x)))
+
+
+def _columns_before(x, count):
+    return getitem_static(x, (Ellipsis, slice(None, count)))
+
+
+def _columns_from(x, count):
+    return getitem_static(x, (Ellipsis, slice(count, None)))
+
+
+def _qr(part):
+    return lambda a: getattr(namespace(a).linalg.qr(a, mode="reduced"), part)
+
+
+qr_q = _linalg_primitive("qr_q", _qr("Q"), _qr_jvp_rule("Q"), _qr_vjp_rule("Q"))
+qr_r = _linalg_primitive("qr_r", _qr("R"), _qr_jvp_rule("R"), _qr_vjp_rule("R"))
+
+
+# --- pinv (Moore-Penrose), lstsq ---------------------------------------------------------------------
+def _pinv_jvp(primals, tangents, *, rtol):
+    """For a constant rank, with X = A^+:
+    dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X."""
+    (a,), (ta,) = primals, tangents
+    x = pinv.bind(a, rtol=rtol)
+    if ta is None:
+        return x, None
+    _real_only("pinv", a)
+    xt, tat = _transpose_last2(x), _transpose_last2(ta)
+    first = ew.negative.bind(matmul.bind(x, matmul.bind(ta, x)))
+    left = matmul.bind(x, matmul.bind(xt, tat))  # X X^T dA^T
+    second = ew.subtract.bind(left, matmul.bind(left, matmul.bind(a, x)))
+    right = matmul.bind(tat, matmul.bind(xt, x))  # dA^T X^T X
+    third = ew.subtract.bind(right, matmul.bind(matmul.bind(x, a), right))
+    return x, ew.add.bind(first, ew.add.bind(second, third))
+
+
+def _pinv_vjp(g, primals, x, *, rtol):
+    """The transpose of the JVP's map:
+    Ā = -X^T g X^T + (I - A X) g^T X X^T + X^T X g^T (I - X A)."""
+    (a,) = primals
+    _real_only("pinv", a)
+    xt, gt = _transpose_last2(x), _transpose_last2(g)
+    first = ew.negative.bind(matmul.bind(xt, matmul.bind(g, xt)))
+    left = matmul.bind(gt, matmul.bind(x, xt))  # g^T X X^T
+    second = ew.subtract.bind(left, matmul.bind(matmul.bind(a, x), left))
+    right = matmul.bind(matmul.bind(xt, x), gt)  # X^T X g^T
+    third = ew.subtract.bind(right, matmul.bind(right, matmul.bind(x, a)))
+    return (ew.add.bind(first, ew.add.bind(second, third)),)
+
+
+pinv = _linalg_primitive("pinv", lambda a, *, rtol: namespace(a).linalg.pinv(a, rtol=rtol), _pinv_jvp, _pinv_vjp)
+
+
+def lstsq(a, b, rcond=None):
+    """NumPy's lstsq as (x, residuals, rank, s): the minimum-norm solution is A^+ b.
+
+    Residuals (the squared norms of b - A x) are returned for tall A (rows > columns),
+    assuming full column rank; NumPy returns none for a rank-deficient A.
+    """
+    rows, columns = a.shape[-2], a.shape[-1]
+    xp = namespace(a)
+    # NumPy's default cutoff: the float64 epsilon (it solves in double precision) times max(M, N)
+    tolerance = max(rows, columns) * xp.finfo(xp.float64).eps if rcond is None else rcond
+    solution = matmul.bind(pinv.bind(a, rtol=tolerance), b)
+    s = svd_values.bind(a)
+    largest = kr.max(s, axis=-1, keepdims=True) if s.shape[-1] else 0.0
+    kept = ew.greater.bind(s, ew.multiply.bind(largest, tolerance))
+    rank = ew.astype.bind(kr.sum(kept, axis=-1, dtype=xp.int32), dtype=xp.int32)  # LAPACK's int32, as NumPy
+    if rows > columns:
+        misfit = ew.subtract.bind(b, matmul.bind(a, solution))
+        residuals = kr.sum(ew.multiply.bind(misfit, misfit), axis=-2 if b.ndim > 1 else -1,
+                           keepdims=b.ndim == 1)
+    else:
+        residuals = xp.zeros((0,), dtype=solution.dtype, device=device_of(a))
+    return solution, residuals, rank, s

@@ -20,18 +20,21 @@ import math
 import numpy as np
 
 from . import elementwise as ew
-from .backend import any_true, dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
-from .creation import zeros_like
+from .backend import (any_true, device_of, dtype_kind, extra, namespace, namespace_dtype, normalize_axis,
+                      numpy_namespace)
+from .creation import full_like, zeros_like
 from .indexing import getitem_static, index_add, split_key
-from .primitive import Primitive
-from .shape import (broadcast_to, differentiable_input, expand_dims, flip, linear_rules,
-                    pad_constant, reshape, squeeze as squeeze_primitive, transpose)
+from .primitive import Primitive, Traced
+from .shape import (broadcast_batch, broadcast_to, differentiable_input, expand_dims, flip, linear_rules,
+                    moveaxis, pad_constant, reshape, squeeze as squeeze_primitive, transpose)
 
 __all__ = [
     "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "any", "all",
     "cumsum", "cumprod", "sort", "argsort", "take_along_axis", "median", "quantile", "nanquantile",
     "nansum", "nanprod", "nanmean", "nanvar", "nanstd", "nanmax", "nanmin",
     "nanargmax", "nanargmin", "nancumsum", "nancumprod", "nanmedian",
+    "masked_sum", "masked_prod", "masked_mean", "masked_max", "masked_min", "nan_mask",
+    "ptp", "average", "trapezoid", "searchsorted", "searchsorted_primitive", "digitize", "interp",
 ]
 
 
@@ -186,7 +189,7 @@ sort_along.jvp, sort_along.vjp = _sort_jvp, _sort_vjp
 
 
 def _take_along_axis_impl(x, indices, *, axis):
-    return namespace(x, indices).take_along_axis(x, indices, axis=axis)
+    return extra(namespace(x, indices), "take_along_axis")(x, indices, axis=axis)
 
 
 def _take_along_axis_batch(axis_size, values, batched, *, axis):
@@ -565,3 +568,247 @@ def _linear_recurrence(a, b, axis):
             a = ew.multiply.bind(a, _shift_along(a, step, axis, 1.0))
         step *= 2
     return b
+
+
+# --- where= and initial= (NumPy's masked reductions) -------------------------------------------
+# Masked-out elements become the reduction's identity; ``initial`` joins each result.
+def masked_sum(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+    x = _cast(x, dtype)
+    out = sum(_masked(x, where, 0), axis, keepdims)
+    return out if initial is None else ew.add.bind(out, _initial_like(initial, out))
+
+
+def masked_prod(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+    x = _cast(x, dtype)
+    out = prod(_masked(x, where, 1), axis, keepdims)
+    return out if initial is None else ew.multiply.bind(out, _initial_like(initial, out))
+
+
+def masked_mean(x, axis=None, keepdims=False, dtype=None, where=True):
+    """The mean of the selected elements (NaN where a slice selects none)."""
+    x = _float(_cast(x, dtype))
+    if where is True:
+        return mean(x, axis, keepdims)
+    selected = ew.astype.bind(broadcast_to.bind(where, shape=tuple(x.shape)), dtype=x.dtype)
+    return ew.divide.bind(sum(_masked(x, where, 0), axis, keepdims), sum(selected, axis, keepdims))
+
+
+def masked_max(x, axis=None, keepdims=False, where=True, initial=None):
+    return _masked_extreme(max, ew.maximum, x, axis, keepdims, where, initial, lowest=True)
+
+
+def masked_min(x, axis=None, keepdims=False, where=True, initial=None):
+    return _masked_extreme(min, ew.minimum, x, axis, keepdims, where, initial, lowest=False)
+
+
+def _masked_extreme(reduce, combine, x, axis, keepdims, where, initial, lowest):
+    if where is not True and initial is None:
+        name = "maximum" if lowest else "minimum"
+        raise ValueError(f"reduction operation '{name}' does not have an identity, so to use a where "
+                         "mask one has to specify 'initial'")
+    out = reduce(_masked(x, where, _extreme_value(x, lowest)), axis, keepdims)
+    return out if initial is None else combine.bind(out, _initial_like(initial, out))
+
+
+def _initial_like(initial, out):
+    """A Python-number ``initial`` in the reduction's dtype (NumPy casts it: an integer
+    reduction stays integer)."""
+    if hasattr(initial, "dtype") or dtype_kind(out.dtype) not in "iu":
+        return initial
+    return int(initial)
+
+
+def _masked(x, where, identity):
+    if where is True:
+        return x
+    out = ew.where.bind(where, x, identity)
+    if tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"where: a mask of shape {tuple(where.shape)} does not broadcast to the "
+                         f"input's shape {tuple(x.shape)}")
+    return out
+
+
+def _extreme_value(x, lowest):
+    """The identity of max (``lowest``) or min in ``x``'s dtype."""
+    xp = namespace(x)
+    kind = dtype_kind(x.dtype)
+    if kind == "b":
+        return not lowest
+    if kind in "iu":
+        info = xp.iinfo(x.dtype)
+        return info.min if lowest else info.max
+    return -math.inf if lowest else math.inf
+
+
+def nan_mask(x, where=True):
+    """``where`` and not NaN: the elements a ``nan*`` reduction with ``where=`` reads."""
+    if _is_integral(x):
+        return where
+    present = ew.logical_not.bind(ew.isnan.bind(x))
+    return present if where is True else ew.logical_and.bind(where, present)
+
+
+# --- compositions of reductions -------------------------------------------------------------
+def ptp(x, axis=None, keepdims=False):
+    """Peak to peak: max - min."""
+    return ew.subtract.bind(max(x, axis, keepdims), min(x, axis, keepdims))
+
+
+def average(x, axis=None, weights=None, returned=False, keepdims=False):
+    """NumPy's average: sum(x w) / sum(w) along ``axis``; with ``returned``, also the sum
+    of the weights, broadcast to the average's shape."""
+    if weights is None:
+        avg = mean(x, axis, keepdims)
+        count = math.prod(x.shape) / builtins.max(math.prod(avg.shape), 1)
+        return (avg, full_like.bind(avg, fill_value=count)) if returned else avg
+    x = _float(x)
+    if tuple(weights.shape) != tuple(x.shape):
+        if axis is None:
+            raise TypeError("average: axis must be specified when shapes of a and weights differ")
+        axes = normalize_axis(axis, x.ndim)
+        if tuple(weights.shape) != tuple(x.shape[a] for a in axes):
+            raise ValueError("average: shape of weights must be consistent with shape of a along the specified axis")
+        order = sorted(range(len(axes)), key=lambda k: axes[k])
+        if order != list(range(len(axes))):
+            weights = transpose.bind(weights, axes=tuple(order))
+        weights = reshape.bind(weights, shape=tuple(x.shape[a] if a in axes else 1 for a in range(x.ndim)))
+    total_weight = sum(_float(weights), axis, keepdims)
+    avg = ew.divide.bind(sum(ew.multiply.bind(x, weights), axis, keepdims), total_weight)
+    if not returned:
+        return avg
+    if tuple(total_weight.shape) != tuple(avg.shape):
+        total_weight = broadcast_to.bind(total_weight, shape=tuple(avg.shape))
+    return avg, ew.astype.bind(total_weight, dtype=avg.dtype)
+
+
+def trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The trapezoidal rule along ``axis``: sum of spacing * (y_i + y_{i+1}) / 2."""
+    axis = normalize_axis(axis, y.ndim)[0]
+    upper = (slice(None),) * axis + (slice(1, None), Ellipsis)
+    lower = (slice(None),) * axis + (slice(None, -1), Ellipsis)
+    if x is None:
+        spacing = dx
+    elif getattr(x, "ndim", 0) == 1:
+        spacing = ew.subtract.bind(getitem_static(x, (slice(1, None),)), getitem_static(x, (slice(None, -1),)))
+        spacing = reshape.bind(spacing, shape=tuple(-1 if a == axis else 1 for a in range(y.ndim)))
+    else:
+        spacing = ew.subtract.bind(getitem_static(x, upper), getitem_static(x, lower))
+    heights = ew.add.bind(getitem_static(y, upper), getitem_static(y, lower))
+    return sum(ew.divide.bind(ew.multiply.bind(spacing, heights), 2.0), axis=axis)
+
+
+# --- searchsorted, digitize, interp ---------------------------------------------------------------
+def _searchsorted_impl(sorted_sequence, values, *, side):
+    """Insertion points of ``values`` in ``sorted_sequence`` (its last axis).  Leading axes
+    of the sequence, if any, are shared with ``values``: one sequence per row."""
+    xp = namespace(sorted_sequence, values)
+    if sorted_sequence.ndim == 1:
+        if xp is not numpy_namespace and sorted_sequence.dtype != values.dtype:
+            common = xp.result_type(sorted_sequence, values)  # the standard searches one dtype
+            sorted_sequence, values = xp.astype(sorted_sequence, common), xp.astype(values, common)
+        return xp.searchsorted(sorted_sequence, values, side=side)
+    return _searchsorted_rows(xp, sorted_sequence, values, side)
+
+
+def _searchsorted_rows(xp, sequences, values, side):
+    """Per row, by one stable sort of the row merged with its values: a value's place in
+    the merged order, minus its place among the values, counts the sequence elements
+    before it.  Values go first for ``side="left"`` (ties then count as after them)."""
+    lead = tuple(sequences.shape[:-1])
+    size = sequences.shape[-1]
+    rows = xp.reshape(values, lead + (-1,))
+    count = rows.shape[-1]
+    common = xp.result_type(sequences, rows)
+    sequences, rows = xp.astype(sequences, common), xp.astype(rows, common)
+    merged = xp.concat([rows, sequences] if side == "left" else [sequences, rows], axis=-1)
+    places = xp.argsort(xp.argsort(merged, axis=-1, stable=True), axis=-1, stable=True)
+    places = places[..., :count] if side == "left" else places[..., size:]
+    among_values = xp.argsort(xp.argsort(rows, axis=-1, stable=True), axis=-1, stable=True)
+    return xp.reshape(places - among_values, tuple(values.shape))
+
+
+def _searchsorted_batch(axis_size, values, batched, *, side):
+    sequences, points = values
+    sequences_batched, points_batched = batched
+    if not sequences_batched:
+        lead = sequences.ndim - 1  # the shared leading axes come first in ``points``
+        points = moveaxis(points, 0, lead) if lead else points
+        out = searchsorted_primitive.bind(sequences, points, side=side)
+        return (moveaxis(out, lead, 0) if lead else out), True
+    if not points_batched:
+        points = broadcast_batch(points, axis_size)
+    return searchsorted_primitive.bind(sequences, points, side=side), True
+
+
+searchsorted_primitive = Primitive("searchsorted", _searchsorted_impl, _searchsorted_batch, differentiable=False)
+
+
+def searchsorted(sorted_sequence, values, side="left", sorter=None):
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None:
+        sorted_sequence = take_along_axis.bind(sorted_sequence, sorter, axis=0)
+    if not hasattr(values, "shape"):
+        values = namespace(sorted_sequence).asarray(values, device=device_of(sorted_sequence))
+    return searchsorted_primitive.bind(sorted_sequence, values, side=side)
+
+
+def digitize(x, bins, right=False):
+    """The index of the bin of each ``x``; ``bins`` increasing or decreasing (NumPy's)."""
+    side = "left" if right else "right"
+    if not isinstance(bins, Traced):
+        steps = bins[1:] >= bins[:-1]
+        xp = namespace(bins)
+        increasing = bool(xp.all(steps))
+        if not increasing and not bool(xp.all(bins[1:] <= bins[:-1])):
+            raise ValueError("digitize: bins must be monotonically increasing or decreasing")
+        if increasing:
+            return searchsorted(bins, x, side)
+        return ew.subtract.bind(bins.shape[0], searchsorted(flip.bind(bins, axis=(0,)), x, side))
+    rising = searchsorted(bins, x, side)
+    falling = ew.subtract.bind(bins.shape[0], searchsorted(flip.bind(bins, axis=(0,)), x, side))
+    return ew.where.bind(ew.less.bind(getitem_static(bins, (-1,)), getitem_static(bins, (0,))), falling, rising)
+
+
+def interp(x, xp, fp, left=None, right=None):
+    """Piecewise-linear interpolation (NumPy's interp, in float64).
+
+    The segment of each point is found by searchsorted (constant almost everywhere),
+    then the values are gathered and combined: derivatives reach ``x``, ``fp`` and
+    ``xp`` through the gathers and the arithmetic.
+    """
+    if xp.ndim != 1 or fp.ndim != 1 or xp.shape[0] != fp.shape[0]:
+        raise ValueError("interp: xp and fp must be 1-D sequences of the same length")
+    if xp.shape[0] == 0:
+        raise ValueError("interp: array of sample points is empty")
+    if not hasattr(x, "shape"):
+        x = namespace(xp, fp).asarray(x, device=device_of(xp))
+    x, xp, fp = (_as_float64(v) for v in (x, xp, fp))
+    size = xp.shape[0]
+    first_f, last_f = getitem_static(fp, (0,)), getitem_static(fp, (-1,))
+    if size == 1:
+        out = broadcast_to.bind(first_f, shape=tuple(x.shape))
+    else:
+        segment = ew.subtract.bind(searchsorted(xp, x, "right"), 1)
+        low = ew.clip(segment, 0, size - 2)
+        high = ew.add.bind(low, 1)
+        low_x, high_x = _gather(xp, low), _gather(xp, high)
+        low_f, high_f = _gather(fp, low), _gather(fp, high)
+        slope = ew.divide.bind(ew.subtract.bind(high_f, low_f), ew.subtract.bind(high_x, low_x))
+        out = ew.add.bind(ew.multiply.bind(slope, ew.subtract.bind(x, low_x)), low_f)
+        out = ew.where.bind(ew.equal.bind(x, getitem_static(xp, (-1,))), last_f, out)
+    out = ew.where.bind(ew.less.bind(x, getitem_static(xp, (0,))), first_f if left is None else left, out)
+    return ew.where.bind(ew.greater.bind(x, getitem_static(xp, (-1,))), last_f if right is None else right, out)
+
+
+def _as_float64(x):
+    xp = namespace(x)
+    if dtype_kind(x.dtype) == "c":
+        raise NotImplementedError("interp: complex values are not supported")
+    return x if x.dtype == xp.float64 else ew.astype.bind(x, dtype=xp.float64)
+
+
+def _gather(values, positions):
+    """``values[positions]`` for a 1-D ``values`` and positions of any shape."""
+    flat = reshape.bind(positions, shape=(-1,))
+    return reshape.bind(take_along_axis.bind(values, flat, axis=0), shape=tuple(positions.shape))

@@ -7,6 +7,7 @@ tangent and the VJP is its transpose, given beside it as one formula.
 """
 from __future__ import annotations
 
+import numpy as np
 from array_api_compat import is_numpy_array
 
 from .backend import device_of, dtype_kind, extra, namespace, normalize_axis
@@ -17,7 +18,8 @@ __all__ = [
     "reshape", "transpose", "moveaxis", "expand_dims", "squeeze", "broadcast_to",
     "concatenate", "stack", "pad", "pad_constant", "roll", "flip", "sliding_window_view", "diff",
     "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch", "linear_rules",
-    "differentiable_input",
+    "differentiable_input", "matrix_diagonal", "diagonal", "lower_triangle", "upper_triangle", "tril",
+    "triu", "repeat", "tile", "array_split", "split", "unravel_index",
 ]
 
 
@@ -294,8 +296,6 @@ def pad(x, pad_width, mode="constant", constant_values=0):
 
 
 def _pad_index(size, before, after, mode):
-    import numpy as np
-
     position = np.arange(-before, size + after)
     if mode == "edge":
         return np.clip(position, 0, size - 1)
@@ -519,3 +519,164 @@ def _combine(ew, terms):
         term = ew.multiply.bind(coefficient, value)
         total = term if total is None else ew.add.bind(total, term)
     return total
+
+
+# --- diagonals and triangles of the last two axes -------------------------------------
+def _matrix_diagonal_impl(x, *, offset):
+    return namespace(x).linalg.diagonal(x, offset=offset)
+
+
+def _matrix_diagonal_batch(axis_size, values, batched, *, offset):
+    return matrix_diagonal.bind(values[0], offset=offset), True
+
+
+def _diagonal_transpose(g, x, *, offset):
+    """The diagonal ``g`` written into zeros of ``x``'s shape: ``g`` padded to a column of
+    the row count, then selected on the ``offset`` diagonal by a constant mask."""
+    from .elementwise import where
+
+    rows, columns = x.shape[-2], x.shape[-1]
+    length = g.shape[-1]
+    if length == 0:
+        return zeros_like.bind(x, dtype=g.dtype)
+    first_row = max(-offset, 0)
+    pad_width = ((0, 0),) * (g.ndim - 1) + ((first_row, rows - first_row - length),)
+    column = pad_constant.bind(g, pad_width=pad_width, constant_values=((0, 0),) * g.ndim)
+    column = expand_dims.bind(column, axis=(column.ndim,))
+    xp = namespace(g)
+    mask = xp.eye(rows, columns, k=offset, dtype=xp.bool, device=device_of(g))
+    return where.bind(mask, column, 0)
+
+
+matrix_diagonal = linear_rules(Primitive("diagonal", _matrix_diagonal_impl, _matrix_diagonal_batch),
+                               _diagonal_transpose)
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """NumPy's diagonal: the two axes leave and the diagonal becomes the last axis."""
+    if x.ndim < 2:
+        raise ValueError("diagonal: the array must have at least two dimensions")
+    axes = normalize_axis((axis1, axis2), x.ndim)
+    if axes[0] == axes[1]:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    return matrix_diagonal.bind(moveaxis(x, axes, (-2, -1)), offset=int(offset))
+
+
+def _triangle(name):
+    """tril / triu: a projection onto a triangle, its own transpose."""
+
+    def impl(x, *, k):
+        return getattr(namespace(x), name)(x, k=k)
+
+    def batch(axis_size, values, batched, *, k):
+        return prim.bind(values[0], k=k), True
+
+    prim = linear_rules(Primitive(name, impl, batch), lambda g, x, *, k: prim.bind(g, k=k))
+    return prim
+
+
+lower_triangle = _triangle("tril")
+upper_triangle = _triangle("triu")
+
+
+def tril(x, k=0):
+    return lower_triangle.bind(_as_matrix(x, "tril"), k=int(k))
+
+
+def triu(x, k=0):
+    return upper_triangle.bind(_as_matrix(x, "triu"), k=int(k))
+
+
+def _as_matrix(x, name):
+    """NumPy's tril/triu of a vector repeat it as the rows of a square matrix."""
+    if x.ndim == 0:
+        raise ValueError(f"{name}: the input must have at least one dimension")
+    if x.ndim == 1:
+        return broadcast_to.bind(x, shape=(x.shape[0], x.shape[0]))
+    return x
+
+
+# --- repeat, tile, split -----------------------------------------------------------------
+def repeat(x, repeats, axis=None):
+    """NumPy's repeat: an int count by broadcasting a new axis; per-element counts (a
+    concrete sequence) by gathering with a fixed index."""
+    from .indexing import getitem, split_key
+
+    if axis is None:
+        x, axis = reshape.bind(x, shape=(-1,)), 0
+    axis = normalize_axis(axis, x.ndim)[0]
+    shape = tuple(x.shape)
+    counts = np.asarray(repeats)
+    if counts.size == 1:
+        count = int(counts.reshape(()))
+        if count < 0:
+            raise ValueError("repeat: repeats may not contain negative values")
+        expanded = expand_dims.bind(x, axis=(axis + 1,))
+        wide = broadcast_to.bind(expanded, shape=shape[:axis + 1] + (count,) + shape[axis + 1:])
+        return reshape.bind(wide, shape=shape[:axis] + (shape[axis] * count,) + shape[axis + 1:])
+    template, arrays = split_key((slice(None),) * axis + (np.repeat(np.arange(shape[axis]), counts),))
+    return getitem.bind(x, *arrays, template=template)
+
+
+def tile(x, reps):
+    """NumPy's tile: each axis ``s`` becomes ``(r, s)`` by broadcasting, then merged."""
+    reps = (int(reps),) if not isinstance(reps, (tuple, list)) else tuple(int(r) for r in reps)
+    rank = max(x.ndim, len(reps))
+    reps = (1,) * (rank - len(reps)) + reps
+    shape = (1,) * (rank - x.ndim) + tuple(x.shape)
+    interleaved = reshape.bind(x, shape=tuple(n for size in shape for n in (1, size)))
+    wide = broadcast_to.bind(interleaved, shape=tuple(n for r, size in zip(reps, shape) for n in (r, size)))
+    return reshape.bind(wide, shape=tuple(r * size for r, size in zip(reps, shape)))
+
+
+def array_split(x, indices_or_sections, axis=0):
+    """NumPy's array_split: a list of slices along ``axis``."""
+    from .indexing import getitem_static
+
+    axis = normalize_axis(axis, x.ndim)[0]
+    length = x.shape[axis]
+    if isinstance(indices_or_sections, (tuple, list)) or getattr(indices_or_sections, "ndim", 0) > 0:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [length]
+    else:
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ValueError("array_split: number sections must be larger than 0")
+        each, extra_count = divmod(length, sections)
+        sizes = [each + 1] * extra_count + [each] * (sections - extra_count)
+        bounds = [0]
+        for size in sizes:
+            bounds.append(bounds[-1] + size)
+    pieces = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        start, stop, _ = slice(start, stop).indices(length)  # Python's slicing: clamped, negatives from the end
+        pieces.append(getitem_static(x, (slice(None),) * axis + (slice(start, max(start, stop)), Ellipsis)))
+    return pieces
+
+
+def split(x, indices_or_sections, axis=0):
+    """NumPy's split: array_split, but a section count must divide the axis evenly."""
+    if not (isinstance(indices_or_sections, (tuple, list)) or getattr(indices_or_sections, "ndim", 0) > 0):
+        if x.shape[normalize_axis(axis, x.ndim)[0]] % int(indices_or_sections):
+            raise ValueError("array split does not result in an equal division")
+    return array_split(x, indices_or_sections, axis)
+
+
+# --- flat indices ---------------------------------------------------------------------------
+def unravel_index(indices, shape, order="C"):
+    """NumPy's unravel_index: one integer array of positions per axis of ``shape``."""
+    from . import elementwise as ew
+
+    dims = (int(shape),) if not isinstance(shape, (tuple, list)) else tuple(int(s) for s in shape)
+    if order not in ("C", "F"):
+        raise ValueError("unravel_index: only 'C' or 'F' order is permitted")
+    xp = namespace(indices)
+    indices = ew.astype.bind(indices, dtype=xp.int64)
+    strides = []
+    for axis in range(len(dims)):
+        rest = dims[axis + 1:] if order == "C" else dims[:axis]
+        stride = 1
+        for size in rest:
+            stride *= size
+        strides.append(stride)
+    return tuple(ew.remainder.bind(ew.floor_divide.bind(indices, stride) if stride != 1 else indices, size)
+                 for stride, size in zip(strides, dims))

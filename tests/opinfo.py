@@ -461,6 +461,153 @@ def operator(name, op, *, domain=ANY, dtypes=FLOAT, **fields) -> OpInfo:
     return binary(f"operator_{name}", op, domain=domain, dtypes=dtypes, operator_on_first_arg=True, **fields)
 
 
+# ------------------------------------------- samples of the functions of numpy_more.py
+
+
+def knots(rng, n, dtype):
+    """``n`` increasing sample points from about -0.7, at least 0.3 apart."""
+    return (np.cumsum(rng.uniform(0.3, 1.0, size=n)) - 1.0).astype(dtype)
+
+
+def interp_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype, Domain(-1.0, 4.0))
+    fp = lambda n: make_array(rng, (n,), dtype)
+    return [
+        SampleInput((x(6), knots(rng, 4, dtype), fp(4))),
+        SampleInput((x(2, 3), knots(rng, 5, dtype), fp(5)), {"left": -5.0, "right": 7.0}),
+        SampleInput((x(), knots(rng, 3, dtype), fp(3))),
+        SampleInput((x(4), knots(rng, 2, dtype), fp(2)), {"right": 0.5}),
+        SampleInput((x(3), knots(rng, 1, dtype), fp(1))),
+    ]
+
+
+def average_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    w = lambda *shape: make_array(rng, shape, dtype, POSITIVE)
+    return [
+        SampleInput((x(3, 4),)),
+        SampleInput((x(3, 4),), {"axis": 1}),
+        SampleInput((x(3, 4), w(3, 4))),
+        SampleInput((x(3, 4), w(3, 4)), {"axis": 0, "keepdims": True}),
+        SampleInput((x(3, 4), w(4)), {"axis": -1}),
+        SampleInput((x(2, 3, 4), w(4, 2)), {"axis": (2, 0)}),
+    ]
+
+
+def average_returned_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    w = lambda *shape: make_array(rng, shape, dtype, POSITIVE)
+    return [
+        SampleInput((x(3, 4),), {"axis": 0}),
+        SampleInput((x(5),)),
+        SampleInput((x(3, 4), w(4)), {"axis": 1}),
+        SampleInput((x(3, 4), w(3, 4))),
+        SampleInput((x(2, 3), w(3)), {"axis": 1, "keepdims": True}),
+    ]
+
+
+def trapezoid_samples(rng, dtype):
+    y = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((y(5),)),
+        SampleInput((y(3, 4),), {"dx": 0.5}),
+        SampleInput((y(4, 3),), {"axis": 0}),
+        SampleInput((y(3, 5), knots(rng, 5, dtype))),
+        SampleInput((y(5, 2), knots(rng, 5, dtype)), {"axis": 0}),
+        SampleInput((y(2, 4), make_array(rng, (2, 4), dtype)), {"axis": -1}),
+    ]
+
+
+def sorted_values(rng, shape, dtype, domain=Domain(-3.0, 3.0, discrete=True)):
+    return np.sort(make_array(rng, shape, dtype, domain), axis=-1)
+
+
+def searchsorted_samples(rng, dtype):
+    v = lambda *shape: make_array(rng, shape, dtype, Domain(-4.0, 4.0, discrete=True))
+    return [
+        SampleInput((sorted_values(rng, (6,), dtype), v(5))),
+        SampleInput((sorted_values(rng, (6,), dtype), v(2, 3)), {"side": "right"}),
+        SampleInput((sorted_values(rng, (4,), dtype), v()), {"side": "left"}),
+        SampleInput((sorted_values(rng, (1,), dtype), v(3)), {"side": "right"}),
+    ]
+
+
+def digitize_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype, Domain(-4.0, 4.0, discrete=True))
+    distinct = lambda n: np.sort(rng.permutation(np.arange(-3, 4))[:n]).astype(dtype)
+    return [
+        SampleInput((x(6), distinct(4))),
+        SampleInput((x(2, 3), distinct(5)), {"right": True}),
+        SampleInput((x(5), distinct(4)[::-1].copy())),
+        SampleInput((x(5), distinct(3)[::-1].copy()), {"right": True}),
+        SampleInput((x(), distinct(2))),
+    ]
+
+
+def unravel_index_samples(rng, dtype):
+    flat = lambda shape, size: rng.integers(0, size, size=shape).astype(dtype)
+    return [
+        SampleInput((flat((5,), 12), (3, 4))),
+        SampleInput((flat((2, 3), 24), (2, 3, 4))),
+        SampleInput((flat((4,), 24), (2, 3, 4)), {"order": "F"}),
+        SampleInput((flat((), 7), 7)),
+    ]
+
+
+def mask(rng, shape, kept_axes=()):
+    """A boolean mask, true everywhere along ``kept_axes`` at index 0 (so that no slice
+    of a reduction over the other axes is empty)."""
+    values = rng.random(shape) < 0.6
+    for axis in kept_axes:
+        index = [slice(None)] * len(shape)
+        index[axis] = 0
+        values[tuple(index)] = True
+    return values
+
+
+def masked_reduction_samples(rng, dtype, *, initial=None, nans=False):
+    def x(*shape, axis=None):
+        values = make_array(rng, shape, dtype)
+        return sprinkle_nans(rng, values, axis) if nans else values
+
+    extra = {} if initial is None else {"initial": initial}
+    return [
+        SampleInput((x(3, 4), mask(rng, (3, 4), (0, 1))), extra),
+        SampleInput((x(3, 4, axis=1), mask(rng, (4,), (0,))), {"axis": 1, **extra}),
+        SampleInput((x(3, 4, axis=0), mask(rng, (3, 4), (0,))), {"axis": 0, "keepdims": True, **extra}),
+        SampleInput((x(2, 3, 4, axis=(0, 2)), mask(rng, (3, 1), (1,))), {"axis": (0, 2), **extra}),
+        SampleInput((x(5), np.ones((5,), dtype=bool)), extra),
+    ]
+
+
+def masked(name, function, *, initial=None, nans=False, dtypes=FLOAT, **fields) -> OpInfo:
+    return OpInfo(
+        name,
+        lambda x, where, **kw: function(x, where=where, **kw),
+        functools.partial(masked_reduction_samples, initial=initial, nans=nans),
+        dtypes=dtypes,
+        domain=(SOME_NAN if nans else ANY, ANY),
+        **fields,
+    )
+
+
+def weighted_average(x, weights=None, **kwargs):
+    """np.average with the weights as an array argument (positionally np.average's is axis)."""
+    return np.average(x, weights=weights, **kwargs)
+
+
+def lstsq_parts(a, b, **kwargs):
+    solution, residuals, _, s = np.linalg.lstsq(a, b, **kwargs)
+    return solution, residuals, s
+
+
+def lstsq_rank(a, b, **kwargs):
+    return np.linalg.lstsq(a, b, **kwargs)[2]
+
+
+WELL_CONDITIONED = Domain(0.5, 2.0, exclude_zero=True)
+
+
 # ------------------------------------------------------------------------ the table
 
 OP_DB: list[OpInfo] = [
@@ -917,6 +1064,205 @@ OP_DB: list[OpInfo] = [
             differentiable=False,
         )
         for name, fn in [("round", np.round), ("around", np.around), ("round_method", lambda x, **kw: x.round(**kw))]
+    ),
+    # diagonals and triangles
+    fixed(
+        "diagonal",
+        np.diagonal,
+        [
+            ((A(3, 4),), {}),
+            ((A(4, 3),), {"offset": 1}),
+            ((A(3, 4), -1), {}),
+            ((A(2, 3, 4),), {"axis1": 1, "axis2": 2}),
+            ((A(2, 3, 4),), {"offset": 1, "axis1": 2, "axis2": 0}),
+            ((A(3, 3),), {"offset": -2}),
+            ((A(2, 3),), {"offset": 5}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "trace",
+        np.trace,
+        [
+            ((A(3, 4),), {}),
+            ((A(4, 3), 1), {}),
+            ((A(2, 3, 4),), {"axis1": 1, "axis2": 2}),
+            ((A(2, 3, 4),), {"offset": -1, "axis1": -1, "axis2": 0}),
+            ((A(3, 3),), {"dtype": np.dtype(np.float64)}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    *(
+        fixed(
+            name,
+            fn,
+            [((A(3, 4),), {}), ((A(4, 3),), {"k": 1}), ((A(3, 4), -1), {}), ((A(2, 3, 4),), {"k": 2}), ((A(4),), {})],
+            dtypes=FLOAT + INT,
+        )
+        for name, fn in [("tril", np.tril), ("triu", np.triu)]
+    ),
+    # degree conversions and other ufuncs computed by compositions
+    *(
+        elementwise(name, fn, dtypes=FLOAT + INT)
+        for name, fn in [("deg2rad", np.deg2rad), ("radians", np.radians), ("rad2deg", np.rad2deg), ("degrees", np.degrees)]
+    ),
+    binary("float_power", np.float_power, domain=(Domain(0.5, 2.0), ANY)),
+    binary("heaviside", np.heaviside, domain=(NONZERO, ANY)),
+    elementwise("heaviside_ties", lambda x: np.heaviside(x, 0.5), domain=SMALL_INTS, differentiable=False),
+    fixed(
+        "nan_to_num",
+        np.nan_to_num,
+        [
+            ((A(3, 4),), {}),
+            ((A(5),), {"nan": -1.0}),
+            ((A(2, 3),), {"posinf": 9.0, "neginf": -9.0}),
+            ((A(),), {"nan": 2.0, "posinf": 3.0}),
+        ],
+        domain=NAN_AND_INF,
+    ),
+    fixed("nan_to_num_int", np.nan_to_num, [((A(3, 4),), {}), ((A(5),), {"nan": 1.0})], dtypes=INT),
+    OpInfo("interp", np.interp, interp_samples, domain=(Domain(-1.0, 4.0), ANY, ANY)),
+    # reductions
+    reduction("ptp", np.ptp, dtypes=FLOAT + INT),
+    OpInfo("average", weighted_average, average_samples, domain=(ANY, POSITIVE)),
+    OpInfo(
+        "average_returned",
+        functools.partial(weighted_average, returned=True),
+        average_returned_samples,
+        domain=(ANY, POSITIVE),
+    ),
+    fixed("average_int", np.average, [((A(3, 4),), {}), ((A(3, 4),), {"axis": 0})], dtypes=INT),
+    OpInfo("trapezoid", np.trapezoid, trapezoid_samples, domain=(ANY, ANY)),
+    masked("sum_where", np.sum, dtypes=FLOAT + INT),
+    masked("sum_where_initial", np.sum, initial=1.5),
+    masked("prod_where", np.prod, initial=0.5),
+    masked("mean_where", np.mean),
+    masked("max_where", np.max, initial=-0.5, dtypes=FLOAT + INT),
+    masked("min_where", np.min, initial=0.5),
+    masked("amax_where", np.amax, initial=-1.0),
+    # NumPy's nansum converts a raw (unmapped) array_api_strict input with np.asarray
+    masked("nansum_where", np.nansum, nans=True, strict_ok=False),
+    # NumPy's own nanmean / nanmax of a plain array with a traced mask call dtype.type(traced)
+    # and bool(traced): their masks are fixed here (nansum_where's mapped masks take the same
+    # path through the kernels)
+    *(
+        fixed(
+            name,
+            lambda x, *, mask, _f=function, **kw: _f(x, where=np.asarray(mask), **kw),
+            [
+                ((A(3, 4),), {"mask": ((True, False, True, True), (False, False, True, False), (True, True, False, True))}),
+                ((A(3, 4),), {"mask": (True, False, False, True), "axis": 1}),
+                ((A(2, 3),), {"mask": ((True, False, True), (False, True, True)), "axis": 1, "keepdims": True}),
+            ],
+            domain=domain,
+            strict_ok=False,  # the fixed mask is a NumPy array
+        )
+        for name, function, domain in [
+            ("nanmean_where", np.nanmean, ANY),  # NaNs could empty a slice: a warning and a NaN
+            ("nanmax_where", functools.partial(np.nanmax, initial=-0.5), SOME_NAN),
+            ("nanmin_where", functools.partial(np.nanmin, initial=0.5), SOME_NAN),
+        ]
+    ),
+    reduction("sum_initial", np.sum, calls=[((3, 4), {"initial": 2.0}), ((3, 4), {"axis": 0, "initial": -1.0})]),
+    reduction(
+        "max_initial",
+        np.max,
+        calls=[((3, 4), {"initial": 0.5}), ((3, 4), {"axis": 1, "initial": -0.5, "keepdims": True}), ((5,), {"initial": 9.0})],
+        dtypes=FLOAT + INT,
+    ),
+    reduction("min_initial", np.min, calls=[((3, 4), {"axis": 0, "initial": 0.25})]),
+    reduction("prod_initial", np.prod, calls=[((3, 4), {"axis": 1, "initial": 2.0})], domain=NEAR_ONE),
+    # searching (integer outputs)
+    OpInfo(
+        "searchsorted",
+        np.searchsorted,
+        searchsorted_samples,
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        differentiable=False,
+    ),
+    OpInfo("digitize", np.digitize, digitize_samples, dtypes=FLOAT + INT, domain=(ANY, ANY), differentiable=False),
+    OpInfo("unravel_index", np.unravel_index, unravel_index_samples, dtypes=INT, differentiable=False),
+    # shapes
+    fixed(
+        "repeat",
+        np.repeat,
+        [
+            ((A(3), 2), {}),
+            ((A(2, 3), 2), {}),
+            ((A(2, 3), 3), {"axis": 1}),
+            ((A(2, 3),), {"repeats": 2, "axis": -2}),
+            ((A(3, 2), [1, 0, 2]), {"axis": 0}),
+            ((A(), 3), {}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "tile",
+        np.tile,
+        [((A(3), 2), {}), ((A(2, 3), (2, 1)), {}), ((A(3), (2, 2)), {}), ((A(2, 3, 2), 2), {}), ((A(), (3,)), {})],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "split",
+        np.split,
+        [((A(6), 3), {}), ((A(4, 6), [1, 4]), {"axis": 1}), ((A(4, 3), 2), {}), ((A(5), [2, 9]), {})],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "array_split",
+        np.array_split,
+        [((A(7), 3), {}), ((A(3, 5), 2), {"axis": -1}), ((A(4, 2), [1, 3]), {})],
+    ),
+    # products
+    fixed(
+        "cross",
+        np.cross,
+        [
+            ((A(3), A(3)), {}),
+            ((A(4, 3), A(3)), {}),
+            ((A(2, 4, 3), A(4, 3)), {}),
+            ((A(3, 4), A(4, 3)), {"axisa": 0}),
+            ((A(3, 4), A(3, 4)), {"axis": 0}),
+            ((A(4, 3), A(4, 3)), {"axisc": 0}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "kron",
+        np.kron,
+        [((A(2, 3), A(3, 2)), {}), ((A(3), A(2)), {}), ((A(2, 2), A(3)), {}), ((A(2), A(2, 3)), {}), ((A(), A(3)), {})],
+        dtypes=FLOAT + INT,
+    ),
+    # numpy.linalg
+    fixed(
+        "linalg_qr",
+        lambda a: tuple(np.linalg.qr(a)),
+        [((A(4, 3),), {}), ((A(3, 3),), {}), ((A(2, 4, 2),), {}), ((A(2, 4),), {})],
+    ),
+    fixed("linalg_qr_r", np.linalg.qr, [((A(4, 3),), {"mode": "r"}), ((A(3, 5),), {"mode": "r"})]),
+    fixed(
+        "linalg_pinv",
+        np.linalg.pinv,
+        [
+            ((A(3, 4),), {}),
+            ((A(4, 3),), {}),
+            ((A(3, 3),), {}),
+            ((A(2, 3, 2),), {}),
+            ((A(4, 2),), {"rcond": 1e-10}),
+            ((A(3, 2),), {"rtol": None}),
+        ],
+    ),
+    fixed(
+        "linalg_lstsq",
+        lstsq_parts,
+        [((A(5, 3), A(5)), {}), ((A(5, 2), A(5, 3)), {}), ((A(3, 4), A(3)), {}), ((A(4, 4), A(4, 2)), {"rcond": None})],
+    ),
+    fixed(
+        "linalg_lstsq_rank",
+        lstsq_rank,
+        [((A(5, 3), A(5)), {}), ((A(3, 4), A(3, 2)), {})],
+        differentiable=False,
     ),
 ]
 

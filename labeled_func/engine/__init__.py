@@ -4,6 +4,7 @@ from .forward import JVPLevel, JVPTracer
 from .reverse import VJPLevel, VJPTracer, backward, input_node
 from .stack import Level, active, current_levels
 from .tracer import Tracer, inplace_assign, register_conversion_sites
+from . import numpy_more  # noqa: F401,E402 (registers more NumPy functions into numpy_api's tables)
 
 __all__ = ["JVPLevel", "JVPTracer", "VJPLevel", "VJPTracer", "backward", "input_node",
            "BatchLevel", "BatchTracer", "Level", "any_example_true", "Tracer", "active", "batch_value",

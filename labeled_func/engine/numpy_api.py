@@ -65,10 +65,18 @@ def _name(func):
     return f"{module}.{getattr(func, '__name__', func)}"
 
 
+# ufunc.reduce with options (axis=, keepdims=, where=, initial=, dtype=), by ufunc:
+# handler(ufunc, inputs, kwargs); filled by numpy_more.  Without an entry, reduce takes axis only.
+REDUCE_HANDLERS: dict = {}
+
+
 def dispatch_ufunc(ufunc, method, inputs, kwargs):
     for value in inputs:
         if type(value) in DEFERRING_TYPES:
             return NotImplemented
+    if method == "reduce" and ufunc in REDUCE_HANDLERS and kwargs.get("out") is None:
+        if not any(type(v) in DEFERRING_TYPES for v in kwargs.values()):
+            return REDUCE_HANDLERS[ufunc](ufunc, inputs, kwargs)
     out = kwargs.pop("out", None)
     dtype = kwargs.pop("dtype", None)
     unknown = set(kwargs) - _IGNORED_UFUNC_KWARGS
@@ -314,11 +322,6 @@ def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     if equal_nan:
         close = ew.logical_or.bind(close, ew.logical_and.bind(ew.isnan.bind(a), ew.isnan.bind(b)))
     return close
-
-
-@implements(np.deg2rad, np.radians)
-def _deg2rad(x, *args, **kwargs):
-    return ew.multiply.bind(x, np.pi / 180)
 
 
 # shape functions
