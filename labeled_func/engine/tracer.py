@@ -299,6 +299,34 @@ class Tracer(Traced):
     def fill(self, value):
         inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
 
+    def sort(self, axis=-1, kind=None, order=None):
+        """In place, as ``ndarray.sort``."""
+        inplace_assign(self, np.sort(self, axis=axis, kind=kind, order=order), "sort")
+
+    def argsort(self, *args, **kwargs):
+        return np.argsort(self, *args, **kwargs)
+
+    def diagonal(self, *args, **kwargs):
+        return np.diagonal(self, *args, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return np.trace(self, *args, **kwargs)
+
+    def repeat(self, *args, **kwargs):
+        return np.repeat(self, *args, **kwargs)
+
+    def take(self, *args, **kwargs):
+        return np.take(self, *args, **kwargs)
+
+    def searchsorted(self, *args, **kwargs):
+        return np.searchsorted(self, *args, **kwargs)
+
+    def nonzero(self):
+        return np.nonzero(self)
+
+    def compress(self, *args, **kwargs):
+        return np.compress(*args[:1], self, *args[1:], **kwargs)
+
     # --- arithmetic: straight to the primitives ------------------------------------------------------
     def __neg__(self):
         return ew.negative.bind(self)
