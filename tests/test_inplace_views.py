@@ -460,3 +460,18 @@ def test_traced_buffer_is_the_fix():
 
     close(lf.grad(f)(V).values, [2.0, 1.4])
     close(lf.vmap(lf.grad(f), dim="s")(VB).values, [[2.0, 1.4], [2.0, 0.4]])
+
+
+def test_a_dataarray_written_into_a_traced_buffer_element_by_element():
+    # buf = np.zeros_like(v.data) is traced: buf[i] = <DataArray> stores its data, as NumPy would.
+    def squares(v):
+        buf = np.zeros_like(v.data)
+        for i in range(v.sizes["t"]):
+            buf[i] = v.isel(t=i) ** 2
+        return xr.DataArray(buf, dims="t").sum()
+
+    x = xr.DataArray([1.0, 2.0, 3.0], dims="t")
+    np.testing.assert_allclose(lf.grad(squares)(x).values, 2 * x.values)
+    batch = xr.DataArray([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], dims=("s", "t"))
+    np.testing.assert_allclose(lf.vmap(lf.grad(squares), dim="s")(batch).values, 2 * batch.values)
+    np.testing.assert_allclose(lf.vmap(squares, dim="s")(batch).values, (batch.values ** 2).sum(axis=1))

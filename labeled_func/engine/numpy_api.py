@@ -775,7 +775,7 @@ def setitem(x, key, value):
     from .tracer import inplace_assign
 
     key = _prepare_key(key)
-    value = _asarray(value)
+    value = _asarray(_unlabeled(value))
     if any(_is_boolean_index(item) for item in key):
         if any(_is_boolean_index(item) and is_batched(item) for item in key):
             inplace_assign(x, _masked_select(x, key, value), "x[mask] = value")
@@ -784,6 +784,14 @@ def setitem(x, key, value):
     template, arrays = ki.split_key(key)
     new = ki.setitem.bind(x, value, *arrays, template=template)
     inplace_assign(x, new, "x[...] = value")
+
+
+def _unlabeled(value):
+    """The array inside a labeled value (a DataArray or Variable: ``buf[i] = da``), as
+    NumPy takes it; this floor knows no xarray, so it looks for ``dims`` and ``data``."""
+    if not isinstance(value, Traced) and hasattr(value, "dims") and hasattr(value, "data"):
+        return value.data
+    return value
 
 
 def _masked_select(x, key, value):
