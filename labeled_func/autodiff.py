@@ -125,6 +125,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
     check_one_backend(primals + tangents, labels + [f"the tangent of {label}" for label in labels], transform="jvp")
     slots = [_Arrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
     level = JVPLevel()
+    level.label = "jvp"
     with active(level):
         args = []
         for slot, tangent in zip(slots, tangents):
@@ -159,10 +160,15 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
     >>> lf.jacrev(lambda x: x ** 2)(x).dims
     ('i', 'i_wrt')
     """
+    return _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, "jacrev")
+
+
+def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
+    """``jacrev``, its errors prefixed with ``name`` (``hessian`` is ``jacfwd(jacrev)``)."""
     def jacobian(*args, **kwargs):
-        positions = _argnums(argnums, len(args), "jacrev")
-        run = _Reverse(func, args, kwargs, positions, has_aux, "jacrev")
-        output = _Arrays(run.output, "output", "jacrev", allow_any=True)
+        positions = _argnums(argnums, len(args), name)
+        run = _Reverse(func, args, kwargs, positions, has_aux, name)
+        output = _Arrays(run.output, "output", name, allow_any=True)
         nodes = [_node_of(a, run.level) for a in output.arrays]
         shapes = [tuple(a.shape) for a in output.arrays]
         sizes = [int(np.prod(s)) for s in shapes]
@@ -227,6 +233,7 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
                 tangents.append(ks.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape))
                 start += size
             level = JVPLevel()
+            level.label = name
             with active(level):
                 new_args = list(args)
                 k = 0
@@ -272,7 +279,7 @@ def hessian(func, argnums=0, *, wrt_suffix="_wrt"):
     >>> lf.hessian(lambda p: (p ** 3).sum())(p).dims
     ('param', 'param_wrt')
     """
-    inner = jacrev(func, argnums, wrt_suffix=wrt_suffix)
+    inner = _jacrev(func, argnums, False, None, wrt_suffix, "hessian")
     return _jacfwd(inner, argnums, False, "error", wrt_suffix, "hessian")
 
 
@@ -286,6 +293,7 @@ class _Reverse:
         self.slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.level = level = VJPLevel()
+        level.label = name
         with active(level):
             self.nodes = [input_node(a) for a in self.arrays]
             new_args = list(args)

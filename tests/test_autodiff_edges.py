@@ -171,3 +171,40 @@ def test_accessor_rejects_argnums_and_points_at_the_function(method):
     gradient = lf.grad(lambda x, w: (x * w).sum(), argnums=(0, 1))(x, w)
     xr.testing.assert_equal(gradient[0], w)
     xr.testing.assert_equal(gradient[1], x)
+
+
+# --- messages name the transform the user called -------------------------------------------------
+@pytest.mark.parametrize("transform", ["grad", "vjp", "jacrev", "jacfwd", "hessian"])
+def test_an_escaped_value_names_the_transform_and_the_users_line(transform):
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    box = []
+
+    def f(v):
+        box.append(v * 2)
+        return (v ** 2).sum()
+
+    if transform == "vjp":
+        lf.vjp(f, x)
+    else:
+        getattr(lf, transform)(f)(x)
+    with pytest.raises(lf.EscapedTracerError) as excinfo:
+        box[0].sum()
+    message = str(excinfo.value)
+    assert f"traced by lf.{transform} was used after lf.{transform} returned" in message
+    assert "DataArray.sum" in message and "test_autodiff_edges.py:" in message
+
+
+@pytest.mark.parametrize("transform", ["grad", "jacfwd"])
+def test_writing_a_traced_value_into_a_plain_buffer_gives_the_ad_reason(transform):
+    x = xr.DataArray([1.0, 2.0, 3.0], dims="t")
+
+    def f(v):
+        buffer = xr.DataArray(np.zeros(3), dims="t")
+        buffer += v
+        return (buffer ** 2).sum()
+
+    with pytest.raises(lf.InplaceError) as excinfo:
+        getattr(lf, transform)(f)(x)
+    message = str(excinfo.value)
+    assert f"traced by lf.{transform}" in message and "derivative would be lost" in message
+    assert "vmap" not in message

@@ -19,19 +19,25 @@ class Level:
     """One active transform.  ``depth`` orders nesting; ``alive`` turns off on exit."""
 
     name = "transform"
-    __slots__ = ("depth", "alive", "__weakref__")
+    __slots__ = ("depth", "alive", "label", "__weakref__")
 
     def __init__(self):
         self.depth = 0
         self.alive = True
+        self.label = None  # the public transform that made the level (jacrev, hessian, ...)
 
     def escaped(self, operation):
+        from . import diagnose
+
         what = getattr(operation, "name", operation)
+        transform = self.label or self.name
+        head = diagnose._head(diagnose.call_site(), "uses it")
         raise EscapedTracerError(
-            f"{what}: this value was traced by a {self.name} that has already returned "
-            "(it escaped, e.g. through a global variable or a captured list). Return "
-            "everything you need from the transformed function instead; with grad or "
-            "vjp, return extra outputs with has_aux=True."
+            f"a value traced by lf.{transform} was used after lf.{transform} returned"
+            f"{' (' + head + ', in the operation ' + repr(what) + ')' if head else ' (in ' + repr(what) + ')'}: "
+            "it escaped, e.g. through a global variable or a captured list. Return "
+            "everything you need from the transformed function instead; with grad, vjp, "
+            "jacrev or jacfwd, return extra outputs with has_aux=True."
         )
 
     def process(self, prim, args, params):  # pragma: no cover - every level overrides

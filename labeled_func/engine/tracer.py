@@ -465,11 +465,20 @@ def inplace_assign(dest, src, operation):
         dest[...] = src
         return
     if not (isinstance(dest, Tracer) and dest._level is top):
+        transform = top.label or top.name
+        if top.name == "vmap":
+            why = (f"a value mapped by lf.{transform} (one per example) cannot be written into an "
+                   "array that is not mapped (it holds one example's values: it would need more "
+                   "elements than it has)")
+            source = "the mapped input"
+        else:
+            why = (f"a value traced by lf.{transform} cannot be written into an array that "
+                   f"lf.{transform} does not trace: its derivative would be lost")
+            source = "the differentiated input"
         raise InplaceError(
-            f"{operation}: cannot write a value traced by {top.name} into an array that is "
-            "not (under vmap it would need more elements than it has). Build the buffer from "
-            "the mapped input instead, e.g. xr.zeros_like(x) / np.zeros_like(x), or use "
-            "an out-of-place operation (y = x + v instead of x += v)."
+            f"{operation}: {why}. Build the buffer from {source} instead, e.g. xr.zeros_like(x) "
+            "/ np.zeros_like(x.data), or use an out-of-place operation (y = x + v instead of "
+            "x += v)."
         )
     top.assign(dest, src, operation)
 
