@@ -541,6 +541,17 @@ def _align(ref, value, name, what):
     if isinstance(value, xr.DataArray):
         if set(value.dims) != set(ref.dims):
             raise ValueError(f"{name}: the {what} has dims {value.dims} but the value it belongs to has dims {ref.dims}")
+        for dim in ref.dims:
+            mine, theirs = ref.indexes.get(dim), value.indexes.get(dim)
+            if mine is not None and theirs is not None and not mine.equals(theirs):
+                fix = (f"reorder it first, e.g. {what}.reindex_like(value)" if set(mine) == set(theirs)
+                       else f"build it on the value's coords, e.g. from xr.zeros_like(value)")
+                raise ValueError(
+                    f"{name}: the {what} has other labels along dim {dim!r} than the value it "
+                    f"belongs to ({list(theirs[:5])}{'...' if len(theirs) > 5 else ''} vs "
+                    f"{list(mine[:5])}{'...' if len(mine) > 5 else ''}); labels are never aligned "
+                    f"silently: {fix}"
+                )
         value = value.transpose(*ref.dims).data
     if not hasattr(value, "shape"):  # a Python number: that value everywhere, in the output's library
         return kc.full_like.bind(ref.data, fill_value=value, dtype=ref.dtype)

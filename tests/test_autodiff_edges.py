@@ -208,3 +208,22 @@ def test_writing_a_traced_value_into_a_plain_buffer_gives_the_ad_reason(transfor
     message = str(excinfo.value)
     assert f"traced by lf.{transform}" in message and "derivative would be lost" in message
     assert "vmap" not in message
+
+
+# --- tangents and cotangents are matched by label, never by position alone -------------------------
+@pytest.mark.parametrize("relabel, fix", [(lambda t: t.sortby("b", ascending=False), "reindex_like"),
+                                          (lambda t: t.assign_coords(b=[7, 8, 9]), "zeros_like")],
+                         ids=["reordered", "other-labels"])
+@pytest.mark.parametrize("transform", ["jvp", "vjp", "linearize"])
+def test_a_tangent_or_cotangent_with_other_labels_raises(transform, relabel, fix):
+    x = xr.DataArray([1.0, 2.0, 3.0], dims="b", coords={"b": [10, 20, 30]})
+    f = lambda v: v ** 2 * x  # noqa: E731
+    direction = xr.DataArray([1.0, 0.0, 0.0], dims="b", coords={"b": [10, 20, 30]})
+    run = {"jvp": lambda t: lf.jvp(f, (x,), (t,)), "vjp": lambda t: lf.vjp(f, x)[1](t),
+           "linearize": lambda t: lf.linearize(f, x)[1](t)}[transform]
+    expected = 2 * x.values * x.values * direction.values  # d/dv (v² x) at v = x, along e_10
+    got = run(direction)
+    got = got[1] if transform == "jvp" else got[0] if transform == "vjp" else got
+    np.testing.assert_allclose(got.values, expected)
+    with pytest.raises(ValueError, match=rf"other labels along dim 'b'.*{fix}"):
+        run(relabel(direction))
