@@ -76,5 +76,13 @@ def bind(prim, args, params):
             if top is None or level.depth > top.depth:
                 top = level
     if top is None:
-        return prim.impl(*args, **params)
+        out = prim.impl(*args, **params)
+        if args and all(type(a) in _PYTHON_SCALARS for a in args) and getattr(out, "ndim", None) == 0:
+            # Python numbers in, a Python number out: a NumPy float64 scalar (a rule's
+            # 1.0 / 3.0) would promote float32 arrays, a Python float does not (NEP 50).
+            return out.item()
+        return out
     return top.process(prim, args, params)
+
+
+_PYTHON_SCALARS = (int, float, complex, bool)

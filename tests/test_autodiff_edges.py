@@ -227,3 +227,26 @@ def test_a_tangent_or_cotangent_with_other_labels_raises(transform, relabel, fix
     np.testing.assert_allclose(got.values, expected)
     with pytest.raises(ValueError, match=rf"other labels along dim 'b'.*{fix}"):
         run(relabel(direction))
+
+
+# --- float32 stays float32 in forward mode as in reverse mode ---------------------------------------
+FLOAT32_FUNCTIONS = {
+    "divide-by-scalar": lambda v: v / 3.0,
+    "mean": lambda v: v.mean() * xr.ones_like(v),
+    "sqrt": lambda v: np.sqrt(v),
+    "log1p": lambda v: np.log1p(v),
+    "std": lambda v: v.std() + v,
+    "cond": lambda v: lf.cond(v.sum() > 0, lambda a: a / 3, lambda a: a * 2, v),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLOAT32_FUNCTIONS))
+def test_float32_stays_float32_in_forward_mode(name):
+    f = FLOAT32_FUNCTIONS[name]
+    x = xr.DataArray(np.array([1.0, 2.0, 4.0], dtype=np.float32), dims="t")
+    out, tangent = lf.jvp(f, (x,), (xr.ones_like(x),))
+    assert out.dtype == np.float32 and tangent.dtype == np.float32
+    forward, reverse = lf.jacfwd(f)(x), lf.jacrev(f)(x)
+    assert forward.dtype == reverse.dtype == np.float32
+    np.testing.assert_allclose(forward.values, reverse.values, rtol=1e-5, atol=1e-6)
+    assert lf.linearize(f, x)[1](xr.ones_like(x)).dtype == np.float32
