@@ -45,7 +45,8 @@ def set_state(state):
 
 
 def normal(sizes=None, *, like=None, loc=0.0, scale=1.0, rng=None):
-    """Normal draws as a DataArray with dims ``sizes`` (a dict) or those of ``like``.
+    """Normal draws as a DataArray with dims ``sizes`` (a dict) or those of ``like``
+    (and its floating dtype: float32 draws for a float32 ``like``).
 
     >>> import labeled_func as lf
     >>> lf.random.normal(sizes={"member": 4}).sizes
@@ -86,6 +87,9 @@ def _draw(name, sample, sizes, like, rng):
     generator = rng if rng is not None else _generator
     with _lock:
         value = sample(generator, tuple(level.axis_size for level in different) + shape)
+    dtype = np.dtype(like.dtype) if like is not None and np.dtype(like.dtype).kind == "f" else None
+    if dtype is not None and dtype != value.dtype:  # float32 like float32 (drawn in float64)
+        value = value.astype(dtype)
     for level in different:  # outermost first: each wraps the one before
         value = BatchTracer(level, value)
     return xr.DataArray(value, dims=dims, coords=coords)

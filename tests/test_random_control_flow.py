@@ -93,6 +93,15 @@ def test_sizes_and_like_together_or_a_dataset_like_raise(draw):
         draw(like=x.to_dataset(name="x"))
 
 
+@pytest.mark.parametrize("draw", [lf.random.normal, lf.random.uniform])
+def test_draws_like_a_float32_array_are_float32(draw):
+    x32 = xr.DataArray(np.zeros(4, dtype=np.float32), dims="member")
+    assert draw(like=x32).dtype == np.float32
+    assert draw(like=x32.astype(np.int64)).dtype == np.float64  # integers: draws stay float64
+    under_vmap = lf.vmap(lambda v: draw(like=v), dim="member", randomness="different")(x32.expand_dims(s=2).T)
+    assert under_vmap.dtype == np.float32
+
+
 def test_normal_loc_and_scale():
     draw = lf.random.normal(sizes={"n": 200_000}, loc=3.0, scale=2.0)
     values = draw.values
