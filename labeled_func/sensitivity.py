@@ -50,7 +50,7 @@ def dgsm(model, samples, *, dim="sample", bounds=None, num_resamples=100, conf_l
     """
     _check_samples(samples, dim, bounds)
     names = list(samples.data_vars)
-    per_sample, outputs = vmap(_partials(model), dim=dim)(samples)
+    per_sample, outputs = vmap(_partials(model, names), dim=dim)(samples)
     squares = xr.concat([per_sample[name] ** 2 for name in names], dim="param").assign_coords(param=names)
     squares = squares.transpose("param", dim, ...)
     result = xr.Dataset({"vi": squares.mean(dim)})
@@ -94,10 +94,22 @@ def _along_wrt_dims(param, jacobian):
     return xr.Variable(wrt_dims, param.data)
 
 
-def _partials(model):
+def _partials(model, names):
     """One example's partial derivatives and the model's output, from one evaluation."""
     def with_output(example):
         output = model(example)
+        if isinstance(output, (xr.Dataset, xr.DataTree)):
+            raise ValueError(
+                f"sensitivity.dgsm: the model returned a {type(output).__name__}; return one "
+                "DataArray (or a scalar), e.g. lambda p: model(p)['y']"
+            )
+        clashes = [d for d in getattr(output, "dims", ()) if d == "param" or d in names]
+        if clashes:
+            raise ValueError(
+                f"sensitivity.dgsm: the model's output has dims {output.dims}, and {clashes} "
+                "is also the name of the result's 'param' dim or of a parameter; rename that "
+                "output dim (output.rename(...)) or the parameter"
+            )
         if not isinstance(output, xr.DataArray) and np.ndim(output):
             raise ValueError(
                 "sensitivity.dgsm: the model returned an array without dims for one example; "

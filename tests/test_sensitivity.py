@@ -103,6 +103,18 @@ def test_dgsm_evaluates_the_model_once_per_batch(bounds):
     assert len(calls) == 1  # one (vmapped, traced) forward pass, then its backward pass
 
 
+@pytest.mark.parametrize("model, culprit", [
+    (lambda p: p.a * xr.DataArray(np.ones(2), dims="param"), r"\['param'\]"),
+    (lambda p: xr.Dataset({"y": p.a}), r"returned a Dataset"),
+    (lambda p: p.a * xr.DataArray(np.arange(3.0), dims="time") + p.time, r"\['time'\]"),
+], ids=["output-dim-param", "dataset-output", "output-dim-named-like-a-parameter"])
+def test_dgsm_model_outputs_it_cannot_label_raise(model, culprit):
+    rng = np.random.default_rng(0)
+    samples = xr.Dataset({"a": ("sample", rng.uniform(0, 1, 50)), "time": ("sample", rng.uniform(0, 1, 50))})
+    with pytest.raises(ValueError, match=culprit):
+        lf.sensitivity.dgsm(model, samples, num_resamples=2)
+
+
 def test_bad_inputs():
     samples = uniform_samples(["x1", "x2", "x3"], 16, -1, 1)
     with pytest.raises(ValueError, match="x4"):
