@@ -136,7 +136,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
         primal_arrays = [_primal(a, level) for a in output.arrays]
         tangent_arrays = [_tangent(a, level) for a in output.arrays]
         result = (output.rebuild(primal_arrays), output.rebuild(tangent_arrays))
-        aux = _strip(aux, level)
+        aux = _strip(aux, level, "jvp")
     return result + (aux,) if has_aux else result
 
 
@@ -160,6 +160,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
     >>> lf.jacrev(lambda x: x ** 2)(x).dims
     ('i', 'i_wrt')
     """
+    if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
+        raise ValueError(f"jacrev: chunk_size={chunk_size!r} must be a positive int (rows of the "
+                         "Jacobian per vmapped VJP) or None (all at once)")
     return _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, "jacrev")
 
 
@@ -244,7 +247,7 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
                     k += count
                 out, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
                 output = _Arrays(_strip_coords(out, level), "output", name, allow_any=True)
-                aux_arrays = _Arrays(_strip(aux, level), "aux", name, allow_any=True)
+                aux_arrays = _Arrays(_strip(aux, level, name), "aux", name, allow_any=True)
                 seen["output"], seen["aux"] = output, aux_arrays
                 return ([_tangent(a, level) for a in output.arrays],
                         [_primal(a, level) for a in output.arrays], aux_arrays.arrays)
@@ -305,8 +308,8 @@ class _Reverse:
                 k += count
             output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
             self.output = _strip_coords(output, level)
-            self.primal_output = _strip(self.output, level)
-            self.aux = _strip(aux, level)
+            self.primal_output = _strip(self.output, level, name, "output")
+            self.aux = _strip(aux, level, name)
 
     def pull(self, seeds):
         """Cotangents of the traced arrays (zeros where the output does not depend on them)."""
@@ -353,6 +356,9 @@ class _Arrays:
         elif isinstance(leaf, xr.Dataset):
             found = [leaf[v].data for v in leaf.data_vars]
         elif isinstance(leaf, xr.DataTree):
+            if allow_any:  # an output or aux
+                raise TypeError(f"{name}: {label} is a DataTree, which {name} cannot return; return "
+                                "tree.to_dict() (a dict of Datasets) or one of its datasets instead")
             raise TypeError(f"{name}: {label} is a DataTree; differentiate with respect to its datasets instead")
         elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             found = [leaf]
@@ -476,11 +482,11 @@ def _tangent(value, level):
     return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
 
 
-def _strip(tree, level):
+def _strip(tree, level, name, label="aux"):
     """``tree`` with every array traced by ``level`` replaced by its primal."""
     if tree is None:
         return None
-    arrays = _Arrays(tree, "aux", "transform", allow_any=True)
+    arrays = _Arrays(tree, label, name, allow_any=True)
     return arrays.rebuild([_primal(a, level) for a in arrays.arrays])
 
 

@@ -250,3 +250,16 @@ def test_float32_stays_float32_in_forward_mode(name):
     assert forward.dtype == reverse.dtype == np.float32
     np.testing.assert_allclose(forward.values, reverse.values, rtol=1e-5, atol=1e-6)
     assert lf.linearize(f, x)[1](xr.ones_like(x)).dtype == np.float32
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda x, tree: lf.jacrev(tree)(x), TypeError, r"jacrev: output is a DataTree.*to_dict"),
+    (lambda x, tree: lf.grad(lambda v: ((v ** 2).sum(), tree(v)), has_aux=True)(x), TypeError,
+     r"grad: aux is a DataTree.*to_dict"),
+    (lambda x, tree: lf.jacrev(lambda v: v, chunk_size=0)(x), ValueError, r"jacrev: chunk_size=0"),
+], ids=["datatree-output", "datatree-aux", "chunk-size-0"])
+def test_messages_name_the_transform_called(call, error, message):
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    tree = lambda v: xr.DataTree.from_dict({"/a": xr.Dataset({"v": v})})  # noqa: E731
+    with pytest.raises(error, match=message):
+        call(x, tree)
