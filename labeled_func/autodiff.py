@@ -640,8 +640,13 @@ def _block(out_leaf, in_leaf, block, suffix):
     else:
         return block
     taken = set(out_dims) | set(out_coords)
+    # a scalar coordinate the output carries with the same value (run=5 passed through) is
+    # one label, not two: it is not repeated with the suffix
+    shared = {name for name, c in in_leaf.coords.items()
+              if c.ndim == 0 and name in out_coords and out_coords[name].ndim == 0
+              and c.variable.equals(out_coords[name].variable)}
     renamed = {}
-    for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims]:
+    for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims and c not in shared]:
         new = dim
         while new in taken:
             new += suffix
@@ -650,5 +655,6 @@ def _block(out_leaf, in_leaf, block, suffix):
     in_dims = tuple(renamed[d] for d in in_leaf.dims)
     coords = {name: c.variable for name, c in out_coords.items()}
     for name, c in in_leaf.coords.items():
-        coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.values, c.attrs)
+        if name not in shared:
+            coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.values, c.attrs)
     return xr.DataArray(block, dims=out_dims + in_dims, coords=coords)

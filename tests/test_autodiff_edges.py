@@ -263,3 +263,16 @@ def test_messages_name_the_transform_called(call, error, message):
     tree = lambda v: xr.DataTree.from_dict({"/a": xr.Dataset({"v": v})})  # noqa: E731
     with pytest.raises(error, match=message):
         call(x, tree)
+
+
+def test_scalar_coordinates_carried_through_are_not_repeated_with_the_suffix():
+    x = xr.DataArray(np.arange(6.0).reshape(2, 3), dims=("sample", "p"), coords={"sample": [10, 20], "run": 5})
+    hessian = lf.hessian(lambda v: (v ** 3).sum())(x.isel(sample=0))
+    assert set(hessian.coords) == {"sample", "run"} and hessian.dims == ("p", "p_wrt")
+    np.testing.assert_allclose(hessian.values, np.diag(6 * x.values[0]))
+    square = lambda v: v ** 2  # noqa: E731
+    looped = xr.concat([lf.jacrev(square)(x.isel(sample=i)) for i in range(2)], "sample")
+    xr.testing.assert_identical(looped, lf.vmap(lf.jacrev(square), dim="sample")(x))
+    # a scalar coordinate with another value in the output is still a separate label
+    moved = lf.jacrev(lambda v: (v ** 2).assign_coords(run=6))(x.isel(sample=0))
+    assert moved.coords["run"].item() == 6 and moved.coords["run_wrt"].item() == 5
