@@ -532,3 +532,96 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     infinite = isinf.bind(x)
     x = where.bind(logical_and.bind(infinite, greater.bind(x, 0)), info.max if posinf is None else posinf, x)
     return where.bind(logical_and.bind(infinite, less.bind(x, 0)), info.min if neginf is None else neginf, x)
+
+
+# --- ufuncs with two outputs ---------------------------------------------------------------
+def floor_divmod(x, y):
+    """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
+    remainder's derivative is 1 in ``x`` and ``-floor(x / y)`` in ``y`` (a.e.)."""
+    return floor_divide.bind(x, y), remainder.bind(x, y)
+
+
+def modf(x):
+    """NumPy's modf: (fractional part, integral part), both with the sign of ``x``.
+
+    The fraction is ``x - trunc(x)`` (derivative 1 a.e.; ``trunc`` carries none), its
+    sign copied from ``x`` so that a negative integer gives -0.0 as in NumPy; at
+    +-inf the fraction is +-0.0 (computed from 0, not as inf - inf).
+    """
+    x = _floating(x)
+    if not _is_array(x):
+        x = numpy_namespace.asarray(x)
+    finite = where.bind(isinf.bind(x), 0.0, x)
+    fraction = copysign.bind(subtract.bind(finite, trunc.bind(finite)), x)
+    return fraction, trunc.bind(x)
+
+
+# --- special functions: SciPy's ufuncs ----------------------------------------------------------
+# Their impls call SciPy (NumPy arrays) or cupyx.scipy (CuPy arrays), imported at the first
+# call: nothing here imports SciPy.  The derivatives are elementary or another of these.
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+def _special(name):
+    """``scipy.special.<name>`` (or ``cupyx.scipy.special.<name>``) for the library of ``x``."""
+
+    def function(x, *args):
+        library = type(x).__module__.split(".")[0]
+        if library == "cupy":
+            import cupyx.scipy.special as special
+        elif library == "numpy" or not _is_array(x):
+            import scipy.special as special
+        else:
+            raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
+                                      "(NumPy and CuPy only)")
+        out = getattr(special, name)(*args, x)
+        kind = dtype_kind(x.dtype) if _is_array(x) else "f"
+        return out.astype(x.dtype) if kind == "f" and out.dtype != x.dtype else out
+
+    return function
+
+
+def _special_unary(name):
+    special = _special(name)
+    return elementwise_primitive(name, lambda x: special(x))
+
+
+erf = _special_unary("erf")
+erfc = _special_unary("erfc")
+gammaln = _special_unary("gammaln")
+
+
+def _polygamma_impl(x, *, n):
+    return _special("polygamma")(x, n) if n else _special("digamma")(x)
+
+
+polygamma = elementwise_primitive("polygamma", _polygamma_impl)
+
+
+def _gaussian(x):
+    return multiply.bind(_TWO_OVER_SQRT_PI, exp.bind(negative.bind(multiply.bind(x, x))))
+
+
+_linear_rules(erf, lambda primals, out: (_gaussian(primals[0]),))
+_linear_rules(erfc, lambda primals, out: (negative.bind(_gaussian(primals[0])),))
+_linear_rules(gammaln, lambda primals, out: (polygamma.bind(primals[0], n=0),))
+_linear_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),))
+
+
+def expit(x):
+    """The logistic sigmoid 1 / (1 + exp(-x)), with no overflow: each branch of the select
+    sees only the inputs of its own sign (``exp`` of a non-positive number)."""
+    x = _floating(x)
+    positive_side = greater_equal.bind(x, 0)
+    at_least_zero = where.bind(positive_side, x, 0.0)
+    below_zero = where.bind(positive_side, 0.0, x)
+    upper = divide.bind(1.0, add.bind(1.0, exp.bind(negative.bind(at_least_zero))))
+    e = exp.bind(below_zero)
+    lower = divide.bind(e, add.bind(1.0, e))
+    return where.bind(positive_side, upper, lower)
+
+
+def logit(p):
+    """log(p / (1 - p)): -inf at 0, inf at 1, NaN outside [0, 1]."""
+    p = _floating(p)
+    return log.bind(divide.bind(p, subtract.bind(1.0, p)))

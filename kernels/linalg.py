@@ -16,18 +16,24 @@ distinct eigenvalues / distinct non-zero singular values.
 from __future__ import annotations
 
 import string
+import warnings
+
+import numpy as np
 
 from . import elementwise as ew
 from . import reductions as kr
-from .backend import device_of, dtype_kind, extra, namespace, normalize_axis, parse_einsum
-from .primitive import Primitive
+from .backend import device_of, dtype_kind, extra, namespace, namespace_dtype, normalize_axis, parse_einsum
+from .creation import ones_like, zeros_like
+from .primitive import Primitive, Traced
 from .indexing import getitem_static
-from .shape import concatenate, diagonal, expand_dims, moveaxis, reshape, squeeze, stack, transpose, tril, triu
+from .shape import (concatenate, diagonal, expand_dims, flip, moveaxis, pad_constant, reshape, sliding_window_view,
+                    squeeze, stack, transpose, tril, triu)
 
 __all__ = ["einsum", "einsum_primitive", "matmul", "tensordot", "dot", "inner", "outer", "vdot",
            "solve", "solve_matrix", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
            "eigh_values", "eigh_vectors", "svd_u", "svd_values", "svd_vh", "vector_norm", "norm",
-           "trace", "cross", "kron", "qr_q", "qr_r", "pinv", "lstsq"]
+           "trace", "cross", "kron", "qr_q", "qr_r", "pinv", "lstsq", "matrix_power", "polyval", "vander",
+           "correlate", "convolve", "cov", "corrcoef"]
 
 
 # --- einsum ---------------------------------------------------------------------------
@@ -850,3 +856,206 @@ def lstsq(a, b, rcond=None):
     else:
         residuals = xp.zeros((0,), dtype=solution.dtype, device=device_of(a))
     return solution, residuals, rank, s
+
+
+# --- matrix powers ------------------------------------------------------------------------------------
+def matrix_power(a, n):
+    """``a`` multiplied by itself ``n`` times (``n`` a Python int), in NumPy's order of
+    products: n = 0 is the identity (a constant), n < 0 the power of ``inv(a)``, and
+    beyond 3 the powers of two of ``a`` are multiplied in by the bits of ``n``."""
+    if n == 0:
+        xp = namespace(a)
+        identity = xp.eye(a.shape[-1], dtype=xp.bool, device=device_of(a))
+        return ew.where.bind(identity, ones_like.bind(a), zeros_like.bind(a))
+    if n < 0:
+        a, n = inv.bind(a), -n
+    if n == 1:
+        return a
+    if n == 2:
+        return matmul.bind(a, a)
+    if n == 3:
+        return matmul.bind(matmul.bind(a, a), a)
+    power = result = None
+    while n > 0:
+        power = a if power is None else matmul.bind(power, power)
+        n, bit = divmod(n, 2)
+        if bit:
+            result = power if result is None else matmul.bind(result, power)
+    return result
+
+
+# --- polynomials --------------------------------------------------------------------------------------
+def polyval(p, x):
+    """NumPy's polyval by Horner's rule, ``y = y * x + p[i]`` from ``y = 0``: derivatives reach
+    the coefficients and the points through the products and sums."""
+    xp = namespace(p, x)
+    common = namespace_dtype(xp, np.result_type(_np_dtype(p.dtype), _np_dtype(x.dtype)))
+    p = p if p.dtype == common else ew.astype.bind(p, dtype=common)  # NumPy promotes in the first sum
+    x = x if x.dtype == common else ew.astype.bind(x, dtype=common)
+    y = zeros_like.bind(x)
+    for i in range(p.shape[0]):
+        y = ew.add.bind(ew.multiply.bind(y, x), getitem_static(p, (i, Ellipsis)))
+    return y
+
+
+def _np_dtype(dtype):
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
+
+
+def vander(x, n=None, increasing=False):
+    """The Vandermonde matrix of a vector: column ``k`` holds ``x**k`` (reversed unless
+    ``increasing``), built by repeated products as NumPy does (no ``pow``: its derivative
+    at 0 would read 0**-1)."""
+    count = x.shape[0] if n is None else int(n)
+    if count < 0:
+        raise ValueError("negative dimensions are not allowed")
+    xp = namespace(x)
+    np_dtype = np.promote_types(_np_dtype(x.dtype), np.int_)
+    dtype = namespace_dtype(xp, np_dtype)
+    if x.dtype != dtype:
+        x = ew.astype.bind(x, dtype=dtype)
+    if count == 0:
+        return getitem_static(expand_dims.bind(x, axis=(1,)), (slice(None), slice(0, 0)))
+    columns = [ones_like.bind(x)]
+    for _ in range(1, count):
+        columns.append(x if len(columns) == 1 else ew.multiply.bind(columns[-1], x))
+    if not increasing:
+        columns.reverse()
+    return stack.bind(*columns, axis=1)
+
+
+# --- correlation and convolution of vectors ----------------------------------------------------------
+_MODES = {"valid": "valid", "same": "same", "full": "full", 0: "valid", 1: "same", 2: "full"}
+
+
+def _mode(mode):
+    try:
+        return _MODES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})") from None
+
+
+def _sliding_products(a, v, start, length):
+    """``out[k] = sum_j a_padded[start + k + j] v[j]`` for ``k < length``, with ``a`` padded by
+    ``len(v) - 1`` zeros on each side: entries ``start:start + length`` of the full
+    correlation, as windows of ``a`` times ``v``."""
+    xp = namespace(a, v)
+    common = xp.result_type(a.dtype, v.dtype)
+    a = a if a.dtype == common else ew.astype.bind(a, dtype=common)
+    v = v if v.dtype == common else ew.astype.bind(v, dtype=common)
+    size = v.shape[0]
+    padded = pad_constant.bind(a, pad_width=((size - 1, size - 1),), constant_values=((0, 0),))
+    padded = getitem_static(padded, (slice(start, start + length + size - 1),))
+    windows = sliding_window_view.bind(padded, window_shape=(size,), axis=(0,))
+    return matmul.bind(windows, v)
+
+
+def _correlation(a, v, mode, inverted):
+    n, m = a.shape[0], v.shape[0]
+    short, long = min(n, m), max(n, m)
+    if mode == "full":
+        start, length = 0, n + m - 1
+    elif mode == "same":
+        start, length = (short // 2 if inverted else (short - 1) // 2), long
+    else:
+        start, length = short - 1, long - short + 1
+    return _sliding_products(a, v, start, length)
+
+
+def correlate(a, v, mode="valid"):
+    """NumPy's correlate: ``c[k] = sum_n a[n + k] conj(v[n])``, the entries that ``mode``
+    keeps of the full correlation (centred as NumPy's when ``len(v) > len(a)``)."""
+    mode = _mode(mode)
+    if a.shape[0] == 0:
+        raise ValueError("first array argument cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("second array argument cannot be empty")
+    if dtype_kind(v.dtype) == "c":
+        v = ew.conj.bind(v)
+    return _correlation(a, v, mode, inverted=a.shape[0] < v.shape[0])
+
+
+def convolve(a, v, mode="full"):
+    """NumPy's convolve: the correlation of the longer input with the shorter one reversed."""
+    mode = _mode(mode)
+    if a.shape[0] == 0:
+        raise ValueError("a cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("v cannot be empty")
+    if v.shape[0] > a.shape[0]:
+        a, v = v, a
+    return _correlation(a, flip.bind(v, axis=(0,)), mode, inverted=False)
+
+
+# --- covariance and correlation coefficients -----------------------------------------------------------
+def _variables_as_rows(x, rowvar, dtype, transpose_unless_single_row):
+    """``x`` cast to ``dtype``, at least 2-D, one variable per row."""
+    if x.dtype != dtype:
+        x = ew.astype.bind(x, dtype=dtype)
+    if x.ndim == 1:
+        x = reshape.bind(x, shape=(1,) + tuple(x.shape))
+    elif not rowvar and transpose_unless_single_row(x):
+        x = _transpose_last2(x)
+    return x
+
+
+def cov(m, y=None, rowvar=True, ddof=1, fweights=None, aweights=None, dtype=None):
+    """NumPy's cov: the (weighted) covariance of the rows of ``m`` (and ``y``), in ``dtype``.
+
+    ``fweights`` and ``aweights`` are float vectors (or None); their product weighs each
+    observation.  The normalisation follows NumPy's: ``N - ddof`` without weights, else the
+    weight sum, less ``ddof`` (times ``sum(w * aweights) / sum(w)`` with aweights).
+    """
+    xp = namespace(m) if y is None else namespace(m, y)
+    single = m.ndim == 1
+    x = _variables_as_rows(m, rowvar, dtype, lambda x: not single)
+    if x.shape[0] == 0:
+        return xp.reshape(xp.asarray([], dtype=xp.float64, device=device_of(m)), (0, 0))
+    if y is not None:
+        y = _variables_as_rows(y, rowvar, dtype, lambda y: y.shape[0] != 1)
+        x = concatenate.bind(x, y, axis=0)
+    weights = fweights
+    if aweights is not None:
+        weights = aweights if weights is None else ew.multiply.bind(weights, aweights)
+    observations = x.shape[1]
+    if weights is None:
+        mean = kr.mean(x, axis=1)
+        fact = observations - ddof
+    else:
+        mean, weight_sums = kr.average(x, axis=1, weights=weights, returned=True)
+        total = getitem_static(weight_sums, (0,))
+        if ddof == 0:
+            fact = total
+        elif aweights is None:
+            fact = ew.subtract.bind(total, ddof)
+        else:
+            spread = ew.divide.bind(kr.sum(ew.multiply.bind(weights, aweights)), total)
+            fact = ew.subtract.bind(total, ew.multiply.bind(ddof, spread))
+    if not isinstance(fact, Traced) and bool(fact <= 0):
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=4)
+        fact = 0.0
+    centred = ew.subtract.bind(x, expand_dims.bind(mean, axis=(1,)))
+    weighted = centred if weights is None else ew.multiply.bind(centred, weights)
+    right = _transpose_last2(weighted)
+    if dtype_kind(right.dtype) == "c":
+        right = ew.conj.bind(right)
+    c = matmul.bind(centred, right)
+    scale = ew.divide.bind(1, fact) if isinstance(fact, Traced) else float(np.true_divide(1, fact))
+    scaled = ew.multiply.bind(c, scale)
+    c = scaled if scaled.dtype == c.dtype else ew.astype.bind(scaled, dtype=c.dtype)  # NumPy scales in place
+    ones = tuple(axis for axis, size in enumerate(c.shape) if size == 1)
+    return squeeze.bind(c, axis=ones) if ones else c
+
+
+def corrcoef(x, y=None, rowvar=True, dtype=None):
+    """NumPy's corrcoef: the covariance scaled by the standard deviations on its
+    diagonal, clipped to [-1, 1]; a single variable gives c / c (1, or NaN)."""
+    c = cov(x, y, rowvar, 1, dtype=dtype)
+    if c.ndim == 0:
+        return ew.divide.bind(c, c)
+    if dtype_kind(c.dtype) == "c":
+        raise NotImplementedError("corrcoef: complex inputs are not supported")
+    stddev = ew.sqrt.bind(diagonal(c))
+    c = ew.divide.bind(c, expand_dims.bind(stddev, axis=(1,)))
+    c = ew.divide.bind(c, expand_dims.bind(stddev, axis=(0,)))
+    return ew.clip(c, -1, 1)

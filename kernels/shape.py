@@ -19,7 +19,7 @@ __all__ = [
     "concatenate", "stack", "pad", "pad_constant", "roll", "flip", "sliding_window_view", "diff",
     "gradient", "copy", "move_batch_axis_to_front", "broadcast_batch", "linear_rules",
     "differentiable_input", "matrix_diagonal", "diagonal", "lower_triangle", "upper_triangle", "tril",
-    "triu", "repeat", "tile", "array_split", "split", "unravel_index",
+    "triu", "repeat", "tile", "array_split", "split", "unravel_index", "diag", "diagflat",
 ]
 
 
@@ -573,6 +573,35 @@ def _triangle(name):
 
     prim = linear_rules(Primitive(name, impl, batch), lambda g, x, *, k: prim.bind(g, k=k))
     return prim
+
+
+def diag(v, k=0):
+    """NumPy's diag: a vector ``v`` placed on diagonal ``k`` of a square matrix of zeros,
+    or diagonal ``k`` of a matrix ``v``.
+
+    The vector is padded to a column of the matrix's size and selected on the diagonal by
+    a constant mask: linear in ``v``, so it batches and differentiates through its parts.
+    """
+    from .elementwise import where
+
+    k = int(k)
+    if v.ndim == 2:
+        return diagonal(v, k)
+    if v.ndim != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    length = v.shape[0]
+    size = length + abs(k)
+    first_row = max(-k, 0)
+    column = pad_constant.bind(v, pad_width=((first_row, size - first_row - length),),
+                               constant_values=((0, 0),))
+    xp = namespace(v)
+    mask = xp.eye(size, size, k=k, dtype=xp.bool, device=device_of(v))
+    return where.bind(mask, expand_dims.bind(column, axis=(1,)), False if dtype_kind(v.dtype) == "b" else 0)
+
+
+def diagflat(v, k=0):
+    """NumPy's diagflat: the flattened input on diagonal ``k``."""
+    return diag(reshape.bind(v, shape=(-1,)), k)
 
 
 lower_triangle = _triangle("tril")

@@ -608,6 +608,81 @@ def lstsq_rank(a, b, **kwargs):
 WELL_CONDITIONED = Domain(0.5, 2.0, exclude_zero=True)
 
 
+def fill_diagonal(x, val, **kwargs):
+    """np.fill_diagonal (in place) on a copy of ``x``."""
+    y = x * 1
+    np.fill_diagonal(y, val, **kwargs)
+    return y
+
+
+def fill_diagonal_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 3), x(3))),
+        SampleInput((x(4, 4), x())),
+        SampleInput((x(5, 3), x(2)), {"wrap": True}),  # 3 + 1 positions: the values are repeated
+        SampleInput((x(3, 5), x(3))),
+        SampleInput((x(7, 2), x(3)), {"wrap": True}),
+        SampleInput((x(3, 3, 3), x(3))),
+        SampleInput((x(4, 4), x(6))),  # more values than positions: the first four are used
+    ]
+
+
+def matrix_power_samples(rng, dtype):
+    """Matrices I + entries in [-0.25, 0.25]: diagonally dominant (invertible, for the
+    negative powers) and with powers of order 1 (second differences of sin(A^n) stay exact)."""
+    m = lambda *shape: (make_array(rng, shape, dtype, Domain(-0.25, 0.25)) + np.eye(shape[-1])).astype(dtype)
+    return [
+        SampleInput((m(3, 3), 0)),
+        SampleInput((m(3, 3), 1)),
+        SampleInput((m(2, 2, 2), 2)),
+        SampleInput((m(3, 3), 3)),
+        SampleInput((m(2, 2), 6)),
+        SampleInput((m(2, 3, 3), 5)),
+        SampleInput((m(3, 3), -1)),
+        SampleInput((m(2, 2), -3)),
+    ]
+
+
+def take_samples_with_axis(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 5), integer_index(rng, (4,), 15))),
+        SampleInput((x(3, 5), integer_index(rng, (2, 2), 5)), {"axis": 1}),
+        SampleInput((x(4, 3), integer_index(rng, (), 4)), {"axis": 0}),
+        SampleInput((x(2, 3, 4), integer_index(rng, (3,), 3)), {"axis": -2}),
+        SampleInput((x(3, 5), rng.integers(-9, 9, size=(4,))), {"axis": 1, "mode": "clip"}),
+    ]
+
+
+def cov_weighted(x, aweights, **kwargs):
+    """np.cov with the observation weights as an array argument."""
+    return np.cov(x, aweights=aweights, **kwargs)
+
+
+def cov_weights_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    w = lambda n: make_array(rng, (n,), dtype, POSITIVE)
+    return [
+        SampleInput((x(3, 6), w(6))),
+        SampleInput((x(6), w(6)), {"ddof": 0}),
+        SampleInput((x(5, 2), w(5)), {"rowvar": False, "fweights": (1, 2, 1, 3, 1)}),
+        SampleInput((x(2, 4), w(4)), {"bias": True}),
+    ]
+
+
+def scipy_special():
+    """scipy.special, or None without SciPy (its entries are then left out)."""
+    try:
+        import scipy.special
+    except ImportError:  # pragma: no cover - SciPy is a test dependency
+        return None
+    return scipy.special
+
+
+SPECIAL = scipy_special()
+
+
 # ------------------------------------------------------------------------ the table
 
 OP_DB: list[OpInfo] = [
@@ -1263,6 +1338,151 @@ OP_DB: list[OpInfo] = [
         lstsq_rank,
         [((A(5, 3), A(5)), {}), ((A(3, 4), A(3, 2)), {})],
         differentiable=False,
+    ),
+    OpInfo("linalg_matrix_power", np.linalg.matrix_power, matrix_power_samples),
+    fixed(
+        "linalg_matrix_power_int",
+        np.linalg.matrix_power,
+        [((A(3, 3), 0), {}), ((A(2, 2), 1), {}), ((A(3, 3), 2), {}), ((A(2, 2, 2), 3), {}), ((A(2, 2), 5), {})],
+        domain=SMALL_INTS,
+        dtypes=INT,
+    ),
+    # diagonals
+    fixed(
+        "diag",
+        np.diag,
+        [
+            ((A(4),), {}),
+            ((A(3),), {"k": 1}),
+            ((A(3), -2), {}),
+            ((A(1),), {"k": 3}),
+            ((A(3, 4),), {}),
+            ((A(4, 3),), {"k": -1}),
+            ((A(3, 4), 2), {}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "diagflat",
+        np.diagflat,
+        [((A(2, 3),), {}), ((A(4),), {"k": -1}), ((A(),), {}), ((A(2, 2),), {"k": 2})],
+        dtypes=FLOAT + INT,
+    ),
+    OpInfo(
+        "fill_diagonal",
+        fill_diagonal,
+        fill_diagonal_samples,
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        writes_into_first_arg=True,
+        strict_ok=False,  # the array API standard has no fancy setitem (the diagonal's index arrays)
+    ),
+    # polynomials
+    fixed(
+        "polyval",
+        np.polyval,
+        [
+            ((A(4), A(3, 2)), {}),
+            ((A(1), A(5)), {}),
+            ((A(3), A()), {}),
+            ((A(3, 2), A(2)), {}),  # 2-D coefficients: one polynomial per column
+            ((A(3), 0.5), {}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "vander",
+        np.vander,
+        [((A(4),), {}), ((A(3), 5), {}), ((A(3),), {"N": 2, "increasing": True}), ((A(1),), {}), ((A(3), 0), {})],
+        dtypes=FLOAT + INT,
+    ),
+    # correlation and convolution of vectors
+    *(
+        fixed(
+            name,
+            function,
+            [
+                ((A(5), A(3)), {}),
+                ((A(3), A(5)), {}),
+                ((A(4), A(4)), {"mode": "same"}),
+                ((A(2), A(5)), {"mode": "same"}),
+                ((A(5), A(2)), {"mode": "same"}),
+                ((A(6), A(2)), {"mode": "valid"}),
+                ((A(2), A(4)), {"mode": "valid"}),
+                ((A(1), A(3)), {"mode": "full"}),
+                ((A(4), A(3)), {"mode": "full"}),
+            ],
+            dtypes=FLOAT + INT,
+        )
+        for name, function in [("convolve", np.convolve), ("correlate", np.correlate)]
+    ),
+    # covariance and correlation coefficients
+    fixed(
+        "cov",
+        np.cov,
+        [
+            ((A(3, 6),), {}),
+            ((A(6),), {}),
+            ((A(6, 2),), {"rowvar": False}),
+            ((A(5, 1),), {"rowvar": False}),
+            ((A(2, 5), A(5)), {}),
+            ((A(5, 2), A(5, 3)), {"rowvar": False, "bias": True}),
+            ((A(3, 6),), {"ddof": 0}),
+            ((A(3, 6),), {"ddof": 2, "fweights": (1, 2, 1, 3, 1, 1)}),
+        ],
+        dtypes=FLOAT + INT,
+    ),
+    # computed in float32 (dtype=): rounding far above the derivative tests' tolerances, so
+    # float32 inputs only (vmap and array_api_strict)
+    *(
+        fixed(
+            name,
+            function,
+            [((A(2, 6),), {"dtype": np.dtype(np.float32)}), ((A(5), A(5)), {"dtype": np.dtype(np.float32)}),
+             ((A(3, 4),), {"dtype": np.dtype(np.float64)})],
+            dtypes=(np.dtype(np.float32),),
+        )
+        for name, function in [("cov_dtype", np.cov), ("corrcoef_dtype", np.corrcoef)]
+    ),
+    OpInfo("cov_aweights", cov_weighted, cov_weights_samples, domain=(ANY, POSITIVE)),
+    fixed(
+        "corrcoef",
+        np.corrcoef,
+        [
+            ((A(3, 6),), {}),
+            ((A(6),), {}),  # one variable: c / c
+            ((A(6, 2),), {"rowvar": False}),
+            ((A(2, 5), A(5)), {}),
+        ],
+    ),
+    # ufuncs with two outputs
+    binary("divmod", np.divmod, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
+    elementwise("modf", np.modf, domain=Domain(-3.0, 3.0), dtypes=FLOAT + INT),
+    elementwise("modf_special_values", np.modf, domain=NAN_AND_INF),
+    # np.take from a traced array (NumPy dispatches np.take on its first argument only: a
+    # plain table with traced indices is converted, and must raise a TransformError)
+    OpInfo(
+        "take",
+        np.take,
+        take_samples_with_axis,
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        integer_index_args=(1,),
+        index_into_first_arg=True,
+        strict_ok=False,  # the array API standard has no index arrays beside slices
+    ),
+    # scipy.special's ufuncs (left out without SciPy; their impls call SciPy: NumPy and CuPy only)
+    *(
+        [
+            elementwise("scipy_erf", SPECIAL.erf, strict_ok=False),
+            elementwise("scipy_erfc", SPECIAL.erfc, strict_ok=False),
+            elementwise("scipy_gammaln", SPECIAL.gammaln, domain=POSITIVE, strict_ok=False),
+            elementwise("scipy_digamma", SPECIAL.digamma, domain=POSITIVE, strict_ok=False),
+            elementwise("scipy_expit", SPECIAL.expit, domain=Domain(-6.0, 6.0), dtypes=FLOAT + INT),
+            elementwise("scipy_logit", SPECIAL.logit, domain=Domain(0.05, 0.95)),
+        ]
+        if SPECIAL is not None
+        else []
     ),
 ]
 

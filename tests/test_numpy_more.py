@@ -147,10 +147,259 @@ def test_lstsq_solution_and_gradient_match_the_normal_equations():
         (lambda x: np.split(x, 4), ValueError),
         (lambda x: np.cross(x[:2], x[1:3]), ValueError),
         (lambda x: np.linalg.qr(x.reshape(2, 3), mode="complete"), lf.UnsupportedOperationError),
+        (lambda x: np.linalg.matrix_power(x.reshape(2, 3), 2), np.linalg.LinAlgError),
+        (lambda x: np.linalg.matrix_power(x.reshape(2, 3)[:, :2], 1.5), TypeError),
+        (lambda x: np.diag(x.reshape(1, 2, 3)), ValueError),
+        (lambda x: np.fill_diagonal(x, 1.0), ValueError),
+        (lambda x: np.fill_diagonal(x.reshape(1, 2, 3), 1.0), ValueError),
+        (lambda x: np.correlate(x, x, mode="middle"), ValueError),
+        (lambda x: np.convolve(x, x[:0]), ValueError),
+        (lambda x: np.vander(x.reshape(2, 3)), ValueError),
+        (lambda x: np.take(x, [0], mode="nearest"), ValueError),
     ],
     ids=["max-where-without-initial", "interp-period", "repeat-mapped-counts", "split-unequal",
-         "cross-2-vectors", "qr-complete"],
+         "cross-2-vectors", "qr-complete", "matrix-power-not-square", "matrix-power-float-exponent",
+         "diag-3d", "fill-diagonal-1d", "fill-diagonal-unequal", "correlate-mode", "convolve-empty",
+         "vander-2d", "take-mode"],
 )
 def test_unsupported_or_invalid_calls_raise(call, error):
     with pytest.raises(error):
         lf.vmap(call, in_dims=(0,))(RNG.normal(size=(2, 6)))
+
+
+# --- diagonals, polynomials, matrix powers --------------------------------------------------------
+def test_diag_builds_and_reads_diagonals_of_a_dataarray_under_vmap():
+    da = xr.DataArray(RNG.normal(size=(3, 4)), dims=("sample", "i"))
+    out = lf.vmap(lambda v: np.diag(np.diag(v.data, k=-1), k=-1), dim="sample")(da)
+    np.testing.assert_array_equal(out, np.stack([np.diag(np.diag(v, k=-1), k=-1) for v in da.values]))
+    # d/dv sum(M * diag(v)) = diagonal of M
+    weights = RNG.normal(size=(4, 4))
+    slope = lf.grad(lambda v: (weights * np.diag(v)).sum())(da.values[0])
+    np.testing.assert_allclose(slope, np.diagonal(weights))
+
+
+def test_fill_diagonal_writes_in_place_into_a_traced_buffer():
+    values = RNG.normal(size=(3, 2))
+
+    def with_diagonal(v):
+        square = np.outer(v, v)  # traced (2, 2)
+        np.fill_diagonal(square, v * 10)
+        return square
+
+    out = lf.vmap(with_diagonal, in_dims=(0,))(values)
+    expected = []
+    for v in values:
+        m = np.outer(v, v)
+        np.fill_diagonal(m, v * 10)
+        expected.append(m)
+    np.testing.assert_allclose(out, np.stack(expected))
+    # the diagonal no longer depends on the outer product: d/dv sum = 10 + 2 * (off-diagonal partner)
+    gradient = lf.grad(lambda v: with_diagonal(v).sum())(values[0])
+    np.testing.assert_allclose(gradient, 10 + 2 * values[0][::-1])
+
+
+def test_fill_diagonal_of_a_plain_buffer_with_a_mapped_value_is_an_inplace_error():
+    def write(v):
+        buffer = np.zeros((3, 3))
+        np.fill_diagonal(buffer, v)
+        return buffer
+
+    with pytest.raises(lf.InplaceError):
+        lf.vmap(write, in_dims=(0,))(RNG.normal(size=(2, 3)))
+
+
+def test_polyval_derivatives_are_the_derivative_polynomial_and_the_powers():
+    p = RNG.normal(size=4)
+    x = RNG.normal(size=5)
+    dx = lf.grad(lambda x: np.polyval(p, x).sum())(x)
+    np.testing.assert_allclose(dx, np.polyval(np.polyder(p), x), rtol=1e-12)
+    dp = lf.jacrev(lambda p: np.polyval(p, x))(p)
+    np.testing.assert_allclose(dp, np.vander(x, 4), rtol=1e-12)
+    # coefficients mapped, points shared, and the reverse
+    ps = RNG.normal(size=(3, 4))
+    np.testing.assert_allclose(lf.vmap(np.polyval, in_dims=(0, None))(ps, x), [np.polyval(q, x) for q in ps])
+
+
+def test_vander_jacobian_is_k_x_to_the_k_minus_1():
+    x = np.array([0.0, 0.5, -2.0])
+    jacobian = lf.jacfwd(lambda x: np.vander(x, 4, increasing=True))(x)
+    for i in range(3):
+        for k in range(4):
+            expected = k * x[i] ** (k - 1) if k else 0.0
+            np.testing.assert_allclose(jacobian[i, k, i], expected)
+    assert np.isfinite(jacobian).all()  # no 0 * 0**-1 at x = 0
+
+
+def test_matrix_power_gradient_and_negative_powers():
+    a = RNG.normal(size=(3, 3)) + 3 * np.eye(3)
+    # d trace(A^3) / dA = 3 (A^2)^T
+    grad = lf.grad(lambda m: np.trace(np.linalg.matrix_power(m, 3)))(a)
+    np.testing.assert_allclose(grad, 3 * (a @ a).T, rtol=1e-12)
+    stack = np.stack([a, a.T, 2 * a])
+    out = lf.vmap(lambda m: np.linalg.matrix_power(m, -2), in_dims=(0,))(stack)
+    np.testing.assert_allclose(out, [np.linalg.inv(m @ m) for m in stack], rtol=1e-10)
+    identity = lf.vmap(lambda m: np.linalg.matrix_power(m, 0), in_dims=(0,))(stack)
+    np.testing.assert_array_equal(identity, np.broadcast_to(np.eye(3), (3, 3, 3)))
+    assert not np.any(lf.grad(lambda m: np.linalg.matrix_power(m, 0).sum())(a))
+
+
+# --- convolution, correlation, covariance ----------------------------------------------------------
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_convolve_and_correlate_under_vmap_with_either_input_mapped(mode):
+    signals = RNG.normal(size=(3, 7))
+    kernels_ = RNG.normal(size=(3, 3))
+    for function in (np.convolve, np.correlate):
+        for in_dims, args in [((0, 0), (signals, kernels_)), ((0, None), (signals, kernels_[0])),
+                              ((None, 0), (signals[0], kernels_)), ((0, 0), (kernels_, signals))]:
+            out = lf.vmap(lambda a, v: function(a, v, mode), in_dims=in_dims)(*args)
+            pick = lambda x, d, b: x[b] if d == 0 else x
+            expected = [function(pick(args[0], in_dims[0], b), pick(args[1], in_dims[1], b), mode) for b in range(3)]
+            np.testing.assert_allclose(out, np.stack(expected), rtol=1e-12, atol=1e-14)
+
+
+def test_convolution_gradient_is_a_correlation():
+    """d/da sum(w * convolve(a, v)) = correlate(w, v, 'valid'), and symmetrically in v."""
+    a, v = RNG.normal(size=6), RNG.normal(size=3)
+    w = RNG.normal(size=8)
+    ga, gv = lf.grad(lambda a, v: (w * np.convolve(a, v)).sum(), argnums=(0, 1))(a, v)
+    np.testing.assert_allclose(ga, np.correlate(w, v, "valid"), rtol=1e-12)
+    np.testing.assert_allclose(gv, np.correlate(w, a, "valid"), rtol=1e-12)
+
+
+def test_cov_and_corrcoef_of_dataarrays_and_their_gradients():
+    da = xr.DataArray(RNG.normal(size=(4, 3, 10)), dims=("sample", "var", "obs"))
+    out = lf.vmap(lambda x: xr.DataArray(np.cov(x.data), dims=("i", "j")), dim="sample")(da)
+    np.testing.assert_allclose(out.transpose("sample", ...).values, [np.cov(x) for x in da.values], rtol=1e-12)
+    corr = lf.vmap(lambda x: xr.DataArray(np.corrcoef(x.data), dims=("i", "j")), dim="sample")(da)
+    np.testing.assert_allclose(corr.transpose("sample", ...).values, [np.corrcoef(x) for x in da.values],
+                               rtol=1e-12)
+    x = da.values[0]
+    # d trace(cov X) / dX = 2 (X - mean) / (N - 1)
+    grad = lf.grad(lambda x: np.trace(np.cov(x)))(x)
+    np.testing.assert_allclose(grad, 2 * (x - x.mean(axis=1, keepdims=True)) / (x.shape[1] - 1), rtol=1e-12)
+    # a correlation does not change when a variable is scaled: zero derivative along x itself
+    direction = np.zeros_like(x)
+    direction[1] = x[1]
+    _, tangent = lf.jvp(lambda x: np.corrcoef(x), (x,), (direction,))
+    np.testing.assert_allclose(tangent, 0.0, atol=1e-12)
+
+
+def test_cov_with_traced_analytic_weights_matches_numpy_per_example():
+    x = RNG.normal(size=(3, 2, 6))
+    w = RNG.uniform(0.5, 2.0, size=(3, 6))
+    out = lf.vmap(lambda x, w: np.cov(x, aweights=w, fweights=[1, 2, 1, 1, 3, 1]), in_dims=(0, 0))(x, w)
+    np.testing.assert_allclose(out, [np.cov(a, aweights=b, fweights=[1, 2, 1, 1, 3, 1]) for a, b in zip(x, w)],
+                               rtol=1e-12)
+
+
+# --- ufuncs with two outputs ---------------------------------------------------------------------
+def test_divmod_and_modf_on_dataarrays_and_their_derivatives():
+    da = xr.DataArray(RNG.uniform(-5, 5, size=(3, 4)), dims=("sample", "t"))
+    quotient, remainder = lf.vmap(lambda x: np.divmod(x, 1.5), dim="sample")(da)
+    expected = np.divmod(da, 1.5)
+    xr.testing.assert_allclose(quotient, expected[0])
+    xr.testing.assert_allclose(remainder, expected[1])
+    fraction, whole = lf.vmap(np.modf, dim="sample")(da)
+    xr.testing.assert_allclose(fraction, np.modf(da)[0])
+    xr.testing.assert_allclose(whole, np.modf(da)[1])
+    x, y = da.values[0], np.full(4, 1.5)
+    gx, gy = lf.grad(lambda x, y: np.divmod(x, y)[1].sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(gx, 1.0)
+    np.testing.assert_allclose(gy, -np.floor(x / y))
+    np.testing.assert_allclose(lf.grad(lambda x: np.modf(x)[0].sum())(x), 1.0)
+    assert not np.any(lf.grad(lambda x: np.modf(x)[1].sum())(x))
+
+
+# --- np.take from a constant table -------------------------------------------------------------------
+def test_take_from_a_plain_table_at_mapped_indices_points_to_take_along_axis():
+    # NumPy dispatches np.take on the table only: a plain table converts traced indices.
+    table = np.arange(12.0).reshape(3, 4) ** 2
+    index = np.array([[0, 3], [2, 1], [1, 1]])
+    with pytest.raises(lf.ConversionError, match=r"numpy\.take.*np\.take_along_axis"):
+        lf.vmap(lambda i: np.take(table, i, axis=1), in_dims=(0,))(index)
+    # the suggested form dispatches on the indices and matches np.take per example
+    out = lf.vmap(lambda i: np.take_along_axis(table, np.broadcast_to(i, (3, 2)), axis=1), in_dims=(0,))(index)
+    np.testing.assert_array_equal(out, np.stack([np.take(table, i, axis=1) for i in index]))
+    one = lf.vmap(lambda i: np.take_along_axis(table[0], i[None], axis=0)[0], in_dims=(0,))(index[:, 0])
+    np.testing.assert_array_equal(one, table[0][index[:, 0]])
+
+
+def test_take_with_modes_on_a_traced_table():
+    table = np.arange(12.0).reshape(3, 4) ** 2
+    index = np.array([[0, 3], [2, -1], [1, 1]])
+    tables = np.stack([table, 2 * table])
+    for mode in ("wrap", "clip"):
+        out = lf.vmap(lambda t: np.take(t, index * 4, axis=0, mode=mode), in_dims=(0,))(tables)
+        np.testing.assert_array_equal(out, np.stack([np.take(t, index * 4, axis=0, mode=mode) for t in tables]))
+
+
+def test_take_gradient_reaches_a_traced_table_at_mapped_indices():
+    table = RNG.normal(size=5)
+    index = np.array([[0, 0], [4, 2]])
+    grads = lf.vmap(lf.grad(lambda t, i: np.take(t, i).sum()), in_dims=(None, 0))(table, index)
+    np.testing.assert_array_equal(grads, [[2, 0, 0, 0, 0], [0, 0, 1, 0, 1]])
+
+
+def test_conversion_inside_numpy_without_a_dataarray_does_not_mention_one():
+    with pytest.raises(lf.ConversionError) as excinfo:
+        lf.vmap(lambda c: np.pad(np.ones(3), 1, constant_values=c), in_dims=(0,))(np.ones(2))
+    message = str(excinfo.value)
+    assert "numpy.pad" in message and "DataArray" not in message
+    assert "dispatches on" in message
+    da = xr.DataArray(RNG.normal(size=(2, 3)), dims=("sample", "t"))
+    with pytest.raises(lf.ConversionError, match="converts the DataArray"):
+        lf.vmap(lambda x: np.take(x, [0, 1]), dim="sample")(da)
+
+
+# --- scipy.special ----------------------------------------------------------------------------------
+def test_ufunc_without_a_kernel_is_named_by_its_home():
+    special = pytest.importorskip("scipy.special")
+    with pytest.raises(lf.UnsupportedOperationError, match=r"scipy\.special\.ndtr has no kernel"):
+        lf.vmap(special.ndtr, in_dims=(0,))(RNG.normal(size=(2, 3)))
+    with pytest.raises(lf.UnsupportedOperationError, match=r"numpy\.spacing has no kernel"):
+        lf.vmap(np.spacing, in_dims=(0,))(RNG.normal(size=(2, 3)))
+
+
+def test_scipy_special_derivatives_against_calculus():
+    special = pytest.importorskip("scipy.special")
+    x = np.array([-1.5, -0.2, 0.0, 0.7, 2.5])
+    positive = np.array([0.3, 1.0, 2.5, 7.0])
+    cases = [
+        (special.erf, x, lambda x: 2 / np.sqrt(np.pi) * np.exp(-x**2)),
+        (special.erfc, x, lambda x: -2 / np.sqrt(np.pi) * np.exp(-x**2)),
+        (special.expit, x, lambda x: special.expit(x) * (1 - special.expit(x))),
+        (special.logit, np.array([0.1, 0.5, 0.8]), lambda p: 1 / (p * (1 - p))),
+        (special.gammaln, positive, special.digamma),
+        (special.digamma, positive, lambda x: special.polygamma(1, x)),
+    ]
+    for function, points, derivative in cases:
+        np.testing.assert_allclose(lf.vmap(function, in_dims=(0,))(points), function(points), rtol=1e-14)
+        slope = lf.vmap(lf.grad(function), in_dims=(0,))(points)
+        np.testing.assert_allclose(slope, derivative(points), rtol=1e-12, err_msg=function.__name__)
+    # second derivatives: gammaln'' = polygamma(1), erf'' = -2x erf'
+    np.testing.assert_allclose(lf.vmap(lf.grad(lf.grad(special.gammaln)), in_dims=(0,))(positive),
+                               special.polygamma(1, positive), rtol=1e-12)
+    np.testing.assert_allclose(lf.vmap(lf.grad(lf.grad(special.erf)), in_dims=(0,))(x),
+                               -2 * x * 2 / np.sqrt(np.pi) * np.exp(-x**2), rtol=1e-12, atol=1e-15)
+    # expit does not overflow in its tails
+    with np.errstate(over="raise", invalid="raise"):
+        tails = lf.vmap(special.expit, in_dims=(0,))(np.array([-800.0, 800.0]))
+    np.testing.assert_array_equal(tails, [0.0, 1.0])
+
+
+def test_scipy_special_on_a_dataarray():
+    special = pytest.importorskip("scipy.special")
+    da = xr.DataArray(RNG.normal(size=(3, 4)), dims=("sample", "t"))
+    xr.testing.assert_allclose(lf.vmap(special.erf, dim="sample")(da), special.erf(da))
+    grad = lf.grad(lambda x: special.expit(x).sum())(da)
+    s = special.expit(da.values)
+    np.testing.assert_allclose(grad.values, s * (1 - s), rtol=1e-12)
+
+
+def test_importing_labeled_func_does_not_import_scipy():
+    import subprocess
+    import sys
+
+    code = "import sys, labeled_func; print('scipy' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

@@ -111,6 +111,10 @@ def call_site(frame=None):
             value = values.get(name)
             if isinstance(value, (bool, str)):
                 options[name] = value
+    if library == "numpy" and owner is None:
+        # did a labeled array (a DataArray or Variable: dims and data) reach the NumPy function?
+        values = entry.f_locals
+        options["labeled"] = any(_labeled(values.get(name)) for name in names)
     through = []
     seen = {library, "xarray"}  # xarray below another library only converts the DataArray
     # the outermost frame of each other library, in call order
@@ -124,6 +128,10 @@ def call_site(frame=None):
                                         _owner(frame), frame.f_code.co_name))
     return Site(library, owner, entry.f_code.co_name, entry.f_globals.get("__name__", ""),
                 options, tuple(through), location)
+
+
+def _labeled(value):
+    return not isinstance(value, (type, str, bytes)) and hasattr(value, "dims") and hasattr(value, "data")
 
 
 def _entry(libraries):
@@ -323,8 +331,18 @@ def _advice(site, default):
         if any(name.startswith("numpy.vectorize") for name in site.through):
             return _VECTORIZE
     if site.library == "numpy" and site.owner is None:
-        return (f"{site.public} has no xarray version, so NumPy converts the DataArray with "
-                f"np.asarray: call it on x.data instead (traced), or use a DataArray method.")
+        if site.options.get("labeled"):
+            return (f"{site.public} has no xarray version, so NumPy converts the DataArray with "
+                    f"np.asarray: call it on x.data instead (traced), or use a DataArray method.")
+        if site.method == "take":
+            return ("np.take dispatches on the table only, so traced indices into a plain NumPy "
+                    "table are converted; use np.take_along_axis(table, indices, axis=...), "
+                    "which dispatches on the indices too (for one index i: "
+                    "np.take_along_axis(table, i[None], axis=0)[0]).")
+        return (f"NumPy hands {site.public} to a traced array only through the arguments it "
+                "dispatches on, and none of those is traced here, so it converted the traced "
+                "value with np.asarray itself. Make the array it works on traced (built from the "
+                "transform's input), or write this step with operations that have a kernel.")
     return default
 
 

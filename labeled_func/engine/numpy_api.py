@@ -6,6 +6,7 @@ naming it: there is no silent per-example fallback.
 """
 from __future__ import annotations
 
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -65,6 +66,49 @@ def _name(func):
     return f"{module}.{getattr(func, '__name__', func)}"
 
 
+def _ufunc_name(ufunc):
+    """Where a ufunc lives, for messages: ``numpy.sin``, ``scipy.special.erf``.
+
+    Ufuncs carry no reliable ``__module__``; the name is looked up by identity in NumPy,
+    then in scipy.special and the other public modules already imported (never importing
+    one).  Only called to build an error message.
+    """
+    name = getattr(ufunc, "__name__", None) or repr(ufunc)
+    if getattr(np, name, None) is ufunc:
+        return f"numpy.{name}"
+    candidates = ["scipy.special"] + sorted((m for m in list(sys.modules) if m != "scipy.special"),
+                                            key=lambda m: (m.count("."), len(m)))
+    for module_name in candidates:
+        if any(part.startswith("_") for part in module_name.split(".")):
+            continue
+        module = sys.modules.get(module_name)
+        try:
+            found = vars(module).get(name) if module is not None else None
+        except TypeError:  # a module-like object without a __dict__
+            continue
+        if found is ufunc:
+            return f"{module_name}.{name}"
+    return f"the ufunc {name}"
+
+
+# Registrations of ufuncs from other packages (scipy.special, in numpy_more), run when a
+# ufunc without a kernel is first met: each returns True once its entries are in UFUNCS.
+LAZY_UFUNC_TABLES: list = []
+
+
+def _ufunc_kernel(ufunc):
+    prim = UFUNCS.get(ufunc)
+    if prim is None and LAZY_UFUNC_TABLES:
+        for register in tuple(LAZY_UFUNC_TABLES):
+            if register() and register in LAZY_UFUNC_TABLES:
+                try:
+                    LAZY_UFUNC_TABLES.remove(register)
+                except ValueError:  # another thread removed it first
+                    pass
+        prim = UFUNCS.get(ufunc)
+    return prim
+
+
 # ufunc.reduce with options (axis=, keepdims=, where=, initial=, dtype=), by ufunc:
 # handler(ufunc, inputs, kwargs); filled by numpy_more.  Without an entry, reduce takes axis only.
 REDUCE_HANDLERS: dict = {}
@@ -81,11 +125,11 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     dtype = kwargs.pop("dtype", None)
     unknown = set(kwargs) - _IGNORED_UFUNC_KWARGS
     if unknown:
-        raise UnsupportedOperationError(f"numpy.{ufunc.__name__} with {sorted(unknown)} is not supported on traced arrays")
+        raise UnsupportedOperationError(f"{_ufunc_name(ufunc)} with {sorted(unknown)} is not supported on traced arrays")
     if method == "__call__":
-        prim = UFUNCS.get(ufunc)
+        prim = _ufunc_kernel(ufunc)
         if prim is None:
-            raise UnsupportedOperationError(f"numpy.{ufunc.__name__} has no kernel in labeled_func")
+            raise UnsupportedOperationError(f"{_ufunc_name(ufunc)} has no kernel in labeled_func")
         if ufunc in _LOGICAL_ON_BOOL and all(_kind(v) == "b" for v in inputs):
             prim = _LOGICAL_ON_BOOL[ufunc]
         result = prim.bind(*inputs)
@@ -96,12 +140,13 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
         x = inputs[0]
         result = _ACCUMULATE[ufunc](x, axis=inputs[1] if len(inputs) > 1 else 0)
     else:
-        raise UnsupportedOperationError(f"numpy.{ufunc.__name__}.{method} has no kernel in labeled_func")
+        raise UnsupportedOperationError(f"{_ufunc_name(ufunc)}.{method} has no kernel in labeled_func")
     if dtype is not None:
-        result = ew.astype.bind(result, dtype=dtype)
+        result = (tuple(ew.astype.bind(part, dtype=dtype) for part in result) if isinstance(result, tuple)
+                  else ew.astype.bind(result, dtype=dtype))
     if out is None:
         return result
-    return _write_out(ufunc.__name__, out, inputs, result)
+    return _write_out(_ufunc_name(ufunc), out, inputs, result)
 
 
 def _write_out(name, out, inputs, result):
@@ -109,13 +154,13 @@ def _write_out(name, out, inputs, result):
 
     target = out[0] if isinstance(out, tuple) else out
     if isinstance(out, tuple) and len(out) != 1:
-        raise OutArgumentError(f"numpy.{name}: out= with several outputs is not supported under a transform")
+        raise OutArgumentError(f"{name}: out= with several outputs is not supported under a transform")
     if not any(target is value for value in inputs):
         raise OutArgumentError(
-            f"numpy.{name}: out= is not supported under a transform (only the in-place "
+            f"{name}: out= is not supported under a transform (only the in-place "
             "form x op= y, where out is one of the inputs). Use the returned value instead."
         )
-    inplace_assign(target, result, f"numpy.{name}(..., out=...)")
+    inplace_assign(target, result, f"{name}(..., out=...)")
     return target
 
 
@@ -275,14 +320,25 @@ def _take_along_axis(arr, indices, axis=-1):
 
 @implements(np.take)
 def _take(a, indices, axis=None, out=None, mode="raise"):
-    if mode != "raise":
-        raise UnsupportedOperationError(f"numpy.take with mode={mode!r} is not supported on traced arrays")
-    a = _asarray(a)
+    """A gather: ``a`` (traced or a constant table) at ``indices`` (traced or not) along
+    ``axis``; derivatives reach a traced ``a``, never the integer indices."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"numpy.take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    a = _asarray(_unlabeled(a))  # np.take(DataArray, traced) arrives here too: NumPy's takes its data
+    if not hasattr(a, "ndim"):
+        a = np.asarray(a)
+    indices = _asarray(_unlabeled(indices))
     if axis is None:
         a, axis = ks.reshape.bind(a, shape=(-1,)), 0
     axis = normalize_axis(axis, a.ndim)[0]
-    template, arrays = ki.split_key((slice(None),) * axis + (_asarray(indices),))
+    if mode != "raise":
+        size = a.shape[axis]
+        if size == 0:
+            raise IndexError("cannot do a non-empty take from an empty axes.")
+        indices = ew.remainder.bind(indices, size) if mode == "wrap" else ew.clip(indices, 0, size - 1)
+    template, arrays = ki.split_key((slice(None),) * axis + (indices,))
     return ki.getitem.bind(a, *arrays, template=template)
+
 
 
 @implements(np.count_nonzero)

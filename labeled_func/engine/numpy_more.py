@@ -1,6 +1,7 @@
 """More of NumPy on traced arrays: diagonals and triangles, degree conversions, interp,
-searchsorted, splitting and tiling, QR / pinv / lstsq, and the ``where=`` / ``initial=``
-forms of the reductions.
+searchsorted, splitting and tiling, QR / pinv / lstsq / matrix_power, polynomials,
+correlation and convolution, cov / corrcoef, divmod / modf, SciPy's special-function
+ufuncs, and the ``where=`` / ``initial=`` forms of the reductions.
 
 Registered into the tables of :mod:`.numpy_api` (imported once from the engine's
 ``__init__``).  Most handlers are compositions of primitives from ``kernels``, so they
@@ -8,6 +9,8 @@ batch and differentiate through their parts.
 """
 from __future__ import annotations
 
+import operator
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -17,10 +20,11 @@ from kernels import elementwise as ew
 from kernels import linalg as kl
 from kernels import reductions as kr
 from kernels import shape as ks
-from kernels.backend import dtype_kind
+from kernels.backend import dtype_kind, namespace, namespace_dtype
 
 from .errors import UnsupportedOperationError
-from .numpy_api import _NO_VALUE, FUNCTIONS, REDUCE_HANDLERS, UFUNCS, _asarray, _fixed, implements
+from .numpy_api import (_NO_VALUE, FUNCTIONS, LAZY_UFUNC_TABLES, REDUCE_HANDLERS, UFUNCS, _asarray, _fixed, _pick,
+                        implements, setitem)
 
 __all__ = ["QRResult", "LstsqResult"]
 
@@ -55,9 +59,28 @@ class _Composition:
 
 for _ufunc, _function in [(np.deg2rad, ew.deg2rad), (np.radians, ew.deg2rad), (np.rad2deg, ew.rad2deg),
                           (np.degrees, ew.rad2deg), (np.float_power, ew.float_power),
-                          (np.heaviside, ew.heaviside)]:
+                          (np.heaviside, ew.heaviside), (np.divmod, ew.floor_divmod), (np.modf, ew.modf)]:
     UFUNCS[_ufunc] = _Composition(_ufunc.__name__, _function)
 del _ufunc, _function
+
+
+# --- scipy.special's ufuncs: registered at the first traced call of a ufunc without a kernel,
+# if SciPy is imported by then (a SciPy ufunc cannot be called before), never importing it here.
+def _register_scipy_special():
+    special = sys.modules.get("scipy.special")
+    if special is None:
+        return False
+    for name, function in [("erf", ew.erf.bind), ("erfc", ew.erfc.bind), ("expit", ew.expit),
+                           ("logit", ew.logit), ("gammaln", ew.gammaln.bind),
+                           ("digamma", lambda x: ew.polygamma.bind(x, n=0)),
+                           ("psi", lambda x: ew.polygamma.bind(x, n=0))]:
+        ufunc = getattr(special, name, None)
+        if isinstance(ufunc, np.ufunc):
+            UFUNCS.setdefault(ufunc, _Composition(name, function))
+    return True
+
+
+LAZY_UFUNC_TABLES.append(_register_scipy_special)
 
 
 # --- elementwise functions that are not ufuncs -----------------------------------------------
@@ -88,6 +111,56 @@ def _diagonal(a, offset=0, axis1=0, axis2=1):
 @implements(np.trace)
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     return kl.trace(_asarray(a), offset, axis1, axis2, dtype)
+
+
+@implements(np.diag)
+def _diag(v, k=0):
+    return ks.diag(_at_least_1d(v), operator.index(k))
+
+
+@implements(np.diagflat)
+def _diagflat(v, k=0):
+    return ks.diagflat(_asarray(v), operator.index(k))
+
+
+def _at_least_1d(v, *others):
+    """``v`` as an array: a list through NumPy, a scalar in the namespace of ``others``
+    (a Python number beside array_api_strict arrays must not become a NumPy array)."""
+    v = _asarray(v)
+    if not hasattr(v, "ndim"):
+        arrays = [o for o in others if hasattr(o, "ndim")]
+        v = namespace(*arrays).asarray(v) if arrays else np.asarray(v)
+    return v
+
+
+@implements(np.fill_diagonal)
+def _fill_diagonal(a, val, wrap=False):
+    """In place, as NumPy writes ``a.flat[:end:step] = val``: the flat positions of the
+    diagonal become index arrays, and ``val`` is repeated or cut to their number."""
+    if a.ndim < 2:
+        raise ValueError("array must be at least 2-d")
+    shape = tuple(a.shape)
+    if a.ndim == 2:
+        step = shape[1] + 1
+        end = shape[0] * shape[1] if wrap else min(shape[1] * shape[1], shape[0] * shape[1])
+    else:
+        if any(size != shape[0] for size in shape):
+            raise ValueError("All dimensions of input must be of equal length")
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+        end = int(np.prod(shape))
+    flat = np.arange(0, end, step)
+    if flat.size == 0:
+        return None
+    val = _asarray(val)
+    if getattr(val, "ndim", 0) > 0:
+        size = int(np.prod(val.shape))
+        if size == 0:
+            return None
+        val = ks.reshape.bind(val, shape=(-1,))
+        if size != flat.size:
+            val = _pick(val, np.arange(flat.size) % size, None)
+    setitem(a, np.unravel_index(flat, shape), val)
+    return None
 
 
 @implements(np.tril)
@@ -250,6 +323,127 @@ def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
 def _kron(a, b):
     return kl.kron(_asarray(a), _asarray(b))
 
+
+# --- polynomials, correlation, convolution ----------------------------------------------------
+@implements(np.polyval)
+def _polyval(p, x):
+    p = _at_least_1d(p, _asarray(x))
+    if p.ndim == 0:
+        raise TypeError("iteration over a 0-d array")
+    return kl.polyval(p, _at_least_1d(x, p))
+
+
+@implements(np.vander)
+def _vander(x, N=None, increasing=False):
+    x = _at_least_1d(x)
+    if x.ndim != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
+    return kl.vander(x, None if N is None else operator.index(N), bool(increasing))
+
+
+def _vector(value, other, promote_scalar):
+    value = _at_least_1d(value, _asarray(other))
+    if value.ndim == 0 and promote_scalar:
+        value = ks.reshape.bind(value, shape=(1,))
+    if value.ndim == 0:
+        raise ValueError("object of too small depth for desired array")
+    if value.ndim > 1:
+        raise ValueError("object too deep for desired array")
+    return value
+
+
+@implements(np.correlate)
+def _correlate(a, v, mode="valid"):
+    return kl.correlate(_vector(a, v, False), _vector(v, a, False), mode)
+
+
+@implements(np.convolve)
+def _convolve(a, v, mode="full"):
+    return kl.convolve(_vector(a, v, True), _vector(v, a, True), mode)
+
+
+# --- statistics ------------------------------------------------------------------------------
+def _statistics_dtype(arrays, dtype):
+    """The dtype NumPy's cov computes in (at least float64 unless given), in the namespace
+    of the arrays."""
+    xp = namespace(*arrays)
+    if dtype is None:
+        dtype = np.result_type(*[np.dtype(getattr(a.dtype, "_np_dtype", a.dtype)) for a in arrays], np.float64)
+    if not isinstance(dtype, np.dtype) and isinstance(getattr(dtype, "_np_dtype", None), np.dtype):
+        return dtype  # already the namespace's
+    return namespace_dtype(xp, np.dtype(dtype))
+
+
+def _observation_weights(weights, name, count, frequencies, like):
+    """NumPy's checks of fweights / aweights (on constants; traced weights are used as
+    given), as float64 arrays of the namespace of ``like``."""
+    if weights is None:
+        return None
+    weights = _asarray(weights)
+    if isinstance(weights, Traced):
+        if weights.ndim > 1:
+            raise RuntimeError(f"cannot handle multidimensional {name}")
+        if weights.shape[0] != count:
+            raise RuntimeError(f"incompatible numbers of samples and {name}")
+        xp = namespace(weights)
+        return weights if weights.dtype == xp.float64 else ew.astype.bind(weights, dtype=xp.float64)
+    weights = np.asarray(weights, dtype=float)
+    if frequencies and not np.all(weights == np.around(weights)):
+        raise TypeError("fweights must be integer")
+    if weights.ndim > 1:
+        raise RuntimeError(f"cannot handle multidimensional {name}")
+    if weights.shape[0] != count:
+        raise RuntimeError(f"incompatible numbers of samples and {name}")
+    if np.any(weights < 0):
+        raise ValueError(f"{name} cannot be negative")
+    xp = namespace(like)
+    return xp.asarray(weights, dtype=xp.float64)
+
+
+def _cov_inputs(m, y, dtype):
+    m = _at_least_1d(m)
+    if m.ndim > 2:
+        raise ValueError("m has more than 2 dimensions")
+    if y is not None:
+        y = _at_least_1d(y)
+        if y.ndim > 2:
+            raise ValueError("y has more than 2 dimensions")
+    arrays = [m] if y is None else [m, y]
+    return m, y, _statistics_dtype(arrays, dtype)
+
+
+@implements(np.cov)
+def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    if ddof is not None and ddof != int(ddof):
+        raise ValueError("ddof must be integer")
+    m, y, dtype = _cov_inputs(m, y, dtype)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    count = m.shape[-1] if rowvar or m.ndim == 1 else m.shape[0]
+    fweights = _observation_weights(fweights, "fweights", count, True, m)
+    aweights = _observation_weights(aweights, "aweights", count, False, m)
+    return kl.cov(m, y, bool(rowvar), int(ddof), fweights, aweights, dtype)
+
+
+@implements(np.corrcoef)
+def _corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    x, y, dtype = _cov_inputs(x, y, dtype)
+    return kl.corrcoef(x, y, bool(rowvar), dtype)
+
+
+# --- numpy.linalg -------------------------------------------------------------------------------
+@implements(np.linalg.matrix_power)
+def _linalg_matrix_power(a, n):
+    a = _asarray(a)
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+    try:
+        n = operator.index(n)
+    except TypeError as error:
+        raise TypeError("exponent must be an integer") from error
+    return kl.matrix_power(a, n)
 
 # --- numpy.linalg -------------------------------------------------------------------------------
 @implements(np.linalg.qr)
