@@ -32,7 +32,7 @@ import optree
 import xarray as xr
 
 from .control_flow import structure_only
-from .named import Preserve, _position, is_labeled
+from .named import Preserve, _position, is_labeled, named_coords, restore_tree_coords, tree_nodes
 
 __all__ = ["has_lazy_leaves", "vmap_lazy"]
 
@@ -97,8 +97,8 @@ def _datasets(leaf):
     if isinstance(leaf, xr.Variable):
         return ("variable", None), [xr.Dataset({DATA: leaf})]
     if isinstance(leaf, xr.DataTree):
-        nodes = list(leaf.subtree)
-        return ("tree", (leaf.name, [n.path for n in nodes])), [n.to_dataset(inherit=False) for n in nodes]
+        nodes = tree_nodes(leaf)  # paths relative to the leaf: a subtree keeps its shape
+        return ("tree", (leaf.name, [path for path, _ in nodes])), [ds for _, ds in nodes]
     return ("dataset", None), [leaf]
 
 
@@ -479,10 +479,12 @@ class _Outputs:
             coord_names = set(ds.coords)
             out = xr.Dataset({n: v for n, v in variables.items() if n not in coord_names},
                              coords={n: v for n, v in variables.items() if n in coord_names}, attrs=ds.attrs)
-            if dim in out.dims:
+            if dim in out.dims and kind[0] != "tree":
                 # as in memory (named._shadowing): the mapped dim's labels replace scalars of
                 # the same names that shared data selected inside the function carried out
                 out = out.drop_vars([n for n in coords if n in out.coords and dim not in out[n].dims])
-                out = out.assign_coords({n: v for n, v in coords.items() if n not in out.coords})
+                out = out.assign_coords({n: v for n, v in named_coords(coords).items() if n not in out.coords})
             rebuilt.append(out)
+        if kind[0] == "tree":  # as in memory: where the argument had them, else at the top
+            rebuilt = list(restore_tree_coords(dict(zip(kind[1][1], rebuilt)), dim, coords).values())
         return _from_datasets(kind, rebuilt)

@@ -16,6 +16,7 @@ from .engine import BatchTracer, batch_value, unbatch_value
 from .engine import numpy_api, register_conversion_sites
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
+           "dim_label_sources", "named_coords", "restore_tree_coords", "tree_nodes", "TreeNode",
            "slice_leaf", "concat_leaves", "Preserve"]
 
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
@@ -73,17 +74,129 @@ def leaf_size(value, dim):
 
 
 def dim_labels(value, dim):
-    """(index labels along ``dim`` or None, 1-D coordinate variables along ``dim``)."""
+    """(index labels along ``dim`` or None, 1-D coordinate variables along ``dim``).
+
+    For a DataTree: the first index of its nodes and the coordinates of all of them (the
+    first node holding a name wins); ``dim_label_sources`` gives them node by node.
+    """
     if isinstance(value, xr.DataTree):
-        for node in value.subtree:
-            if dim in node.dims:
-                return dim_labels(node.to_dataset(inherit=False), dim)
-        return None, {}
+        index, coords = None, {}
+        for _, index_here, coords_here in dim_label_sources(value, dim, ""):
+            index = index_here if index is None else index
+            for name, var in coords_here.items():
+                if not isinstance(name, TreeNode):
+                    coords.setdefault(name, var)
+        return index, coords
     if isinstance(value, xr.Variable):
         return None, {}
     index = value.indexes.get(dim)
     coords = {name: c.variable for name, c in value.coords.items() if c.dims == (dim,)}
     return index, coords
+
+
+class TreeNode:
+    """A key of a vmap level's ``coords`` beside the coordinate names: the node at ``path``
+    (relative to its tree) of a DataTree argument, with the names of its data variables.
+    Its value is a DataArray along the mapped dim carrying the 1-D coordinates along it
+    that this node holds itself (none when it inherits them): tree outputs get them back on
+    the node at the same path, and the slicing of ``chunk_size`` (``value[start:stop]``)
+    slices them with the examples.  Keys are equal when their paths are."""
+
+    __slots__ = ("path", "data_vars")
+
+    def __init__(self, path, data_vars=()):
+        self.path = path
+        self.data_vars = frozenset(data_vars)
+
+    def __eq__(self, other):
+        return type(other) is TreeNode and other.path == self.path
+
+    def __hash__(self):
+        return hash((TreeNode, self.path))
+
+    def __repr__(self):
+        return f"TreeNode({self.path!r})"
+
+
+def tree_nodes(tree):
+    """[(path relative to ``tree``, the node's own Dataset)], parents before children.
+
+    The top node keeps the coordinates it inherits (a subtree passed on its own carries
+    them, as ``tree["child"]["v"]`` does); the nodes below it inherit them from it.
+    """
+    return [("/", tree.to_dataset(inherit=True))] + [
+        ("/" + node.relative_to(tree), node.to_dataset(inherit=False)) for node in tree.descendants]
+
+
+def dim_label_sources(value, dim, label):
+    """[(where, index labels or None, coords)]: one entry for a DataArray or Dataset, one per
+    node holding ``dim`` itself for a DataTree (``where``: "``label`` node /path").  The coords
+    of a node also hold, under ``TreeNode(path)``, what that node holds itself."""
+    if not isinstance(value, xr.DataTree):
+        return [(label, *dim_labels(value, dim))]
+    sources = []
+    for path, ds in tree_nodes(value):
+        if dim not in ds.dims:
+            continue
+        index, coords = dim_labels(ds, dim)
+        carrier = xr.DataArray(np.broadcast_to(np.False_, (ds.sizes[dim],)), dims=(dim,), coords=coords)
+        sources.append((f"{label} node {path}", index, {**coords, TreeNode(path, ds.data_vars): carrier}))
+    return sources
+
+
+def named_coords(coords):
+    """``coords`` without the ``TreeNode`` entries: what DataArray and Dataset outputs get."""
+    return {name: var for name, var in coords.items() if not isinstance(name, TreeNode)}
+
+
+def restore_tree_coords(nodes, dim, coords):
+    """``nodes`` ({path: Dataset}, a tree output's nodes without the mapped dim's 1-D
+    coordinates, parents first) with them put back.
+
+    A node that stands for a node of a DataTree argument that held ``dim`` (same path, and
+    a data variable of the same name or neither has any) gets the coordinates that node
+    held itself, where its subtree has ``dim``: an identity-like function gives back the
+    argument.  Any other node with ``dim`` gets those of all arguments that no ancestor
+    has: they sit at the highest nodes with ``dim``, never copied into the nodes below
+    (which inherit the index; xarray passes non-index coordinates down only with
+    ``to_dataset(inherit="all_coords")``).  As for DataArrays, they replace unmapped
+    coordinates of the same names (scalars that data selected inside left).
+    """
+    from_inputs = {key.path: (key.data_vars, carrier) for key, carrier in coords.items()
+                   if isinstance(key, TreeNode)}
+    union = named_coords(coords)
+    with_dim = set()
+    for path, ds in nodes.items():
+        if dim in ds.dims:
+            while path not in with_dim:
+                with_dim.add(path)
+                path = _parent(path)
+                if path is None:
+                    break
+    out, passed = {}, {}  # passed: the names placed at a node or above it
+    for path, ds in nodes.items():
+        inherited = passed.get(_parent(path), set())
+        held, carrier = from_inputs.get(path, (None, None))
+        if carrier is not None and (held & set(ds.data_vars) or not (held or ds.data_vars)):
+            wanted = {name: c.variable for name, c in carrier.coords.items()} if path in with_dim else {}
+        elif dim in ds.dims:
+            wanted = {name: var for name, var in union.items() if name not in inherited}
+        else:
+            wanted = {}
+        names = inherited | set(wanted)
+        shadowing = [name for name in ds.coords
+                     if (name == dim or name in names) and dim not in ds[name].dims]
+        ds = ds.drop_vars(shadowing) if shadowing else ds
+        new = {name: var for name, var in wanted.items() if name not in ds.coords}
+        out[path] = ds = ds.assign_coords(new) if new else ds
+        passed[path] = inherited | set(new)
+    return out
+
+
+def _parent(path):
+    if path == "/":
+        return None
+    return path.rsplit("/", 1)[0] or "/"
 
 
 # --- into the level -----------------------------------------------------------------------
@@ -164,7 +277,7 @@ def _map_dataset(ds, dim, level, shared):
 
 
 def _map_tree(tree, transform):
-    datasets = {node.path: transform(node.to_dataset(inherit=False)) for node in tree.subtree}
+    datasets = {path: transform(ds) for path, ds in tree_nodes(tree)}
     return xr.DataTree.from_dict(datasets, name=tree.name)
 
 
@@ -192,7 +305,8 @@ def unmap_leaf(value, dim, level, position, coords, label):
         return _restore_coords(out, traced, coords, dim, level)
     if isinstance(value, xr.DataTree):
         _check_new_dim(value, dim, label)
-        return _map_tree(value, lambda ds: unmap_leaf(ds, dim, level, position, coords, label))
+        nodes = {path: unmap_leaf(ds, dim, level, position, {}, label) for path, ds in tree_nodes(value)}
+        return xr.DataTree.from_dict(restore_tree_coords(nodes, dim, coords), name=value.name)
     if isinstance(value, xr.Variable):
         _check_new_dim(value, dim, label)
         return _unmap_variable(value, dim, level, position)
@@ -245,7 +359,7 @@ def _unmap_variable(variable, dim, level, position):
 
 def _restore_coords(out, traced, coords, dim, level):
     new = {name: _unmap_variable(var, dim, level, 0) for name, var in traced.items()}
-    new.update({name: var for name, var in coords.items() if name not in out.coords and name not in new})
+    new.update({name: var for name, var in named_coords(coords).items() if name not in out.coords and name not in new})
     return out.assign_coords(new) if new else out
 
 
@@ -268,9 +382,9 @@ def concat_leaves(parts, dim, position):
         return xr.concat(parts, dim=dim, data_vars="all", coords="minimal", compat="override",
                          join="override", combine_attrs="override")
     if isinstance(first, xr.DataTree):
+        nodes = [dict(tree_nodes(p)) for p in parts]
         return xr.DataTree.from_dict({
-            node.path: concat_leaves([p[node.path].to_dataset(inherit=False) for p in parts], dim, position)
-            for node in first.subtree
+            path: concat_leaves([n[path] for n in nodes], dim, position) for path in nodes[0]
         }, name=first.name)
     if isinstance(first, xr.Variable):
         return xr.Variable.concat(parts, dim=dim)

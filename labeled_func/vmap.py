@@ -10,7 +10,7 @@ import xarray as xr
 from . import dask as lazy
 from .backends import check_one_backend
 from .engine import BatchLevel, active
-from .named import Preserve, concat_leaves, dim_labels, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
+from .named import Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
 __all__ = ["vmap"]
 
@@ -276,19 +276,20 @@ class _Mapped:
                 sizes.append((label, leaf_size(leaf, spec)))
                 if preserve is None:
                     preserve = _axis_of(leaf, spec)
-                labels_here, coords_here = dim_labels(leaf, spec)
-                if labels_here is not None:
-                    if index is None:
-                        index, index_owner = labels_here, label
-                    elif not labels_here.equals(index):
-                        raise ValueError(
-                            f"vmap over dim {spec!r}: the coordinate labels of {index_owner} and {label} "
-                            f"differ ({index_owner}: {_preview(index)}, {label}: {_preview(labels_here)}); "
-                            "vmap pairs examples by position and never aligns them. Reindex, "
-                            "assign_coords or drop_vars one of them first."
-                        )
-                for name, var in coords_here.items():
-                    coords.setdefault(name, var)
+                # a DataTree: each node that has the dim, so that two nodes must agree too
+                for where, labels_here, coords_here in dim_label_sources(leaf, spec, label):
+                    if labels_here is not None:
+                        if index is None:
+                            index, index_owner = labels_here, where
+                        elif not labels_here.equals(index):
+                            raise ValueError(
+                                f"vmap over dim {spec!r}: the coordinate labels of {index_owner} and {where} "
+                                f"differ ({index_owner}: {_preview(index)}, {where}: {_preview(labels_here)}); "
+                                "vmap pairs examples by position and never aligns them. Reindex, "
+                                "assign_coords or drop_vars one of them first."
+                            )
+                    for name, var in coords_here.items():
+                        coords.setdefault(name, var)
             else:
                 sizes.append((label, leaf.shape[spec]))
                 if preserve is None:
