@@ -77,7 +77,7 @@ def bind(prim, args, params):
                 top = level
     if top is None:
         out = prim.impl(*args, **params)
-        if args and all(type(a) in _PYTHON_SCALARS for a in args) and getattr(out, "ndim", None) == 0:
+        if getattr(out, "ndim", None) == 0 and args and all(type(a) in _PYTHON_SCALARS for a in args):
             # Python numbers in, a Python number out: a NumPy float64 scalar (a rule's
             # 1.0 / 3.0) would promote float32 arrays, a Python float does not (NEP 50).
             return out.item()
