@@ -663,17 +663,10 @@ def _scatter(base, value, ops):
         if prim is ki.getitem:
             value = ki.setitem.bind(parent, value, template=params["template"])
         elif prim is ks.transpose:
-            value = ks.transpose.bind(value, axes=_inverse_permutation(params["axes"]))
+            value = ks.transpose.bind(value, axes=ks._inverse_permutation(params["axes"]))
         else:  # reshape, squeeze, expand_dims
             value = ks.reshape.bind(value, shape=shape)
     return value
-
-
-def _inverse_permutation(axes):
-    inverse = [0] * len(axes)
-    for position, axis in enumerate(axes):
-        inverse[axis] = position
-    return tuple(inverse)
 
 
 def assign_value(level, dest, src):
