@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
+import numpy as np
 import optree
 import xarray as xr
 
@@ -47,8 +48,10 @@ def cond(pred, true_fn, false_fn, *operands):
     if not is_batched(data):
         return true_fn(*operands) if bool(data) else false_fn(*operands)
     _check_scalar(pred, "cond")
-    on_true = true_fn(*operands)
-    on_false = false_fn(*operands)
+    # Both branches run: each gets its own copy of the operands, so that an in-place
+    # update in one branch is not seen by the other (nor by the caller).
+    on_true = true_fn(*_fresh(operands))
+    on_false = false_fn(*_fresh(operands))
     return _select_tree(pred, on_true, on_false, "cond")
 
 
@@ -71,11 +74,25 @@ def while_loop(cond_fn, body_fn, init_val):
             value = body_fn(value)
             continue
         _check_scalar(pred, "while_loop")
+        # The body runs for every example until all are done; it gets a copy of the state,
+        # so that an in-place update cannot reach the examples that are already finished.
         if _STRUCTURE_ONLY.get():
-            return _select_tree(pred, body_fn(value), value, "while_loop")
+            return _select_tree(pred, body_fn(_fresh(value)), value, "while_loop")
         if not any_example_true(data):
             return value
-        value = _select_tree(pred, body_fn(value), value, "while_loop")
+        value = _select_tree(pred, body_fn(_fresh(value)), value, "while_loop")
+
+
+def _fresh(tree):
+    """``tree`` with every array copied (DataArrays and Datasets deeply), others as they are."""
+    def copy(leaf):
+        if isinstance(leaf, (xr.DataArray, xr.Dataset, xr.Variable)):
+            return leaf.copy(deep=True)
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype") and not isinstance(leaf, np.generic):
+            return leaf.copy()
+        return leaf
+
+    return optree.tree_map(copy, tree, none_is_leaf=True)
 
 
 def _data(pred):

@@ -475,3 +475,33 @@ def test_a_dataarray_written_into_a_traced_buffer_element_by_element():
     batch = xr.DataArray([[1.0, 2.0, 3.0], [-1.0, 0.5, 4.0]], dims=("s", "t"))
     np.testing.assert_allclose(lf.vmap(lf.grad(squares), dim="s")(batch).values, 2 * batch.values)
     np.testing.assert_allclose(lf.vmap(squares, dim="s")(batch).values, (batch.values ** 2).sum(axis=1))
+
+
+@pytest.mark.parametrize("make_view", [
+    lambda a: np.broadcast_to(a, (2,) + a.shape),
+    lambda a: a.reshape(2, 2).diagonal(),
+    lambda a: np.lib.stride_tricks.sliding_window_view(a, 2),
+], ids=["broadcast_to", "diagonal", "sliding_window_view"])
+def test_read_only_views_see_writes_into_their_base_and_refuse_writes(make_view):
+    def f(x):
+        a = x.data.copy()
+        view = make_view(a)
+        a *= 2  # NumPy's view now sees the doubled values
+        return xr.DataArray((view ** 2).sum())
+
+    x = xr.DataArray(np.arange(1.0, 5.0), dims="t")
+    gradient, value = lf.grad_and_value(f)(x)
+    np.testing.assert_allclose(value.item(), float(f(x)), rtol=1e-14)
+    steps = np.eye(4) * 1e-6
+    numeric = [(float(f(x + s)) - float(f(x - s))) / 2e-6 for s in steps]
+    np.testing.assert_allclose(gradient.values, numeric, rtol=1e-6)
+
+    def write(x):
+        view = make_view(x.data * 1.0)
+        view += 1
+        return xr.DataArray(view.sum())
+
+    with pytest.raises(ValueError, match="read-only"):
+        write(x)  # NumPy itself
+    with pytest.raises(ValueError, match="read-only"):
+        lf.grad(write)(x)

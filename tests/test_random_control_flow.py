@@ -439,3 +439,38 @@ def test_while_loop_under_vmap_with_a_vector_state():
         dim="sample",
     )
     xr.testing.assert_allclose(result.transpose(*expected.dims), expected)
+
+
+# --- in-place updates inside branches and loop bodies under a mapped predicate -------------------
+def _doubling_until_ten(x):
+    def body(state):
+        u, i = state
+        u *= 2.0  # in place on the carried state
+        return u, i + 1
+
+    u, _ = lf.while_loop(lambda s: s[0].sum() < 10, body, (x.copy(), 0))
+    return u.sum()
+
+
+def _mutating_branch(x):
+    def double_then_sum(a):
+        a *= 2.0
+        return a.sum()
+
+    return lf.cond(x.sum() > 0, double_then_sum, lambda a: (a ** 2).sum(), x.copy())
+
+
+@pytest.mark.parametrize("func", [_doubling_until_ten, _mutating_branch], ids=["while_loop", "cond"])
+def test_in_place_updates_in_a_mapped_branch_or_body_stay_per_example(func):
+    rows = [[1.0, 2.0], [0.1, 0.2], [6.0, 5.0]] + ([[-1.0, -3.0]] if func is _mutating_branch else [])
+    batch = xr.DataArray(rows, dims=("s", "t"))  # (a negative row would double forever in the loop)
+    expected = [float(func(batch[i])) for i in range(batch.sizes["s"])]
+    np.testing.assert_allclose(lf.vmap(func, "s")(batch).values, expected, rtol=1e-12)
+    gradients = lf.vmap(lf.grad(func), "s")(batch)
+    for i in range(batch.sizes["s"]):  # central differences of the function itself
+        for j in range(2):
+            step = np.zeros((2,))
+            step[j] = 1e-6
+            plus = float(func(batch[i] + step))
+            minus = float(func(batch[i] - step))
+            np.testing.assert_allclose(gradients.values[i, j], (plus - minus) / 2e-6, rtol=1e-5, atol=1e-6)

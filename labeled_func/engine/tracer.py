@@ -543,7 +543,10 @@ def concrete_policy(tracer, what):
 # and bumps the base's version; a view whose base's version moved is regenerated from the
 # base when next used (every primitive applied to it, ``float()``, the transform's output).
 
-VIEW_PRIMITIVES = frozenset((ki.getitem, ks.transpose, ks.reshape, ks.squeeze, ks.expand_dims))
+# Views NumPy makes read-only: reading one after its base was written sees the new values
+# (it is regenerated like any view), writing into one raises NumPy's ValueError.
+READ_ONLY_VIEW_PRIMITIVES = frozenset((ks.broadcast_to, ks.matrix_diagonal, ks.sliding_window_view))
+VIEW_PRIMITIVES = frozenset((ki.getitem, ks.transpose, ks.reshape, ks.squeeze, ks.expand_dims)) | READ_ONLY_VIEW_PRIMITIVES
 
 
 class VersionCell:
@@ -643,6 +646,10 @@ def refresh_view(tracer):
 def write_view(level, dest, src):
     """``dest[...] = src`` for a view ``dest``: write into its base, functionally."""
     view = dest._view
+    read_only = [prim.name for prim, _, _ in view.ops if prim in READ_ONLY_VIEW_PRIMITIVES]
+    if read_only:
+        raise ValueError(f"assignment destination is read-only: a view made by {read_only[0]}, which "
+                         "NumPy makes read-only (write into a copy: .copy())")
     shape = tuple(dest.shape)
     if tuple(getattr(src, "shape", ())) != shape:
         src = ks.broadcast_to.bind(src, shape=shape)
