@@ -14,6 +14,7 @@ from __future__ import annotations
 import optree
 import xarray as xr
 
+from kernels import Traced
 from kernels.backend import is_array, namespace
 
 __all__ = ["check_one_backend"]
@@ -83,6 +84,8 @@ def _arrays(value, label):
 
 def _library(array):
     """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array."""
+    if isinstance(array, Traced):  # an enclosing transform's value: the array it stands for
+        array = array._bottom()
     meta = getattr(array, "_meta", None)  # a Dask array: the library of its chunks
     if meta is not None and type(array).__module__.startswith("dask"):
         array = meta

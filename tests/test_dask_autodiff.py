@@ -278,3 +278,23 @@ def test_take_along_axis_fallback_on_dask_and_portable(axis):
         assert isinstance(lazy, da.Array)
         np.testing.assert_array_equal(lazy.compute(), expected)
         np.testing.assert_array_equal(_take_along_axis_fallback(xnp)(x, indices, axis), expected)
+
+
+@pytest.mark.parametrize("chunked", ["params", "data", "both"])
+@pytest.mark.parametrize("second_order", ["hessian", "grad_of_grad", "jacfwd_of_jacrev"])
+def test_second_order_with_dask_backed_arguments(scheduler, chunked, second_order):
+    rng = np.random.default_rng(5)
+    params = xr.DataArray(rng.normal(size=3), dims="x")
+    data = xr.DataArray(rng.normal(size=(20, 3)), dims=("sample", "x"))
+
+    def loss(p, d):
+        return (np.tanh((d * p).sum("x")) ** 2).mean("sample")
+
+    transform = {"hessian": lf.hessian(loss),
+                 "grad_of_grad": lf.grad(lambda p, d: lf.grad(loss)(p, d).sum()),
+                 "jacfwd_of_jacrev": lf.jacfwd(lf.jacrev(loss))}[second_order]
+    p = params.chunk(x=2) if chunked in ("params", "both") else params
+    d = data.chunk(sample=5) if chunked in ("data", "both") else data
+    lazy = transform(p, d)
+    assert scheduler.calls == 0 and is_lazy(lazy)
+    assert_same(lazy, transform(params, data))
