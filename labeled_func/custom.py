@@ -21,6 +21,8 @@ Inside, the arguments are a flat list of arrays, rebuilt into the caller's struc
 """
 from __future__ import annotations
 
+import copy
+
 import functools
 
 import optree
@@ -386,34 +388,51 @@ def _batched_bwd(bwd, level, mask):
 
 class _Residuals:
     """``fwd``'s residuals with the arrays mapped by a vmap level kept unwrapped, to
-    be rewrapped by the vmap level that runs ``bwd``."""
+    be rewrapped by the vmap level that runs ``bwd``.
+
+    Under nested vmaps the outer level's wrapper gets the inner one's ``_Residuals``: it
+    unwraps its own level's values among the inner one's, and rebuilds an inner
+    ``_Residuals`` for the inner wrapper to rebuild in turn.
+    """
 
     def __init__(self, tree, level):
-        self.leaves, self.treedef = optree.tree_flatten(tree, none_is_leaf=True)
-        self.parts = []
-        for leaf in self.leaves:
-            if isinstance(leaf, xr.DataArray):
-                data = [leaf.data]
-            elif isinstance(leaf, xr.Dataset):
-                data = [leaf[name].data for name in leaf.data_vars]
-            elif isinstance(leaf, Tracer):
-                data = [leaf]
-            else:
-                data = []
-            parts = [(d._value, True) if type(d) is BatchTracer and d._level is level else (d, False) for d in data]
-            self.parts.append(parts if any(batched for _, batched in parts) else None)
+        if isinstance(tree, _Residuals):
+            self.inner, self.leaves, self.treedef = tree, None, None
+            values = list(tree.values)
+        else:
+            self.inner = None
+            self.leaves, self.treedef = optree.tree_flatten(tree, none_is_leaf=True)
+            values = [d for leaf in self.leaves for d in _arrays_of(leaf)]
+        self.mask = [type(v) is BatchTracer and v._level is level for v in values]
+        self.values = [v._value if batched else v for v, batched in zip(values, self.mask)]
 
     def rebuild(self, level):
-        leaves = []
-        for leaf, parts in zip(self.leaves, self.parts):
-            if parts is None:
+        values = [BatchTracer(level, v) if batched else v for v, batched in zip(self.values, self.mask)]
+        if self.inner is not None:
+            inner = copy.copy(self.inner)
+            inner.values = values
+            return inner
+        leaves, start = [], 0
+        for leaf in self.leaves:
+            count = len(_arrays_of(leaf))
+            data, start = values[start:start + count], start + count
+            if not count:
                 leaves.append(leaf)
-                continue
-            data = [BatchTracer(level, v) if batched else v for v, batched in parts]
-            if isinstance(leaf, xr.DataArray):
+            elif isinstance(leaf, xr.DataArray):
                 leaves.append(leaf.copy(deep=False, data=data[0]))
             elif isinstance(leaf, xr.Dataset):
                 leaves.append(leaf.copy(deep=False, data=dict(zip(leaf.data_vars, data))))
             else:
                 leaves.append(data[0])
         return optree.tree_unflatten(self.treedef, leaves)
+
+
+def _arrays_of(leaf):
+    """The traced arrays a residual leaf holds (none for plain values)."""
+    if isinstance(leaf, xr.DataArray):
+        return [leaf.data]
+    if isinstance(leaf, xr.Dataset):
+        return [leaf[name].data for name in leaf.data_vars]
+    if isinstance(leaf, Tracer):
+        return [leaf]
+    return []

@@ -484,3 +484,20 @@ def test_rules_must_be_defined():
     with pytest.raises(TypeError, match="defvjp"):
         g(scalar(1.0))
 
+
+
+def test_custom_vjp_under_nested_vmaps_inside_grad_uses_the_rule():
+    # bwd declares d(x²)/dx := x (not 2x), so the result tells the rule from the raw function
+    @lf.custom_vjp
+    def square(x):
+        return x ** 2
+
+    square.defvjp(lambda x: (square(x), x), lambda x, g: (g * x,))
+    X = xr.DataArray(np.arange(6.0).reshape(2, 3) - 2.5, dims=("a", "b"))
+    expected = X.values
+    nested_dims = lf.grad(lambda X: lf.vmap(square, dim=("a", "b"))(X).sum())(X)
+    nested_calls = lf.grad(lambda X: lf.vmap(lf.vmap(square, "b"), "a")(X).sum())(X)
+    inside = lf.vmap(lf.vmap(lf.grad(square), "b"), "a")(X)
+    out, pullback = lf.vjp(lambda X: lf.vmap(lf.vmap(square, "b"), "a")(X), X)
+    for result in (nested_dims, nested_calls, inside, pullback(xr.ones_like(out))[0]):
+        np.testing.assert_allclose(result.transpose("a", "b").values, expected)
