@@ -71,7 +71,8 @@ class custom_jvp:
         self.rule = rule
         return rule
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        _positional_only(self, "custom_jvp", kwargs)
         if self.rule is None:
             raise TypeError(f"custom_jvp {self.fun.__name__!r}: define its rule with @{self.fun.__name__}.defjvp")
         call = _Call(args)
@@ -121,7 +122,8 @@ class custom_vjp:
     def defvjp(self, fwd, bwd):
         self.fwd, self.bwd = fwd, bwd
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        _positional_only(self, "custom_vjp", kwargs)
         if self.fwd is None:
             raise TypeError(f"custom_vjp {self.fun.__name__!r}: define its rules with {self.fun.__name__}.defvjp(fwd, bwd)")
         call = _Call(args)
@@ -384,6 +386,17 @@ def _batched_bwd(bwd, level, mask):
             return flat
 
     return run
+
+
+def _positional_only(custom, kind, kwargs):
+    if kwargs:
+        name = custom.fun.__name__
+        raise TypeError(
+            f"{kind} {name!r} takes its arguments by position only (its rules get them as a "
+            f"tuple), but was called with {sorted(kwargs)} by keyword: pass them by position, "
+            f"or fix non-array options first with functools.partial({name}, ...) before "
+            f"decorating"
+        )
 
 
 class _Residuals:

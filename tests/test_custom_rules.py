@@ -501,3 +501,23 @@ def test_custom_vjp_under_nested_vmaps_inside_grad_uses_the_rule():
     out, pullback = lf.vjp(lambda X: lf.vmap(lf.vmap(square, "b"), "a")(X), X)
     for result in (nested_dims, nested_calls, inside, pullback(xr.ones_like(out))[0]):
         np.testing.assert_allclose(result.transpose("a", "b").values, expected)
+
+
+def test_custom_functions_called_with_keywords_say_to_pass_them_by_position():
+    @lf.custom_jvp
+    def scaled(x, factor):
+        return x * factor
+
+    scaled.defjvp(lambda p, t: (scaled(*p), t[0] * p[1]))
+
+    @lf.custom_vjp
+    def cube(x):
+        return x ** 3
+
+    cube.defvjp(lambda x: (cube(x), x), lambda x, g: (3 * g * x ** 2,))
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    with pytest.raises(TypeError, match=r"custom_jvp 'scaled'.*\['factor'\].*by position"):
+        scaled(x, factor=2.0)
+    with pytest.raises(TypeError, match=r"custom_vjp 'cube'.*\['x'\]"):
+        cube(x=x)
+    np.testing.assert_allclose(lf.grad(lambda x: scaled(x, 2.0).sum())(x).values, [2.0, 2.0])

@@ -59,3 +59,20 @@ def test_dataarray_argsort_and_in_place_sort_under_vmap():
     np.testing.assert_array_equal(lf.vmap(sorted_values, dim="sample")(x).values, np.sort(ROWS, axis=1))
     grad = lf.grad(lambda v: (sorted_values(v) * xr.DataArray(np.arange(6.0), dims="t")).sum())(x[0])
     np.testing.assert_array_equal(grad.values, np.argsort(np.argsort(ROWS[0])).astype(float))
+
+
+def test_view_writes_through_like_numpy_under_grad_and_vmap():
+    def f(x):
+        a = x.data.copy()
+        v = a.view()
+        v *= 3.0  # NumPy: a sees it
+        return xr.DataArray((a ** 2).sum())
+
+    x = xr.DataArray([1.0, -2.0, 0.5], dims="t")
+    gradient, value = lf.grad_and_value(f)(x)
+    np.testing.assert_allclose(value.item(), float(f(x)))
+    np.testing.assert_allclose(gradient.values, 18 * x.values)  # d/dx of 9 x²
+    batch = xr.DataArray([[1.0, 2.0, 3.0], [0.5, -1.0, 2.0]], dims=("s", "t"))
+    np.testing.assert_allclose(lf.vmap(f, dim="s")(batch).values, [float(f(batch[i])) for i in range(2)])
+    with pytest.raises(lf.UnsupportedOperationError, match="astype"):
+        lf.grad(lambda x: xr.DataArray(x.data.view(np.int64).sum() * 1.0))(x)

@@ -22,7 +22,7 @@ from kernels import shape as ks
 from kernels.backend import device_of, dtype_kind, namespace
 
 from . import diagnose, numpy_api
-from .errors import ConversionError, InplaceError
+from .errors import ConversionError, InplaceError, UnsupportedOperationError
 
 __all__ = ["Tracer", "PrimalTracer", "inplace_assign", "register_conversion_sites", "refresh_view"]
 
@@ -298,6 +298,13 @@ class Tracer(Traced):
 
     def fill(self, value):
         inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
+
+    def view(self, dtype=None, type=None):
+        """A new view of the same values (written through, like NumPy's); no reinterpretation."""
+        if dtype is not None or type is not None:
+            raise UnsupportedOperationError("ndarray.view(dtype/type) reinterprets memory, which a "
+                                            "traced array cannot do; use .astype(dtype)")
+        return ks.reshape.bind(self, shape=tuple(self.shape))
 
     def sort(self, axis=-1, kind=None, order=None):
         """In place, as ``ndarray.sort``."""
