@@ -496,7 +496,10 @@ def gradient(x, *varargs, axis=None, edge_order=1):
                     (ew.negative.bind(ew.divide.bind(span, ew.multiply.bind(d1, d2))), part(-2, -1)),
                     (ew.divide.bind(ew.add.bind(ew.multiply.bind(2.0, d2), d1), ew.multiply.bind(d2, span)), part(-1, None)),
                 ])
-        results.append(concatenate.bind(first, interior, last, axis=ax))
+        result = concatenate.bind(first, interior, last, axis=ax)
+        if dtype_kind(x.dtype) in "fc" and result.dtype != x.dtype:  # NumPy keeps a float32 f
+            result = ew.astype.bind(result, dtype=x.dtype)
+        results.append(result)
     return results[0] if len(results) == 1 else results
 
 

@@ -351,3 +351,12 @@ def test_gradient_with_coordinates_leaves_nans_where_numpy_does(coordinate):
     primal, tangent = lf.jvp(lambda row: np.gradient(row, coordinate), (values[1],), (np.ones(6),))
     np.testing.assert_allclose(primal, expected[1], rtol=1e-14)
     np.testing.assert_allclose(tangent, np.gradient(np.ones(6), coordinate), atol=1e-14)
+
+
+def test_gradient_of_float32_with_float64_coordinates_stays_float32_as_in_numpy():
+    values = np.array([[1.0, 2.0, 4.0, 8.0, 16.0], [0.0, 1.0, 0.0, 1.0, 0.0]], dtype=np.float32)
+    coordinate = np.array([0.0, 1.0, 3.0, 4.0, 7.0])
+    mapped = lf.vmap(lambda row: np.gradient(row, coordinate), in_dims=(0,))(values)
+    expected = np.stack([np.gradient(row, coordinate) for row in values])
+    assert mapped.dtype == expected.dtype == np.float32
+    np.testing.assert_allclose(mapped, expected, rtol=1e-6)
