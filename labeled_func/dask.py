@@ -32,7 +32,7 @@ import optree
 import xarray as xr
 
 from .control_flow import structure_only
-from .named import Preserve, _position, is_labeled, named_coords, restore_tree_coords, tree_nodes
+from .named import Preserve, _position, is_labeled, named_coords, restore_tree_coords, shadowing, tree_nodes
 
 __all__ = ["has_lazy_leaves", "vmap_lazy"]
 
@@ -480,9 +480,8 @@ class _Outputs:
             out = xr.Dataset({n: v for n, v in variables.items() if n not in coord_names},
                              coords={n: v for n, v in variables.items() if n in coord_names}, attrs=ds.attrs)
             if dim in out.dims and kind[0] != "tree":
-                # as in memory (named._shadowing): the mapped dim's labels replace scalars of
-                # the same names that shared data selected inside the function carried out
-                out = out.drop_vars([n for n in coords if n in out.coords and dim not in out[n].dims])
+                # as in memory: the mapped dim's labels replace scalars of the same names
+                out = out.drop_vars(shadowing(out, named_coords(coords), dim, ()))
                 out = out.assign_coords({n: v for n, v in named_coords(coords).items() if n not in out.coords})
             rebuilt.append(out)
         if kind[0] == "tree":  # as in memory: where the argument had them, else at the top

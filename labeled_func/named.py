@@ -16,7 +16,7 @@ from .engine import BatchTracer, batch_value, unbatch_value
 from .engine import numpy_api, register_conversion_sites
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
-           "dim_label_sources", "named_coords", "restore_tree_coords", "tree_nodes", "TreeNode",
+           "dim_label_sources", "named_coords", "shadowing", "restore_tree_coords", "tree_nodes", "TreeNode",
            "slice_leaf", "concat_leaves", "Preserve"]
 
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
@@ -184,9 +184,8 @@ def restore_tree_coords(nodes, dim, coords):
         else:
             wanted = {}
         names = inherited | set(wanted)
-        shadowing = [name for name in ds.coords
-                     if (name == dim or name in names) and dim not in ds[name].dims]
-        ds = ds.drop_vars(shadowing) if shadowing else ds
+        stale = shadowing(ds, names, dim, ())
+        ds = ds.drop_vars(stale) if stale else ds
         new = {name: var for name, var in wanted.items() if name not in ds.coords}
         out[path] = ds = ds.assign_coords(new) if new else ds
         passed[path] = inherited | set(new)
@@ -292,13 +291,13 @@ def unmap_leaf(value, dim, level, position, coords, label):
         _check_new_dim(value, dim, label)
         variable = _unmap_variable(value.variable, dim, level, position)
         traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced) + _shadowing(value, coords, dim, traced))
+        base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
         out = xr.DataArray(variable, coords=base.coords, name=value.name)
         return _restore_coords(out, traced, coords, dim, level)
     if isinstance(value, xr.Dataset):
         _check_new_dim(value, dim, label)
         traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced) + _shadowing(value, coords, dim, traced))
+        base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
         data_vars = {name: _unmap_variable(var.variable, dim, level, position)
                      for name, var in base.data_vars.items()}
         out = xr.Dataset(data_vars, coords=base.coords, attrs=value.attrs)
@@ -317,7 +316,7 @@ def unmap_leaf(value, dim, level, position, coords, label):
     return unbatch_value(level, value, _position(position, value.ndim, label))
 
 
-def _shadowing(value, coords, dim, traced):
+def shadowing(value, coords, dim, traced):
     """Unmapped coordinates named like the mapped dim or one of its coordinates.
 
     They come from shared data selected inside the function (``ens.sel(member="ctrl")``

@@ -21,6 +21,7 @@ import math
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 
 FLOAT = (np.dtype(np.float64), np.dtype(np.float32))
 INT = (np.dtype(np.int64),)
@@ -1557,3 +1558,12 @@ def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Call
 def placements(sample: SampleInput, choices: tuple = (0, -1, None)) -> list[tuple]:
     """Every assignment of ``choices`` to the sample's arrays with one batched at least."""
     return [p for p in itertools.product(choices, repeat=len(array_positions(sample))) if any(d is not None for d in p)]
+
+
+def report(op, failures, calls, problem="failed"):
+    """Fail once for all of ``op``'s failed calls (the first 12 shown), or pass."""
+    assert calls, f"{op.name}: no call was checked"
+    if failures:
+        shown = "\n".join(failures[:12])
+        more = f"\n... and {len(failures) - 12} more" if len(failures) > 12 else ""
+        pytest.fail(f"{len(failures)} of {calls} calls of {op.name} {problem}:\n{shown}{more}", pytrace=False)

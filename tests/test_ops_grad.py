@@ -31,7 +31,7 @@ import pytest
 
 import labeled_func as lf
 from ad_helpers import central_difference, engine_jvp, engine_vjp
-from opinfo import OP_DB, examples
+from opinfo import OP_DB, examples, report
 
 F64 = np.dtype(np.float64)
 EPS = 1e-6  # central differences: truncation ~ EPS**2, rounding ~ 1e-16 / EPS
@@ -421,11 +421,3 @@ def describe(label, error):
     lines = str(error).strip().splitlines()
     shown = " | ".join(line.strip() for line in lines[:4] if line.strip())
     return f"{label}: {type(error).__name__}: {shown}"
-
-
-def report(op, failures, calls):
-    assert calls, f"{op.name}: no call was checked"
-    if failures:
-        shown = "\n".join(failures[:12])
-        more = f"\n... and {len(failures) - 12} more" if len(failures) > 12 else ""
-        pytest.fail(f"{len(failures)} of {calls} calls of {op.name} failed:\n{shown}{more}", pytrace=False)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import labeled_func as lf
-from opinfo import OP_DB, array_positions, assert_same, examples, placements, stack_outputs, with_arrays
+from opinfo import OP_DB, array_positions, assert_same, examples, placements, report, stack_outputs, with_arrays
 
 CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype.name}") for op in OP_DB for dtype in op.dtypes]
 BATCH_SIZES = (1, 3)
@@ -46,7 +46,7 @@ def test_vmap_matches_loop(op, dtype):
                     check_vmap(op, sample_examples, in_dims, oracle)
                 except Exception as error:  # noqa: BLE001 - every failing call is listed
                     failures.append(describe(f"B={batch_size}", sample_examples[0], in_dims, error))
-    report(op, failures, calls)
+    report(op, failures, calls, "differ from the loop")
 
 
 @pytest.mark.parametrize("op, dtype", CASES)
@@ -63,7 +63,7 @@ def test_nested_vmap_matches_double_loop(op, dtype):
                 check_nested_vmap(op, sample_examples, states, oracle)
             except Exception as error:  # noqa: BLE001 - every failing call is listed
                 failures.append(describe("nested (outer, inner) per array:", sample_examples[0], states, error))
-    report(op, failures, calls)
+    report(op, failures, calls, "differ from the loop")
 
 
 class Oracle:
@@ -170,12 +170,3 @@ def structure(sample):
 def describe(label, sample, dims, error):
     message = str(error).strip().splitlines()
     return f"{label} {sample!r} in_dims={tuple(dims)}: {type(error).__name__}: {message[0] if message else ''}"
-
-
-def report(op, failures, calls):
-    assert calls, f"{op.name}: no call was checked"
-    if failures:
-        shown = "\n".join(failures[:15])
-        more = f"\n... and {len(failures) - 15} more" if len(failures) > 15 else ""
-        summary = f"{len(failures)} of {calls} calls of {op.name} differ from the loop"
-        pytest.fail(f"{summary}:\n{shown}{more}", pytrace=False)

@@ -7,11 +7,10 @@ reverse mode at any depth.
 from __future__ import annotations
 
 from kernels import shape as ks
-from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, make_view, refresh_view
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, refresh_view
 
 __all__ = ["JVPLevel", "JVPTracer", "split_tangent"]
 
@@ -44,10 +43,10 @@ class JVPLevel(Level):
         if prim in VIEW_PRIMITIVES and type(args[0]) is JVPTracer and args[0]._level is self:
             view = make_view(prim, args, params, out)
             if view is not None:  # traced even without a tangent: writes through it reach the base
-                result = JVPTracer(self, out, None if _integral(out) else tangent)
+                result = JVPTracer(self, out, None if integral(out) else tangent)
                 result._view = view
                 return result
-        if tangent is None or _integral(out):
+        if tangent is None or integral(out):
             return out
         return JVPTracer(self, out, tangent)
 
@@ -88,10 +87,6 @@ def split_tangent(level, value):
         return value._value, value._tangent
     return value, None
 
-
-def _integral(value):
-    dtype = getattr(value, "dtype", None)
-    return dtype is not None and dtype_kind(dtype) in "biu"
 
 
 def _fit(value, shape):

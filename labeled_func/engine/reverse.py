@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from kernels import elementwise as ew
 from kernels import shape as ks
-from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, make_view, refresh_view
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, refresh_view
 
 __all__ = ["VJPLevel", "VJPTracer", "Node", "backward", "input_node"]
 
@@ -60,11 +59,11 @@ class VJPLevel(Level):
         if prim in VIEW_PRIMITIVES and type(args[0]) is VJPTracer and args[0]._level is self:
             view = make_view(prim, args, params, out)
             if view is not None:  # traced even without a node: writes through it reach the base
-                node = Node(prim, params, tuple(parents), tuple(primals), out) if parents and not _integral(out) else None
+                node = Node(prim, params, tuple(parents), tuple(primals), out) if parents and not integral(out) else None
                 result = VJPTracer(self, out, node)
                 result._view = view
                 return result
-        if not prim.differentiable or not parents or _integral(out):
+        if not prim.differentiable or not parents or integral(out):
             return out
         if prim.vjp is None:
             raise UnsupportedOperationError(f"{prim.name} has no VJP rule: it cannot be differentiated in reverse mode")
@@ -110,10 +109,6 @@ class VJPTracer(PrimalTracer):
             refresh_view(self)
         return f"VJPTracer(grad level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
 
-
-def _integral(value):
-    dtype = getattr(value, "dtype", None)
-    return dtype is not None and dtype_kind(dtype) in "biu"
 
 
 def backward(seeds, wanted):

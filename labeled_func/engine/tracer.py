@@ -490,6 +490,12 @@ def inplace_assign(dest, src, operation):
     top.assign(dest, src, operation)
 
 
+def integral(value):
+    """Integer or boolean values: outputs of an AD level that carry no derivative."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype_kind(dtype) in "biu"
+
+
 class PrimalTracer(Tracer):
     """Base of the differentiating tracers: ``_value`` is the primal, of the same shape.
 
