@@ -13,9 +13,10 @@ import array_api_compat
 import array_api_compat.numpy as numpy_namespace  # noqa: F401 (re-exported)
 import numpy as np
 
-from .primitive import Traced
+from .primitive import Traced, bottom
 
-__all__ = ["any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array", "dtype_kind"]
+__all__ = ["any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
+           "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
 _namespace_by_type = {np.ndarray: numpy_namespace}
@@ -39,19 +40,45 @@ def namespace(*values):
             else:
                 xp = array_api_compat.array_namespace(value)
                 _namespace_by_type[kind] = xp
-        if found is None or (found is numpy_namespace and _wraps_numpy(xp)):
+        if found is None or (found is numpy_namespace and lazy_namespace(xp)):
             found = xp
-        elif xp is not found and not (xp is numpy_namespace and _wraps_numpy(found)):
+        elif xp is not found and not (xp is numpy_namespace and lazy_namespace(found)):
             raise TypeError(
                 f"arrays of different libraries in one operation: {found.__name__} and {xp.__name__}"
             )
     return numpy_namespace if found is None else found
 
 
-def _wraps_numpy(xp):
+def lazy_namespace(xp):
     """True for a namespace whose functions take NumPy arrays too, as one family with
     them (Dask's: a Dask array wraps NumPy chunks, and ``da.add(dask, numpy)`` is lazy)."""
     return xp.__name__ == "array_api_compat.dask.array"
+
+
+# --- which library an array comes from: asked here, and nowhere else ---------------------------
+def library_of(value):
+    """The top-level package of the array library behind ``value`` ("numpy", "cupy",
+    "dask", "array_api_strict", "jax"...), read through tracers to the concrete array
+    below them; "numpy" for NumPy scalars, None for Python numbers and None."""
+    value = bottom(value)
+    if value is None or type(value) in _PYTHON_NUMBERS:
+        return None
+    return type(value).__module__.partition(".")[0]
+
+
+def namespace_library(xp):
+    """The array library of namespace ``xp``: array-api-compat's wrappers name the library
+    they wrap (``array_api_compat.dask.array`` is "dask"), others are the library itself."""
+    name = xp.__name__.removeprefix("array_api_compat.")
+    return name.partition(".")[0]
+
+
+def is_integer_dtype(dtype):
+    """Booleans and (unsigned) integers: values that carry no derivative."""
+    return dtype_kind(dtype) in "biu"
+
+
+_PYTHON_NUMBERS = (int, float, complex, bool)
 
 
 def device_of(value):
@@ -64,11 +91,11 @@ def device_of(value):
 def any_true(mask):
     """Whether any element of a boolean mask is true, across every example of every
     transform level; True when that cannot be known without computing (a lazy array)."""
-    if isinstance(mask, Traced):
-        mask = mask._bottom()
-    if type(mask) is np.ndarray or isinstance(mask, (np.generic, bool)):
+    mask = bottom(mask)
+    library = library_of(mask)
+    if library in ("numpy", None):
         return bool(np.any(mask))
-    if type(mask).__module__.split(".")[0] in ("cupy", "array_api_strict"):
+    if library in ("cupy", "array_api_strict"):
         return bool(namespace(mask).any(mask))
     return True
 
@@ -133,7 +160,7 @@ def _take_along_axis_fallback(xp):
         shape = tuple(max(a, b) for a, b in zip(x.shape, indices.shape))
         x = xp.broadcast_to(x, shape[:axis] + (x.shape[axis],) + shape[axis + 1:])
         indices = xp.broadcast_to(indices, shape[:axis] + (indices.shape[axis],) + shape[axis + 1:])
-        if _wraps_numpy(xp):  # Dask: each block whole along the axis, the chunk library per block
+        if lazy_namespace(xp):  # Dask: each block whole along the axis, the chunk library per block
             import dask.array
 
             x = x.rechunk({axis: -1})

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import device_of, dtype_kind, namespace, namespace_dtype, numpy_namespace
+from .backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype, numpy_namespace
+from .core import broadcast_to, reshape, unbroadcast
+from .creation import zeros_like
 from .primitive import Primitive
 
-__all__ = ["batch_elementwise", "elementwise_primitive"]
+__all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "safe_multiply"]
 
 
 def _ndim(value):
@@ -63,8 +65,7 @@ def _to_floating(xp, args):
     """Integers and booleans become the float NumPy's loops would pick."""
     out = []
     for arg in args:
-        kind = dtype_kind(arg.dtype) if hasattr(arg, "dtype") else "f"
-        if kind in "biu":
+        if hasattr(arg, "dtype") and is_integer_dtype(arg.dtype):
             np_dtype = np.promote_types(np.dtype(getattr(arg.dtype, "_np_dtype", arg.dtype)), np.float16)
             arg = xp.astype(arg, namespace_dtype(xp, np_dtype))
         out.append(arg)
@@ -88,14 +89,10 @@ _ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number}
 def _define(name, function_name=None, semantics=None):
     return elementwise_primitive(name, _from_namespace(function_name or name, _ADAPT.get(semantics)))
 
-
-# Reshape is needed by the shared batch rule; its own rules live in shape.py.
-from .shape import reshape  # noqa: E402
-
 # --- unary ------------------------------------------------------------------
 negative = _define("negative")
 positive = _define("positive")
-abs = _define("abs")
+absolute = _define("absolute", "abs")
 sign = _define("sign", semantics="number")
 sqrt = _define("sqrt", semantics="floating")
 square = _define("square")
@@ -158,7 +155,7 @@ multiply = _define("multiply")
 divide = _define("divide", semantics="floating")
 floor_divide = _define("floor_divide")
 remainder = _define("remainder")
-pow = _define("pow")
+power = _define("power", "pow")
 equal = _define("equal")
 not_equal = _define("not_equal")
 less = _define("less", semantics="number")
@@ -220,16 +217,7 @@ def _round_impl(x, *, decimals=0):
 
 
 astype = elementwise_primitive("astype", _astype_impl)
-round = elementwise_primitive("round", _round_impl)
-
-
-def clip(x, lower=None, upper=None):
-    """``clip`` as the composition of maximum and minimum (None leaves a side open)."""
-    if lower is not None:
-        x = maximum.bind(x, lower)
-    if upper is not None:
-        x = minimum.bind(x, upper)
-    return x
+around = elementwise_primitive("around", _round_impl)
 
 
 # --- derivative rules: a formula sheet ---------------------------------------------------
@@ -239,33 +227,16 @@ def clip(x, lower=None, upper=None):
 # a zero cotangent stays zero (xarray masks with where, and 0 * inf would be NaN).
 
 
-def unbroadcast(g, shape):
-    """``g`` summed down to ``shape`` (undoing NumPy broadcasting)."""
-    from .reductions import reduce_sum
-
-    shape = tuple(shape)
-    g_shape = tuple(g.shape)
-    if g_shape == shape:
-        return g
-    extra = len(g_shape) - len(shape)
-    axes = tuple(range(extra)) + tuple(
-        extra + i for i, size in enumerate(shape) if size == 1 and g_shape[extra + i] != 1
-    )
-    if axes:
-        g = reduce_sum.bind(g, axis=axes, keepdims=True)
-    return reshape.bind(g, shape=shape) if tuple(g.shape) != shape else g
-
-
 def _is_array(value):
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def _safe_multiply(g, d):
+def safe_multiply(g, d):
     """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite."""
     return where.bind(equal.bind(g, 0), 0.0, multiply.bind(g, d))
 
 
-def _linear_rules(prim, partials, safe=False):
+def partial_rules(prim, partials, safe=False):
     """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``."""
 
     def jvp(primals, tangents, **params):
@@ -286,7 +257,7 @@ def _linear_rules(prim, partials, safe=False):
         derivatives = partials(primals, out, **params)
         cotangents = []
         for primal, derivative in zip(primals, derivatives):
-            if derivative is None or not _is_array(primal) or dtype_kind(primal.dtype) in "biu":
+            if derivative is None or not _is_array(primal) or is_integer_dtype(primal.dtype):
                 cotangents.append(None)
                 continue
             if derivative is _ONE:
@@ -294,7 +265,7 @@ def _linear_rules(prim, partials, safe=False):
             elif derivative is _MINUS_ONE:
                 term = negative.bind(g)
             else:
-                term = _safe_multiply(g, derivative) if safe else multiply.bind(g, derivative)
+                term = safe_multiply(g, derivative) if safe else multiply.bind(g, derivative)
             cotangents.append(unbroadcast(term, primal.shape))
         return tuple(cotangents)
 
@@ -304,8 +275,6 @@ def _linear_rules(prim, partials, safe=False):
 
 _ONE = object()
 _MINUS_ONE = object()
-
-from .shape import broadcast_to  # noqa: E402
 
 _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
@@ -322,7 +291,7 @@ def _rsqrt(x):
 _UNARY = {
     negative: (lambda x, out: _MINUS_ONE, False),
     positive: (lambda x, out: _ONE, False),
-    abs: (lambda x, out: sign.bind(x), False),
+    absolute: (lambda x, out: sign.bind(x), False),
     sqrt: (lambda x, out: divide.bind(0.5, out), True),
     cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
     square: (lambda x, out: multiply.bind(2.0, x), False),
@@ -349,7 +318,7 @@ _UNARY = {
 }
 
 for _prim, (_derivative, _safe) in _UNARY.items():
-    _linear_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
+    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
 
 
 def _indicator(mask, like):
@@ -370,8 +339,8 @@ _BINARY = {
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
-    pow: (lambda x, y, out: (
-        multiply.bind(y, pow.bind(x, subtract.bind(y, 1) if _is_array(y) else y - 1)),
+    power: (lambda x, y, out: (
+        multiply.bind(y, power.bind(x, subtract.bind(y, 1) if _is_array(y) else y - 1)),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
         where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
         if _is_array(y) else None,
@@ -400,7 +369,8 @@ _BINARY = {
 }
 
 for _prim, (_partials, _safe) in _BINARY.items():
-    _linear_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+    partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+
 
 def _where_jvp(primals, tangents):
     """Select the tangents as the values are selected (a NaN on the other side stays out)."""
@@ -409,7 +379,7 @@ def _where_jvp(primals, tangents):
     _, tx, ty = tangents
     if tx is None and ty is None:
         return out, None
-    zero = zeros_like_value(out)
+    zero = zeros_like.bind(out)
     tangent = where.bind(condition, zero if tx is None else tx, zero if ty is None else ty)
     return out, broadcast_to.bind(tangent, shape=tuple(out.shape))
 
@@ -422,13 +392,7 @@ def _where_vjp(g, primals, out):
 
 
 def _differentiable(value):
-    return _is_array(value) and dtype_kind(value.dtype) not in "biu"
-
-
-def zeros_like_value(value):
-    from .creation import zeros_like
-
-    return zeros_like.bind(value)
+    return _is_array(value) and not is_integer_dtype(value.dtype)
 
 
 where.jvp = _where_jvp
@@ -460,7 +424,7 @@ def _astype_jvp(primals, tangents, *, dtype):
 
 def _astype_vjp(g, primals, out, *, dtype):
     (x,) = primals
-    if dtype_kind(x.dtype) in "biu":
+    if is_integer_dtype(x.dtype):
         return (None,)
     return (astype.bind(g, dtype=x.dtype),)
 
@@ -468,92 +432,13 @@ def _astype_vjp(g, primals, out, *, dtype):
 astype.jvp = _astype_jvp
 astype.vjp = _astype_vjp
 
-for _prim in (sign, floor, ceil, trunc, rint, round, isnan, isinf, isfinite, signbit, logical_not,
+for _prim in (sign, floor, ceil, trunc, rint, around, isnan, isinf, isfinite, signbit, logical_not,
               logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor,
               bitwise_invert, equal, not_equal, less, less_equal, greater, greater_equal,
               floor_divide):
     _prim.differentiable = False
 
 del _prim, _derivative, _partials, _safe
-
-
-# --- compositions: their rules are those of their parts -------------------------------------
-def _floating(x):
-    """``x`` as the floating type NumPy's float-only loops would pick (ints and bools)."""
-    if not _is_array(x):
-        return float(x)
-    if dtype_kind(x.dtype) not in "biu":
-        return x
-    np_dtype = np.promote_types(np.dtype(getattr(x.dtype, "_np_dtype", x.dtype)), np.float16)
-    return astype.bind(x, dtype=namespace_dtype(namespace(x), np_dtype))
-
-
-def deg2rad(x):
-    return multiply.bind(_floating(x), np.pi / 180)
-
-
-def rad2deg(x):
-    return multiply.bind(_floating(x), 180 / np.pi)
-
-
-def _at_least_double(x):
-    """float_power computes in float64 (complex128 for complex inputs)."""
-    if not _is_array(x):
-        return complex(x) if isinstance(x, complex) else float(x)
-    xp = namespace(x)
-    wide = xp.complex128 if dtype_kind(x.dtype) == "c" else xp.float64
-    return x if x.dtype == wide else astype.bind(x, dtype=wide)
-
-
-def float_power(x, y):
-    return pow.bind(_at_least_double(x), _at_least_double(y))
-
-
-def heaviside(x, h0):
-    """0 below zero, 1 above, ``h0`` at zero, NaN at NaN: a selection, so the derivative
-    is 0 in ``x`` and an indicator of ``x == 0`` in ``h0``."""
-    if not _is_array(x):  # a number beside an array h0 takes h0's floating type (a weak scalar)
-        xp = namespace(h0)
-        dtype = h0.dtype if dtype_kind(h0.dtype) in "fc" else xp.float64
-        x = xp.asarray(x, dtype=dtype, device=device_of(h0))
-    x = _floating(x)
-    at_zero = where.bind(equal.bind(x, 0), h0, x)
-    return where.bind(greater.bind(x, 0), 1, where.bind(less.bind(x, 0), 0, at_zero))
-
-
-def nan_to_num(x, nan=0.0, posinf=None, neginf=None):
-    """NaN and infinities replaced by finite numbers (the dtype's extremes by default)."""
-    if not _is_array(x) or dtype_kind(x.dtype) in "biu":
-        return x
-    if dtype_kind(x.dtype) == "c":
-        raise NotImplementedError("nan_to_num: complex inputs are not supported")
-    info = namespace(x).finfo(x.dtype)
-    x = where.bind(isnan.bind(x), nan, x)
-    infinite = isinf.bind(x)
-    x = where.bind(logical_and.bind(infinite, greater.bind(x, 0)), info.max if posinf is None else posinf, x)
-    return where.bind(logical_and.bind(infinite, less.bind(x, 0)), info.min if neginf is None else neginf, x)
-
-
-# --- ufuncs with two outputs ---------------------------------------------------------------
-def floor_divmod(x, y):
-    """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
-    remainder's derivative is 1 in ``x`` and ``-floor(x / y)`` in ``y`` (a.e.)."""
-    return floor_divide.bind(x, y), remainder.bind(x, y)
-
-
-def modf(x):
-    """NumPy's modf: (fractional part, integral part), both with the sign of ``x``.
-
-    The fraction is ``x - trunc(x)`` (derivative 1 a.e.; ``trunc`` carries none), its
-    sign copied from ``x`` so that a negative integer gives -0.0 as in NumPy; at
-    +-inf the fraction is +-0.0 (computed from 0, not as inf - inf).
-    """
-    x = _floating(x)
-    if not _is_array(x):
-        x = numpy_namespace.asarray(x)
-    finite = where.bind(isinf.bind(x), 0.0, x)
-    fraction = copysign.bind(subtract.bind(finite, trunc.bind(finite)), x)
-    return fraction, trunc.bind(x)
 
 
 # --- special functions: SciPy's ufuncs ----------------------------------------------------------
@@ -566,16 +451,16 @@ def _special(name):
     """``scipy.special.<name>`` (or ``cupyx.scipy.special.<name>``) for the library of ``x``."""
 
     def function(x, *args):
-        library = type(x).__module__.split(".")[0]
+        library = library_of(x)
         if library == "cupy":
             import cupyx.scipy.special as special
-        elif library == "numpy" or not _is_array(x):
+        elif library in ("numpy", None):
             import scipy.special as special
         else:
             raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
                                       "(NumPy and CuPy only)")
         out = getattr(special, name)(*args, x)
-        kind = dtype_kind(x.dtype) if _is_array(x) else "f"
+        kind = dtype_kind(x.dtype) if hasattr(x, "dtype") else "f"
         return out.astype(x.dtype) if kind == "f" and out.dtype != x.dtype else out
 
     return function
@@ -602,26 +487,7 @@ def _gaussian(x):
     return multiply.bind(_TWO_OVER_SQRT_PI, exp.bind(negative.bind(multiply.bind(x, x))))
 
 
-_linear_rules(erf, lambda primals, out: (_gaussian(primals[0]),))
-_linear_rules(erfc, lambda primals, out: (negative.bind(_gaussian(primals[0])),))
-_linear_rules(gammaln, lambda primals, out: (polygamma.bind(primals[0], n=0),))
-_linear_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),))
-
-
-def expit(x):
-    """The logistic sigmoid 1 / (1 + exp(-x)), with no overflow: each branch of the select
-    sees only the inputs of its own sign (``exp`` of a non-positive number)."""
-    x = _floating(x)
-    positive_side = greater_equal.bind(x, 0)
-    at_least_zero = where.bind(positive_side, x, 0.0)
-    below_zero = where.bind(positive_side, 0.0, x)
-    upper = divide.bind(1.0, add.bind(1.0, exp.bind(negative.bind(at_least_zero))))
-    e = exp.bind(below_zero)
-    lower = divide.bind(e, add.bind(1.0, e))
-    return where.bind(positive_side, upper, lower)
-
-
-def logit(p):
-    """log(p / (1 - p)): -inf at 0, inf at 1, NaN outside [0, 1]."""
-    p = _floating(p)
-    return log.bind(divide.bind(p, subtract.bind(1.0, p)))
+partial_rules(erf, lambda primals, out: (_gaussian(primals[0]),))
+partial_rules(erfc, lambda primals, out: (negative.bind(_gaussian(primals[0])),))
+partial_rules(gammaln, lambda primals, out: (polygamma.bind(primals[0], n=0),))
+partial_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),))

@@ -15,11 +15,15 @@ transposed back to the layout the per-example index would give.
 from __future__ import annotations
 
 import functools
+import sys
 
-from .backend import device_of, namespace, numpy_namespace
+import numpy as np
+
+from .backend import device_of, lazy_namespace, namespace, namespace_library, numpy_namespace
+from .core import (broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose,
+                   unbroadcast)
 from .creation import zeros_like
 from .primitive import Primitive
-from .shape import broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose
 
 __all__ = ["Slot", "getitem", "setitem", "index_add", "getitem_static", "split_key", "normalize_key"]
 
@@ -226,8 +230,6 @@ def _without_newaxes(xp, out, key, value):
 
 def _target_shape(shape, template, array_shapes):
     """The shape of ``x[key]`` for an ``x`` of ``shape``, computed without data."""
-    import numpy as np
-
     probe = np.broadcast_to(np.empty((), dtype=bool), shape)
     dummies = [np.zeros(s, dtype=np.intp) for s in array_shapes]
     return probe[_fill(template, dummies)].shape
@@ -318,7 +320,7 @@ def _index_add_impl(x, value, *arrays, template):
     if library is not None:
         library.add.at(out, key, value)  # NumPy, and CuPy >= 13
         return out
-    if xp.__name__ == "array_api_compat.dask.array":
+    if lazy_namespace(xp):
         return _index_add_lazily(out, value, arrays, template)
     return _one_hot_add(xp, out, value, arrays, template)
 
@@ -344,8 +346,8 @@ def _index_add_lazily(out, value, arrays, template):
 
 def _array_library(xp):
     """The NumPy or CuPy module behind namespace ``xp`` (None for other libraries)."""
-    name = xp.__name__.rsplit(".", 1)[-1]
-    return __import__(name) if name in ("numpy", "cupy") else None
+    name = namespace_library(xp)
+    return sys.modules.get(name) if name in ("numpy", "cupy") else None  # imported: it made the array
 
 
 def _one_hot_add(xp, out, value, arrays, template):
@@ -378,8 +380,6 @@ def _index_add_vjp(g, primals, out, *, template):
 
 def _value_cotangent(g, value, arrays, template):
     """``g[key]`` summed down to the shape of the value written there."""
-    from .elementwise import unbroadcast
-
     if not differentiable_input(value):
         return None
     picked = getitem.bind(g, *arrays, template=template)

@@ -4,12 +4,12 @@ A :class:`Primitive` carries everything about one operation: ``impl`` computes i
 concrete arrays, ``batch`` vectorises it over a leading batch axis, and the ``jvp``
 and ``vjp`` slots hold its derivative rules.  :func:`bind` is the only way an
 operation is applied: it hands the primitive to the highest transform level among
-the arguments, or runs ``impl`` when no argument is traced.  Rules are written with
-``bind`` themselves, so that transforms compose.
+the arguments (:func:`top_level`), or runs ``impl`` when no argument is traced.
+Rules are written with ``bind`` themselves, so that transforms compose.
 """
 from __future__ import annotations
 
-__all__ = ["Primitive", "Traced", "bind"]
+__all__ = ["Primitive", "Traced", "bind", "bottom", "top_level"]
 
 
 class Traced:
@@ -17,10 +17,18 @@ class Traced:
 
     The engine subclasses it; kernels only need two things of an instance: its
     ``_level`` (with ``depth``, ``alive``, ``process(prim, args, params)`` and
-    ``escaped(prim)``) and nothing else.
+    ``escaped(operation)``) and its ``_value`` (the value one level down).
     """
 
     __slots__ = ()
+
+
+def bottom(value):
+    """The concrete value under every transform level (all examples of every vmap, the
+    primal under AD); ``value`` itself when it is not traced."""
+    while isinstance(value, Traced):
+        value = value._value
+    return value
 
 
 class Primitive:
@@ -65,16 +73,26 @@ class Primitive:
         return f"Primitive({self.name!r})"
 
 
-def bind(prim, args, params):
-    """Apply ``prim`` to ``args``: at the highest level among them, or concretely."""
+def top_level(values, operation):
+    """The innermost (deepest) level among the traced ``values``, or None.
+
+    Every value is checked for escape: a tracer whose level has returned raises through
+    its level's ``escaped(operation)``, whichever argument it is.
+    """
     top = None
-    for arg in args:
-        if isinstance(arg, Traced):
-            level = arg._level
+    for value in values:
+        if isinstance(value, Traced):
+            level = value._level
             if not level.alive:
-                level.escaped(prim)
+                level.escaped(operation)
             if top is None or level.depth > top.depth:
                 top = level
+    return top
+
+
+def bind(prim, args, params):
+    """Apply ``prim`` to ``args``: at the highest level among them, or concretely."""
+    top = top_level(args, prim)
     if top is None:
         out = prim.impl(*args, **params)
         if getattr(out, "ndim", None) == 0 and args and all(type(a) in _PYTHON_SCALARS for a in args):

@@ -15,6 +15,7 @@ import numpy as np
 import optree
 import xarray as xr
 
+from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import shape as ks
@@ -22,8 +23,9 @@ from kernels.backend import device_of, dtype_kind, namespace, numpy_namespace
 from kernels.indexing import getitem_static
 
 from .backends import check_one_backend
-from .engine import JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node
-from .engine.tracer import refresh_view
+from .flat import FlatArrays, match_arrays
+from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
+                     tangent_of, traced_by)
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
@@ -70,8 +72,8 @@ def _grad_and_value(func, argnums, has_aux, name):
         run = _Reverse(func, args, kwargs, positions, has_aux, name)
         out = run.output
         value = _scalar(out, name)
-        node = _node_of(value, run.level)
-        seeds = [] if node is None else [(node, kc.ones_like.bind(value._value))]
+        node = node_of(value, run.level)
+        seeds = [] if node is None else [(node, kc.ones_like.bind(primal_of(value, run.level)))]
         grads = run.pull(seeds)
         result = run.mirror(grads)
         return result, ((run.primal_output, run.aux) if has_aux else run.primal_output)
@@ -90,12 +92,12 @@ def vjp(func, *primals, has_aux=False):
     [2.0, 4.0]
     """
     run = _Reverse(func, primals, {}, tuple(range(len(primals))), has_aux, "vjp")
-    output = _Arrays(run.output, "output", "vjp", allow_any=True)
-    nodes = [_node_of(a, run.level) for a in output.arrays]
+    output = FlatArrays(run.output, "output", "vjp", allow_any=True)
+    nodes = [node_of(a, run.level) for a in output.arrays]
     primal_output = run.primal_output
 
     def vjp_fn(cotangent):
-        cotangents = _match(primal_output, cotangent, "vjp")
+        cotangents = match_arrays(primal_output, cotangent, "vjp")
         seeds = [(node, c) for node, c in zip(nodes, cotangents) if node is not None]
         return tuple(run.mirror(run.pull(seeds), as_tuple=True))
 
@@ -123,18 +125,18 @@ def jvp(func, primals, tangents, *, has_aux=False):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
     labels = [_label(func, i) for i in range(len(primals))]
     check_one_backend(primals + tangents, labels + [f"the tangent of {label}" for label in labels], transform="jvp")
-    slots = [_Arrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
+    slots = [FlatArrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
     level = JVPLevel()
     level.label = "jvp"
     with active(level):
         args = []
         for slot, tangent in zip(slots, tangents):
-            tangent_arrays = _match(slot.value, tangent, "jvp", what="tangent")
+            tangent_arrays = match_arrays(slot.value, tangent, "jvp", what="tangent")
             args.append(slot.rebuild([JVPTracer(level, a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
         out, aux = _split_aux(func(*args), has_aux, "jvp")
-        output = _Arrays(_strip_coords(out, level), "output", "jvp", allow_any=True)
-        primal_arrays = [_primal(a, level) for a in output.arrays]
-        tangent_arrays = [_tangent(a, level) for a in output.arrays]
+        output = FlatArrays(_strip_coords(out, level), "output", "jvp", allow_any=True)
+        primal_arrays = [primal_of(a, level) for a in output.arrays]
+        tangent_arrays = [tangent_of(a, level) for a in output.arrays]
         result = (output.rebuild(primal_arrays), output.rebuild(tangent_arrays))
         aux = _strip(aux, level, "jvp")
     return result + (aux,) if has_aux else result
@@ -171,8 +173,8 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
     def jacobian(*args, **kwargs):
         positions = _argnums(argnums, len(args), name)
         run = _Reverse(func, args, kwargs, positions, has_aux, name)
-        output = _Arrays(run.output, "output", name, allow_any=True)
-        nodes = [_node_of(a, run.level) for a in output.arrays]
+        output = FlatArrays(run.output, "output", name, allow_any=True)
+        nodes = [node_of(a, run.level) for a in output.arrays]
         shapes = [tuple(a.shape) for a in output.arrays]
         sizes = [int(np.prod(s)) for s in shapes]
         total = sum(sizes)
@@ -182,7 +184,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
             start = 0
             for node, shape, size in zip(nodes, shapes, sizes):
                 if node is not None:
-                    piece = ks.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape)
+                    piece = kcore.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape)
                     seeds.append((node, piece))
                 start += size
             return run.pull(seeds)
@@ -197,7 +199,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
         start = 0
         for shape, size in zip(shapes, sizes):
             blocks.append([
-                ks.reshape.bind(getitem_static(column, (slice(start, start + size), Ellipsis)),
+                kcore.reshape.bind(getitem_static(column, (slice(start, start + size), Ellipsis)),
                                 shape=shape + tuple(array.shape))
                 for column, array in zip(columns, run.arrays)
             ])
@@ -224,7 +226,7 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
     def jacobian(*args, **kwargs):
         positions = _argnums(argnums, len(args), name)
         _check_backends(func, args, kwargs, name)
-        slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
+        slots = [FlatArrays(args[i], _label(func, i), name) for i in positions]
         arrays = [a for slot in slots for a in slot.arrays]
         shapes = [tuple(a.shape) for a in arrays]
         sizes = [int(np.prod(s)) for s in shapes]
@@ -233,7 +235,7 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
         def push_row(row):
             tangents, start = [], 0
             for shape, size in zip(shapes, sizes):
-                tangents.append(ks.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape))
+                tangents.append(kcore.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape))
                 start += size
             level = JVPLevel()
             level.label = name
@@ -246,11 +248,11 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
                                                 zip(slot.arrays, tangents[k:k + count])])
                     k += count
                 out, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
-                output = _Arrays(_strip_coords(out, level), "output", name, allow_any=True)
-                aux_arrays = _Arrays(_strip(aux, level, name), "aux", name, allow_any=True)
+                output = FlatArrays(_strip_coords(out, level), "output", name, allow_any=True)
+                aux_arrays = FlatArrays(_strip(aux, level, name), "aux", name, allow_any=True)
                 seen["output"], seen["aux"] = output, aux_arrays
-                return ([_tangent(a, level) for a in output.arrays],
-                        [_primal(a, level) for a in output.arrays], aux_arrays.arrays)
+                return ([tangent_of(a, level) for a in output.arrays],
+                        [primal_of(a, level) for a in output.arrays], aux_arrays.arrays)
 
         basis = _eye(sum(sizes), arrays)
         columns, primals, aux_arrays = vmap(push_row, in_dims=(0,), randomness=randomness)(basis)
@@ -261,8 +263,8 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
             row, start = [], 0
             for shape, size in zip(shapes, sizes):
                 part = getitem_static(column, (slice(start, start + size), Ellipsis))
-                part = ks.moveaxis(part, 0, -1)
-                row.append(ks.reshape.bind(part, shape=out_shape + shape))
+                part = kcore.moveaxis(part, 0, -1)
+                row.append(kcore.reshape.bind(part, shape=out_shape + shape))
                 start += size
             blocks.append(row)
         result = _label_jacobian(output, slots, blocks, wrt_suffix, isinstance(argnums, int))
@@ -293,7 +295,7 @@ class _Reverse:
     def __init__(self, func, args, kwargs, positions, has_aux, name):
         _check_backends(func, args, kwargs, name)
         self.single = getattr(positions, "single", False)
-        self.slots = [_Arrays(args[i], _label(func, i), name) for i in positions]
+        self.slots = [FlatArrays(args[i], _label(func, i), name) for i in positions]
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.level = level = VJPLevel()
         level.label = name
@@ -333,70 +335,6 @@ class _Reverse:
         if as_tuple:
             return results
         return results[0] if self.single else tuple(results)
-
-
-# --- arguments as flat lists of arrays -------------------------------------------------------------
-class _Arrays:
-    """The arrays inside one argument (or output), and how to put new ones back."""
-
-    def __init__(self, value, label, name, allow_any=False):
-        self.value = value
-        paths, self.leaves, self.treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)
-        self.arrays, self.counts = [], []
-        for path, leaf in zip(paths, self.leaves):
-            where = label + "".join(f"[{k!r}]" for k in path)
-            found = self._arrays_of(leaf, where, name, allow_any)
-            self.arrays.extend(found)
-            self.counts.append(len(found))
-
-    @staticmethod
-    def _arrays_of(leaf, label, name, allow_any):
-        if isinstance(leaf, xr.DataArray):
-            found = [leaf.data]
-        elif isinstance(leaf, xr.Dataset):
-            found = [leaf[v].data for v in leaf.data_vars]
-        elif isinstance(leaf, xr.DataTree):
-            if allow_any:  # an output or aux
-                raise TypeError(f"{name}: {label} is a DataTree, which {name} cannot return; return "
-                                "tree.to_dict() (a dict of Datasets) or one of its datasets instead")
-            raise TypeError(f"{name}: {label} is a DataTree; differentiate with respect to its datasets instead")
-        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            found = [leaf]
-        elif isinstance(leaf, numbers.Number) and not isinstance(leaf, (bool, np.bool_)):
-            if not allow_any and isinstance(leaf, numbers.Integral):
-                raise TypeError(
-                    f"{name}: {label} is the integer {leaf!r}; only floating-point inputs can be "
-                    f"differentiated (pass {float(leaf)!r}, or leave it out of argnums)"
-                )
-            found = [np.asarray(leaf)]  # a float is float64, a complex complex128
-        elif leaf is None or allow_any:
-            return []
-        else:
-            raise TypeError(f"{name}: cannot differentiate with respect to {label} of type {type(leaf).__name__}")
-        if not allow_any:
-            for array in found:
-                if dtype_kind(array.dtype) not in "fc":
-                    raise TypeError(
-                        f"{name}: {label} has dtype {array.dtype}; only floating-point inputs can be "
-                        "differentiated (cast it with .astype(float), or leave it out of argnums)"
-                    )
-        return found
-
-    def rebuild(self, arrays):
-        leaves, k = [], 0
-        for leaf, count in zip(self.leaves, self.counts):
-            new = arrays[k:k + count]
-            k += count
-            leaves.append(_replace(leaf, new) if count else leaf)
-        return optree.tree_unflatten(self.treedef, leaves)
-
-
-def _replace(leaf, arrays):
-    if isinstance(leaf, xr.DataArray):
-        return leaf.copy(deep=False, data=arrays[0])
-    if isinstance(leaf, xr.Dataset):
-        return leaf.copy(deep=False, data=dict(zip(leaf.data_vars, arrays)))
-    return arrays[0]
 
 
 def _label(func, i):
@@ -460,34 +398,12 @@ def _scalar(out, name):
     raise ValueError(f"{name}: the function must return a scalar, got {type(out).__name__}; use lf.jacrev for structured outputs")
 
 
-def _traced_by(value, level):
-    return isinstance(value, (VJPTracer, JVPTracer)) and value._level is level
-
-
-# (refresh_view: a view whose base was written in place since is regenerated first)
-def _node_of(value, level):
-    """The tape node behind ``value`` at reverse ``level`` (None for a constant)."""
-    return refresh_view(value)._node if type(value) is VJPTracer and value._level is level else None
-
-
-def _primal(value, level):
-    return refresh_view(value)._value if level is not None and _traced_by(value, level) else value
-
-
-def _tangent(value, level):
-    """The tangent of ``value`` at ``level`` (zeros for a constant)."""
-    if level is not None and type(value) is JVPTracer and value._level is level and refresh_view(value)._tangent is not None:
-        return value._tangent
-    primal = _primal(value, level)
-    return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
-
-
 def _strip(tree, level, name, label="aux"):
     """``tree`` with every array traced by ``level`` replaced by its primal."""
     if tree is None:
         return None
-    arrays = _Arrays(tree, label, name, allow_any=True)
-    return arrays.rebuild([_primal(a, level) for a in arrays.arrays])
+    arrays = FlatArrays(tree, label, name, allow_any=True)
+    return arrays.rebuild([primal_of(a, level) for a in arrays.arrays])
 
 
 def _strip_coords(tree, level):
@@ -496,74 +412,11 @@ def _strip_coords(tree, level):
     def strip(leaf):
         if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
             return leaf
-        traced = {name: xr.Variable(c.dims, _primal(c.variable.data, level), c.attrs)
-                  for name, c in leaf.coords.items() if _traced_by(c.variable.data, level)}
+        traced = {name: xr.Variable(c.dims, primal_of(c.variable.data, level), c.attrs)
+                  for name, c in leaf.coords.items() if traced_by(c.variable.data, level)}
         return leaf.assign_coords(traced) if traced else leaf
 
     return optree.tree_map(strip, tree, none_is_leaf=True)
-
-
-def _match(reference, given, name, what="cotangent"):
-    """The arrays of ``given`` aligned with those of ``reference`` (DataArrays by dim name)."""
-    ref_leaves = optree.tree_flatten(reference, none_is_leaf=True)[0]
-    try:
-        given_leaves = optree.tree_flatten(given, none_is_leaf=True)[0]
-        if len(given_leaves) != len(ref_leaves):
-            raise ValueError
-        given_leaves = optree.tree_structure(reference, none_is_leaf=True).flatten_up_to(given)
-    except ValueError:
-        raise ValueError(f"{name}: the {what} must have the structure of the output/argument ({reference!r:.200})") from None
-    arrays = []
-    for ref, value in zip(ref_leaves, given_leaves):
-        if isinstance(ref, xr.DataArray):
-            arrays.append(_align(ref, value, name, what))
-        elif isinstance(ref, xr.Dataset):
-            if isinstance(value, xr.Dataset):
-                missing = [v for v in ref.data_vars if v not in value.data_vars]
-                unknown = [v for v in value.data_vars if v not in ref.data_vars]
-                if missing or unknown:
-                    problems = ([f"no variable {', '.join(map(repr, missing))}"] if missing else []) + (
-                        [f"variable(s) {', '.join(map(repr, unknown))} that the Dataset it belongs to lacks"]
-                        if unknown else [])
-                    raise ValueError(
-                        f"{name}: the {what} Dataset has {' and '.join(problems)}; it needs exactly the "
-                        f"data variables {list(ref.data_vars)}"
-                    )
-            for var in ref.data_vars:
-                arrays.append(_align(ref[var], value[var] if isinstance(value, xr.Dataset) else value, name, what))
-        elif hasattr(ref, "shape") or isinstance(ref, numbers.Number):
-            data = value.data if isinstance(value, xr.DataArray) else value
-            ref_shape = tuple(getattr(ref, "shape", ()))
-            if tuple(getattr(data, "shape", ())) != ref_shape:
-                raise ValueError(f"{name}: the {what} has shape {tuple(getattr(data, 'shape', ()))} but {ref_shape} was expected")
-            if not hasattr(data, "shape"):
-                data = (kc.full_like.bind(ref, fill_value=data) if hasattr(ref, "shape")
-                        else np.asarray(data, dtype=getattr(ref, "dtype", float)))
-            arrays.append(data)
-    return arrays
-
-
-def _align(ref, value, name, what):
-    if isinstance(value, xr.DataArray):
-        if set(value.dims) != set(ref.dims):
-            raise ValueError(f"{name}: the {what} has dims {value.dims} but the value it belongs to has dims {ref.dims}")
-        for dim in ref.dims:
-            mine, theirs = ref.indexes.get(dim), value.indexes.get(dim)
-            if mine is not None and theirs is not None and not mine.equals(theirs):
-                fix = (f"reorder it first, e.g. {what}.reindex_like(value)" if set(mine) == set(theirs)
-                       else f"build it on the value's coords, e.g. from xr.zeros_like(value)")
-                raise ValueError(
-                    f"{name}: the {what} has other labels along dim {dim!r} than the value it "
-                    f"belongs to ({list(theirs[:5])}{'...' if len(theirs) > 5 else ''} vs "
-                    f"{list(mine[:5])}{'...' if len(mine) > 5 else ''}); labels are never aligned "
-                    f"silently: {fix}"
-                )
-        value = value.transpose(*ref.dims).data
-    if not hasattr(value, "shape"):  # a Python number: that value everywhere, in the output's library
-        return kc.full_like.bind(ref.data, fill_value=value, dtype=ref.dtype)
-    if tuple(value.shape) != tuple(ref.shape):
-        raise ValueError(f"{name}: the {what} has shape {tuple(value.shape)} but {tuple(ref.shape)} (dims {ref.dims}) was expected")
-    return value
 
 
 def _is_dask_namespace(xp):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import optree
 import xarray as xr
 
-from kernels import Traced
-from kernels.backend import is_array, namespace
+from kernels.backend import is_array, library_of, namespace, namespace_library
+from kernels.primitive import bottom
 
 __all__ = ["check_one_backend"]
 
@@ -84,10 +84,9 @@ def _arrays(value, label):
 
 def _library(array):
     """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array."""
-    if isinstance(array, Traced):  # an enclosing transform's value: the array it stands for
-        array = array._bottom()
+    array = bottom(array)  # an enclosing transform's value: the array it stands for
     meta = getattr(array, "_meta", None)  # a Dask array: the library of its chunks
-    if meta is not None and type(array).__module__.startswith("dask"):
+    if meta is not None and library_of(array) == "dask":
         array = meta
     if not is_array(array):
         return None
@@ -95,4 +94,4 @@ def _library(array):
         xp = namespace(array)
     except TypeError:  # not an array-API array (e.g. an unknown duck array): not ours to judge
         return None
-    return xp.__name__.removeprefix("array_api_compat.")
+    return namespace_library(xp)

@@ -32,7 +32,10 @@ import optree
 import xarray as xr
 
 from .control_flow import structure_only
-from .named import Preserve, _position, is_labeled, named_coords, restore_tree_coords, shadowing, tree_nodes
+from .engine import Tracer
+from .engine.errors import UnsupportedOperationError
+from . import random as lf_random
+from .named import _position, is_labeled, named_coords, restore_tree_coords, shadowing, tree_nodes
 
 __all__ = ["has_lazy_leaves", "vmap_lazy"]
 
@@ -49,9 +52,9 @@ def has_lazy_leaves(args, kwargs):
 
 def vmap_lazy(mapped, args, kwargs):
     """``mapped(*args, **kwargs)`` (a ``vmap._Mapped`` level) as a lazy dask graph."""
-    leaves, specs, labels, _ = mapped._flatten(args, kwargs)
-    dim, size, preserve, coords = mapped._plan(leaves, specs, labels)
-    position = Preserve(preserve) if mapped.out_dims == "preserve" else mapped.out_dims
+    plan = mapped.plan(args, kwargs)
+    leaves, specs, labels, dim, size, coords = plan.leaves, plan.specs, plan.labels, plan.dim, plan.size, plan.coords
+    position = plan.out_position
     block = copy.copy(mapped)
     block.out_dims = 0  # blocks put the dim first; the wrapper moves it afterwards
 
@@ -299,8 +302,6 @@ class _Draws:
     def plan(cls, randomness):
         if randomness == "error":
             return None
-        from . import random as lf_random
-
         state = lf_random.get_state()
         generator = np.random.Generator(getattr(np.random, state["bit_generator"])())
         generator.bit_generator.state = state
@@ -310,8 +311,6 @@ class _Draws:
 
     @contextlib.contextmanager
     def seeded(self, first):
-        from . import random as lf_random
-
         state = self.state
         if first is not None:
             seed = np.random.SeedSequence([self.root, int(first)])
@@ -379,9 +378,6 @@ def _distributed_client():
 def _refuse_traced(array):
     """A lazy vmap's outputs cannot depend on a value an enclosing transform traces: the
     blocks run at ``.compute()``, after that transform has finished."""
-    from .engine import Tracer
-    from .engine.errors import UnsupportedOperationError
-
     if isinstance(array, Tracer):
         raise UnsupportedOperationError(
             "lf.vmap over Dask-chunked data inside grad/jvp/jacrev/jacfwd/hessian: its blocks run "

@@ -11,9 +11,10 @@ import numpy as np
 import xarray as xr
 
 from kernels import shape as ks
+from kernels.indexing import getitem_static
 
-from .engine import BatchTracer, batch_value, unbatch_value
-from .engine import numpy_api, register_conversion_sites
+from .engine import batch_value, register_conversion_sites, traced_by, unbatch_value
+from .engine.numpy import DEFERRING_TYPES
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
            "dim_label_sources", "named_coords", "shadowing", "restore_tree_coords", "tree_nodes", "TreeNode",
@@ -21,7 +22,7 @@ __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_
 
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
 
-numpy_api.DEFERRING_TYPES.update({xr.DataArray, xr.Dataset, xr.Variable, xr.DataTree})
+DEFERRING_TYPES.update({xr.DataArray, xr.Dataset, xr.Variable, xr.DataTree})
 
 
 def _register_conversion_sites():
@@ -281,22 +282,18 @@ def _map_tree(tree, transform):
 
 
 # --- out of the level ------------------------------------------------------------------------
-def _traced_by(data, level):
-    return type(data) is BatchTracer and data._level is level
-
-
 def unmap_leaf(value, dim, level, position, coords, label):
     """An output leaf with ``level``'s batch as dim ``dim`` at ``position``."""
     if isinstance(value, xr.DataArray):
         _check_new_dim(value, dim, label)
         variable = _unmap_variable(value.variable, dim, level, position)
-        traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
+        traced = {n: c.variable for n, c in value.coords.items() if traced_by(c.variable.data, level)}
         base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
         out = xr.DataArray(variable, coords=base.coords, name=value.name)
         return _restore_coords(out, traced, coords, dim, level)
     if isinstance(value, xr.Dataset):
         _check_new_dim(value, dim, label)
-        traced = {n: c.variable for n, c in value.coords.items() if _traced_by(c.variable.data, level)}
+        traced = {n: c.variable for n, c in value.coords.items() if traced_by(c.variable.data, level)}
         base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
         data_vars = {name: _unmap_variable(var.variable, dim, level, position)
                      for name, var in base.data_vars.items()}
@@ -370,8 +367,6 @@ def slice_leaf(value, spec, start, stop):
             return value.map_over_datasets(lambda ds: ds.isel({spec: slice(start, stop)}) if spec in ds.dims else ds)
         return value.isel({spec: slice(start, stop)})
     key = (slice(None),) * (spec % value.ndim) + (slice(start, stop),)
-    from kernels.indexing import getitem_static
-
     return getitem_static(value, key)
 
 

@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+from typing import NamedTuple
 
 import optree
 import xarray as xr
 
 from . import dask as lazy
+from . import random as lf_random
 from .backends import check_one_backend
-from .engine import BatchLevel, active
+from .engine import BatchLevel, active, batch_value
 from .named import Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
 __all__ = ["vmap"]
@@ -158,15 +160,13 @@ class _Mapped:
     def __call__(self, *args, **kwargs):
         if lazy.has_lazy_leaves(args, kwargs):
             return lazy.vmap_lazy(self, args, kwargs)
-        leaves, specs, labels, treedef = self._flatten(args, kwargs)
-        check_one_backend(leaves, labels, transform="vmap")
-        dim, size, preserve, coords = self._plan(leaves, specs, labels)
-        position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
+        plan = self.plan(args, kwargs)
+        leaves, specs, treedef, dim, size, coords = plan.leaves, plan.specs, plan.arguments, plan.dim, plan.size, plan.coords
+        check_one_backend(leaves, plan.labels, transform="vmap")
+        position = plan.out_position
         chunk = self.chunk_size
         if chunk is None or chunk >= size:
             return self._run(treedef, specs, dim, position, coords, leaves, size)
-        from . import random as lf_random
-
         state = lf_random.get_state() if self.randomness == "same" else None
         parts = []
         for start in range(0, size, chunk):
@@ -182,6 +182,14 @@ class _Mapped:
         return optree.tree_unflatten(flat_parts[0][1], out_leaves)
 
     # --- which leaf maps over what ----------------------------------------------------------------
+    def plan(self, args, kwargs):
+        """How a call ``(*args, **kwargs)`` maps, as a :class:`Plan` (used by the in-memory
+        and the lazy Dask paths alike)."""
+        leaves, specs, labels, arguments = self._flatten(args, kwargs)
+        dim, size, preserve, coords = self._plan(leaves, specs, labels)
+        position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
+        return Plan(leaves, specs, labels, arguments, dim, size, position, coords)
+
     def _flatten(self, args, kwargs):
         labels_top = [self._label(i) for i in range(len(args))] + list(kwargs)
         values_top = list(args) + list(kwargs.values())
@@ -328,6 +336,25 @@ class _Mapped:
         return optree.tree_unflatten(out_def, results)
 
 
+class Plan(NamedTuple):
+    """One call of a vmapped function, planned.
+
+    ``leaves`` of the arguments (pytrees flattened) with their in_dims entries ``specs``
+    (a dim name, an axis, or None) and ``labels`` for messages; ``arguments`` rebuilds
+    the call from the leaves; ``dim`` and ``size`` of the mapped dim; ``out_position``
+    where outputs put it; ``coords``: the 1-D coordinates along it, restored on outputs.
+    """
+
+    leaves: list
+    specs: list
+    labels: list
+    arguments: "_Arguments"
+    dim: object
+    size: int
+    out_position: object
+    coords: dict
+
+
 class _Arguments:
     """How to rebuild the call's arguments from their leaves.
 
@@ -355,8 +382,6 @@ def _enter(leaf, spec, level, shared):
         return leaf
     if isinstance(spec, str):
         return map_leaf(leaf, spec, level, shared)
-    from .engine import batch_value
-
     return batch_value(level, leaf, spec)
 
 

@@ -394,7 +394,7 @@ def test_writes_into_a_fresh_buffer_stay_cheap(monkeypatch):
     x = xr.DataArray(np.linspace(0.5, 1.5, 5), dims="i")
     gradient = lf.grad(f)(x)
     close(gradient.values, 3 * x.values**2)
-    assert loop_calls[0] == ["getitem", "getitem", "pow", "pow", "setitem", "setitem"] * 5
+    assert loop_calls[0] == ["getitem", "getitem", "power", "power", "setitem", "setitem"] * 5
 
 
 # --- BUG 2: a traced 0-d value stored into one element of a plain NumPy array ----------------------

@@ -1,12 +1,16 @@
-"""Floor 2 of labeled_func: the batched-tensor layer.  Positional; never imports xarray."""
-from .batching import BatchLevel, BatchTracer, any_example_true, batch_value, is_batched, unbatch_value
-from .forward import JVPLevel, JVPTracer
-from .reverse import VJPLevel, VJPTracer, backward, input_node
-from .stack import Level, active, current_levels
-from .tracer import Tracer, inplace_assign, register_conversion_sites
-from . import numpy_more  # noqa: F401,E402 (registers more NumPy functions into numpy_api's tables)
+"""Floor 2 of labeled_func: the batched-tensor layer.  Positional; never imports xarray.
 
-__all__ = ["JVPLevel", "JVPTracer", "VJPLevel", "VJPTracer", "backward", "input_node",
-           "BatchLevel", "BatchTracer", "Level", "any_example_true", "Tracer", "active", "batch_value",
-           "current_levels", "inplace_assign", "is_batched", "register_conversion_sites",
-           "unbatch_value"]
+What floor 3 reads of tracers goes through these names: ``primal_of``, ``tangent_of``,
+``node_of`` (views refreshed inside), ``traced_by``, ``is_batched``.
+"""
+from .batching import BatchLevel, BatchTracer, any_example_true, batch_value, unbatch_value
+from .forward import JVPLevel, JVPTracer, tangent_of
+from .reverse import VJPLevel, VJPTracer, backward, input_node, node_of
+from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, current_levels, differentiated, inplace_assign,
+                    is_batched, traced_by)
+from .tracer import Tracer, primal_of, register_conversion_sites
+
+__all__ = ["BatchLevel", "BatchTracer", "JVPLevel", "JVPTracer", "Level", "Tracer", "VJPLevel", "VJPTracer",
+           "active", "any_example_true", "backward", "batch_value", "bind_custom_jvp", "bind_custom_vjp",
+           "current_levels", "differentiated", "inplace_assign", "input_node", "is_batched", "node_of", "primal_of",
+           "register_conversion_sites", "tangent_of", "traced_by", "unbatch_value"]

@@ -6,22 +6,26 @@ never wrapped (and never broadcast just to simplify a rule).
 """
 from __future__ import annotations
 
-from kernels import shape as ks
-from kernels.backend import dtype_kind
+import copy
 
+from kernels import core as kcore
+from kernels.backend import dtype_kind, namespace
+from kernels.primitive import bottom
+
+from . import diagnose
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      InplaceError, ItemError, UnsupportedOperationError)
-from . import diagnose
-from .stack import Level
-from .tracer import Tracer, inplace_assign
+from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, differentiated, inplace_assign, traced_by
+from .tracer import Tracer
 
-__all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "is_batched", "unbatch_value"]
+__all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value"]
 
 
 class BatchLevel(Level):
     """One vmap: ``axis_size`` examples, and how random draws behave."""
 
     name = "vmap"
+    batches = True
     __slots__ = ("axis_size", "randomness")
 
     def __init__(self, axis_size, randomness="error"):
@@ -57,7 +61,72 @@ class BatchLevel(Level):
             target[...] = value
         except ValueError:
             # a read-only buffer (a broadcast view): update this tracer functionally
-            dest._value = ks.copy.bind(ks.broadcast_to.bind(value, shape=tuple(target.shape)))
+            dest._value = kcore.copy.bind(kcore.broadcast_to.bind(value, shape=tuple(target.shape)))
+
+    # --- functions with custom rules: vmap the function and its rules ------------------------
+    # When an argument also carries a derivative below this level, the level below must
+    # apply the rule: the function and its rules are vmapped (each runs under a fresh vmap
+    # level over the same examples) and handed down; otherwise the function just runs.
+    def process_custom_jvp(self, fun, rule, arrays):
+        if not differentiated(arrays):
+            return fun(arrays)
+        values, mask = self._unwrap(arrays)
+
+        def batched_rule(primals, tangents):
+            new = self._fresh()
+            with active(new):
+                out, tangent = rule(self._wrap(new, primals, mask), self._wrap(new, tangents, mask))
+                return _unbatched(new, out), _unbatched(new, tangent)
+
+        return BatchTracer(self, bind_custom_jvp(self._batched(fun, mask), batched_rule, values))
+
+    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+        if not differentiated(arrays):
+            return fun(arrays)
+        values, mask = self._unwrap(arrays)
+
+        def batched_fwd(primals):
+            new = self._fresh()
+            with active(new):
+                out, residuals = fwd(self._wrap(new, primals, mask))
+                return _unbatched(new, out), _Residuals(residuals, new)
+
+        def batched_bwd(residuals, g):
+            new = self._fresh()
+            with active(new):
+                cotangents = bwd(residuals.rebuild(new), BatchTracer(new, g))
+                flat = []
+                for cotangent, batched in zip(cotangents, mask):
+                    if cotangent is not None:
+                        cotangent = unbatch_value(new, cotangent)
+                        if not batched:  # an argument shared by every example: sum their parts
+                            cotangent = kcore.reduce_sum.bind(cotangent, axis=(0,), keepdims=False)
+                    flat.append(cotangent)
+                return flat
+
+        out = bind_custom_vjp(self._batched(fun, mask), batched_fwd, batched_bwd, values, name)
+        return BatchTracer(self, out)
+
+    def _fresh(self):
+        """A vmap level like this one, for running a rule over the same examples."""
+        return BatchLevel(self.axis_size, self.randomness)
+
+    def _unwrap(self, arrays):
+        """The values below this level, and which of them it maps."""
+        mask = tuple(traced_by(array, self) for array in arrays)
+        return [array._value if batched else array for array, batched in zip(arrays, mask)], mask
+
+    @staticmethod
+    def _wrap(level, values, mask):
+        return [BatchTracer(level, v) if batched else v for v, batched in zip(values, mask)]
+
+    def _batched(self, fun, mask):
+        def run(values):
+            new = self._fresh()
+            with active(new):
+                return _unbatched(new, fun(self._wrap(new, values, mask)))
+
+        return run
 
 
 class BatchTracer(Tracer):
@@ -125,9 +194,37 @@ class BatchTracer(Tracer):
         return f"BatchTracer(vmap level {self._level.depth}, batch of {self._level.axis_size}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
 
 
+def _unbatched(level, value):
+    return None if value is None else unbatch_value(level, value)
+
+
+class _Residuals:
+    """``fwd``'s residuals (a list of values) with the arrays mapped by a vmap level kept
+    unwrapped, to be rewrapped by the vmap level that runs ``bwd``.
+
+    Under nested vmaps the outer level's wrapper gets the inner one's ``_Residuals``: it
+    unwraps its own level's values among the inner one's, and rebuilds an inner
+    ``_Residuals`` for the inner wrapper to rebuild in turn.
+    """
+
+    def __init__(self, residuals, level):
+        self.inner = residuals if isinstance(residuals, _Residuals) else None
+        values = list(residuals.values if self.inner is not None else residuals)
+        self.mask = [traced_by(v, level) for v in values]
+        self.values = [v._value if batched else v for v, batched in zip(values, self.mask)]
+
+    def rebuild(self, level):
+        values = [BatchTracer(level, v) if batched else v for v, batched in zip(self.values, self.mask)]
+        if self.inner is None:
+            return values
+        inner = copy.copy(self.inner)
+        inner.values = values
+        return inner
+
+
 def batch_value(level, value, axis=0):
     """``value`` mapped by ``level`` over its positional ``axis``."""
-    return BatchTracer(level, ks.move_batch_axis_to_front(value, axis))
+    return BatchTracer(level, kcore.move_batch_axis_to_front(value, axis))
 
 
 def unbatch_value(level, value, axis=0):
@@ -135,26 +232,14 @@ def unbatch_value(level, value, axis=0):
     if type(value) is BatchTracer and value._level is level:
         inner = value._value
     else:
-        inner = ks.broadcast_batch(value, level.axis_size)
+        inner = kcore.broadcast_batch(value, level.axis_size)
     if axis:
-        inner = ks.moveaxis(inner, 0, axis)
+        inner = kcore.moveaxis(inner, 0, axis)
     return inner
-
-
-def is_batched(value):
-    """True if ``value`` is mapped by any vmap level (at any nesting depth)."""
-    while isinstance(value, Tracer):
-        if isinstance(value, BatchTracer):
-            return True
-        value = value._value
-    return False
 
 
 def any_example_true(value):
     """Whether any example of a (possibly mapped) boolean value is true: the loop
     condition of ``while_loop`` over all examples of all levels."""
-    from kernels.backend import namespace
-
-    while isinstance(value, Tracer):
-        value = value._value
+    value = bottom(value)
     return bool(namespace(value).any(value))

@@ -6,19 +6,23 @@ reverse mode at any depth.
 """
 from __future__ import annotations
 
-from kernels import shape as ks
+import numpy as np
+
+from kernels import core as kcore
+from kernels import creation as kc
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, refresh_view
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, primal_of, refresh_view
 
-__all__ = ["JVPLevel", "JVPTracer", "split_tangent"]
+__all__ = ["JVPLevel", "JVPTracer", "split_tangent", "tangent_of"]
 
 
 class JVPLevel(Level):
     """One jvp: primals travel with tangents."""
 
     name = "jvp"
+    differentiates = True
     __slots__ = ()
 
     def process(self, prim, args, params):
@@ -50,6 +54,20 @@ class JVPLevel(Level):
             return out
         return JVPTracer(self, out, tangent)
 
+    def process_custom_jvp(self, fun, rule, arrays):
+        """The rule runs on the primals and tangents (zeros for constants): the function
+        itself is not traced."""
+        out, tangent = rule([primal_of(a, self) for a in arrays], [tangent_of(a, self) for a in arrays])
+        if tangent is None or integral(out):
+            return out
+        return JVPTracer(self, out, tangent)
+
+    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+        raise UnsupportedOperationError(
+            f"{name} has a reverse-mode rule only: it cannot be differentiated in forward "
+            "mode (jvp, jacfwd, hessian). Use lf.custom_jvp, or lf.jacrev instead of lf.jacfwd."
+        )
+
     def assign(self, dest, src, operation):
         assign_value(self, dest, src)
 
@@ -79,6 +97,14 @@ class JVPTracer(PrimalTracer):
         return f"JVPTracer(jvp level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\nprimal: {self._value!r}\ntangent: {self._tangent!r}"
 
 
+def tangent_of(value, level):
+    """The tangent of ``value`` at forward ``level`` (zeros for a constant)."""
+    if type(value) is JVPTracer and value._level is level and refresh_view(value)._tangent is not None:
+        return value._tangent
+    primal = primal_of(value, level)
+    return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
+
+
 def split_tangent(level, value):
     """(primal, tangent) of ``value`` at ``level``; the tangent of a constant is None."""
     if type(value) is JVPTracer and value._level is level:
@@ -92,4 +118,4 @@ def split_tangent(level, value):
 def _fit(value, shape):
     if tuple(getattr(value, "shape", ())) == shape:
         return value
-    return ks.broadcast_to.bind(value, shape=shape)
+    return kcore.broadcast_to.bind(value, shape=shape)

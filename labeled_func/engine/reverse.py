@@ -2,24 +2,28 @@
 
 Each primitive applied to a VJPTracer records a node: the primitive, its parameters,
 its primal inputs and output.  :func:`backward` walks the nodes reachable from the
-outputs in reverse topological order, calling each ``vjp`` rule (written with
-``bind``, so the backward pass is itself traceable: grad of grad, jacfwd of jacrev),
-accumulating cotangents and dropping each node's cotangent once it is used.
+outputs in reverse topological order, pulling each node's cotangent back to its parents
+(a primitive's ``vjp`` rule, written with ``bind``, so the backward pass is itself
+traceable: grad of grad, jacfwd of jacrev), accumulating cotangents and dropping each
+node's cotangent once it is used.  A call of a function with custom rules records one
+:class:`CustomNode`, whose pullback is the rule.
 """
 from __future__ import annotations
 
+from kernels import core as kcore
+from kernels import creation as kc
 from kernels import elementwise as ew
-from kernels import shape as ks
 
 from .errors import UnsupportedOperationError
-from .stack import Level
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, refresh_view
+from .stack import Level, active
+from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, primal_of, refresh_view
 
-__all__ = ["VJPLevel", "VJPTracer", "Node", "backward", "input_node"]
+__all__ = ["VJPLevel", "VJPTracer", "Node", "CustomNode", "backward", "input_node", "node_of"]
 
 
 class Node:
-    """One recorded operation (or an input, when ``prim`` is None)."""
+    """One recorded operation: ``prim`` applied to ``primals`` gave ``out``; ``parents``
+    are ``(position, node)`` pairs of the traced arguments.  An input has no parents."""
 
     __slots__ = ("prim", "params", "parents", "primals", "out", "__weakref__")
 
@@ -30,15 +34,39 @@ class Node:
         self.primals = primals
         self.out = out
 
+    def pull(self, cotangent):
+        """One cotangent per argument position (None for none)."""
+        return self.prim.vjp(cotangent, self.primals, self.out, **self.params)
+
+
+class CustomNode(Node):
+    """A call of a function with a custom rule: ``pullback(cotangent)`` gives one
+    cotangent per array argument."""
+
+    __slots__ = ("pullback",)
+
+    def __init__(self, pullback, parents, out):
+        super().__init__(None, None, parents, (), out)
+        self.pullback = pullback
+
+    def pull(self, cotangent):
+        return self.pullback(cotangent)
+
 
 def input_node(primal):
     return Node(None, None, (), (), primal)
+
+
+def node_of(value, level):
+    """The tape node behind ``value`` at reverse ``level`` (None for a constant)."""
+    return refresh_view(value)._node if type(value) is VJPTracer and value._level is level else None
 
 
 class VJPLevel(Level):
     """One vjp: operations on its tracers are recorded on a tape."""
 
     name = "grad"
+    differentiates = True
     __slots__ = ()
 
     def process(self, prim, args, params):
@@ -69,6 +97,49 @@ class VJPLevel(Level):
             raise UnsupportedOperationError(f"{prim.name} has no VJP rule: it cannot be differentiated in reverse mode")
         return VJPTracer(self, out, Node(prim, params, tuple(parents), tuple(primals), out))
 
+    def process_custom_jvp(self, fun, rule, arrays):
+        """Reverse mode from a JVP rule: the rule runs once with tangents traced by a
+        private reverse level; its tangent output, linear in them, is pulled back later."""
+        primals = [primal_of(a, self) for a in arrays]
+        inner = VJPLevel()
+        with active(inner):
+            nodes, tangents = [], []
+            for array, primal in zip(arrays, primals):
+                zero = kc.zeros_like.bind(primal)
+                if node_of(array, self) is not None and not integral(primal):
+                    node = input_node(zero)
+                    nodes.append(node)
+                    tangents.append(VJPTracer(inner, zero, node))
+                else:
+                    nodes.append(None)
+                    tangents.append(zero)
+            out, tangent = rule(primals, tangents)
+            out = primal_of(out, inner)
+            tangent_node = node_of(tangent, inner)
+        wanted = [node for node in nodes if node is not None]
+
+        def pullback(g):
+            if tangent_node is None:
+                return [None] * len(arrays)
+            found = iter(backward([(tangent_node, g)], wanted))
+            return [None if node is None else next(found) for node in nodes]
+
+        return self._record_custom(arrays, out, pullback)
+
+    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+        out, residuals = fwd([primal_of(a, self) for a in arrays])
+        return self._record_custom(arrays, out, lambda g: bwd(residuals, g))
+
+    def _record_custom(self, arrays, out, pullback):
+        parents = []
+        for i, array in enumerate(arrays):
+            node = node_of(array, self)
+            if node is not None:
+                parents.append((i, node))
+        if not parents or integral(out):
+            return out
+        return VJPTracer(self, out, CustomNode(pullback, tuple(parents), out))
+
     def assign(self, dest, src, operation):
         assign_value(self, dest, src)
 
@@ -82,14 +153,14 @@ class VJPLevel(Level):
             primal, node = src, None
         shape = tuple(dest.shape)
         if tuple(getattr(primal, "shape", ())) != shape:
-            primal = ks.broadcast_to.bind(primal, shape=shape)
+            primal = kcore.broadcast_to.bind(primal, shape=shape)
             node = None if node is None else _broadcast_node(node, primal, shape)
         dest._value = primal
         dest._node = node
 
 
 def _broadcast_node(node, out, shape):
-    return Node(ks.broadcast_to, {"shape": shape}, ((0, node),), (node.out,), out)
+    return Node(kcore.broadcast_to, {"shape": shape}, ((0, node),), (node.out,), out)
 
 
 class VJPTracer(PrimalTracer):
@@ -125,9 +196,9 @@ def backward(seeds, wanted):
             continue
         if id(node) in wanted_ids:
             results[id(node)] = cotangent
-        if node.prim is None:
+        if not node.parents:  # an input
             continue
-        inputs = node.prim.vjp(cotangent, node.primals, node.out, **node.params)
+        inputs = node.pull(cotangent)
         for position, parent in node.parents:
             contribution = inputs[position]
             if contribution is not None:
@@ -138,7 +209,7 @@ def backward(seeds, wanted):
 def _accumulate(cotangents, node, cotangent):
     shape = tuple(getattr(node.out, "shape", ()))
     if tuple(getattr(cotangent, "shape", ())) != shape:
-        cotangent = ks.broadcast_to.bind(cotangent, shape=shape)
+        cotangent = kcore.broadcast_to.bind(cotangent, shape=shape)
     previous = cotangents.get(id(node))
     cotangents[id(node)] = cotangent if previous is None else ew.add.bind(previous, cotangent)
 

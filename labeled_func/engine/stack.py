@@ -1,24 +1,42 @@
-"""The active transforms, one level each, in a ContextVar.
+"""The active transforms, one level each, in a ContextVar; and what goes to a level.
 
 Dask's threaded scheduler runs blocks in parallel threads (each with a copy of the
 context), so the stack is per task, never a module global.
+
+Three things are handed to the innermost level among their arguments (found by
+:func:`kernels.primitive.top_level`, as ``bind`` finds it for primitives): in-place
+updates (:func:`inplace_assign`, the level's ``assign``) and calls of functions with
+custom derivative rules (:func:`bind_custom_jvp` / :func:`bind_custom_vjp`, the
+level's ``process_custom_jvp`` / ``process_custom_vjp``).
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from kernels.primitive import Traced, top_level
+
+from . import diagnose
 from .errors import EscapedTracerError, InplaceError
 
-__all__ = ["Level", "active", "current_levels"]
+__all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "differentiated", "traced_by",
+           "bind_custom_jvp", "bind_custom_vjp"]
 
 _STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
 
 
 class Level:
-    """One active transform.  ``depth`` orders nesting; ``alive`` turns off on exit."""
+    """One active transform.  ``depth`` orders nesting; ``alive`` turns off on exit.
+
+    ``batches``: the level maps a function over examples (vmap); ``differentiates``: it
+    carries derivatives (jvp, grad).  Subclasses define ``process`` (one primitive),
+    ``assign`` (an in-place update of one of its tracers) and, where they treat them
+    specially, ``process_custom_jvp`` / ``process_custom_vjp``.
+    """
 
     name = "transform"
+    batches = False
+    differentiates = False
     __slots__ = ("depth", "alive", "label", "__weakref__")
 
     def __init__(self):
@@ -27,8 +45,6 @@ class Level:
         self.label = None  # the public transform that made the level (jacrev, hessian, ...)
 
     def escaped(self, operation):
-        from . import diagnose
-
         what = getattr(operation, "name", operation)
         transform = self.label or self.name
         head = diagnose._head(diagnose.call_site(), "uses it")
@@ -42,6 +58,15 @@ class Level:
 
     def process(self, prim, args, params):  # pragma: no cover - every level overrides
         raise NotImplementedError
+
+    def process_custom_jvp(self, fun, rule, arrays):
+        """A call of a function with a custom JVP rule (see :func:`bind_custom_jvp`); a
+        level that does not differentiate just runs the function."""
+        return fun(arrays)
+
+    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+        """A call of a function with custom forward/backward rules (:func:`bind_custom_vjp`)."""
+        return fun(arrays)
 
 
 @contextmanager
@@ -68,3 +93,79 @@ def active(level):
 def current_levels():
     """The active levels, outermost first."""
     return _STACK.get()
+
+
+def traced_by(value, level):
+    """Whether ``value`` is a tracer of ``level`` itself (not of a level below or above)."""
+    return isinstance(value, Traced) and value._level is level
+
+
+def is_batched(value):
+    """True if ``value`` is mapped by any vmap level (at any nesting depth)."""
+    while isinstance(value, Traced):
+        if value._level.batches:
+            return True
+        value = value._value
+    return False
+
+
+def differentiated(values):
+    """Whether a differentiating level traces any of ``values``, at any depth."""
+    for value in values:
+        while isinstance(value, Traced):
+            if value._level.differentiates:
+                return True
+            value = value._value
+    return False
+
+
+# --- in-place updates ---------------------------------------------------------------------------
+def inplace_assign(dest, src, operation):
+    """Write ``src`` into ``dest`` as ``dest[...] = src`` would, level by level.
+
+    A value traced at a level where ``dest`` is not traced cannot go in: that is
+    the in-place policy (a mapped value into an unmapped array).
+    """
+    top = top_level((dest, src), operation)
+    if top is None:
+        dest[...] = src
+        return
+    if not traced_by(dest, top):
+        transform = top.label or top.name
+        if top.batches:
+            why = (f"a value mapped by lf.{transform} (one per example) cannot be written into an "
+                   "array that is not mapped (it holds one example's values: it would need more "
+                   "elements than it has)")
+            source = "the mapped input"
+        else:
+            why = (f"a value traced by lf.{transform} cannot be written into an array that "
+                   f"lf.{transform} does not trace: its derivative would be lost")
+            source = "the differentiated input"
+        raise InplaceError(
+            f"{operation}: {why}. Build the buffer from {source} instead, e.g. xr.zeros_like(x) "
+            "/ np.zeros_like(x.data), or use an out-of-place operation (y = x + v instead of "
+            "x += v)."
+        )
+    top.assign(dest, src, operation)
+
+
+# --- functions with custom derivative rules -------------------------------------------------------
+def bind_custom_jvp(fun, rule, arrays):
+    """``fun(arrays)`` (a list of arrays in, one array out) at the innermost level among
+    ``arrays``, differentiated by ``rule(primals, tangents) -> (out, tangent_out)``
+    (``tangent_out`` linear in the tangents; a tangent of None is zero)."""
+    level = top_level(arrays, "custom rule")
+    if level is None:
+        return fun(arrays)
+    return level.process_custom_jvp(fun, rule, arrays)
+
+
+def bind_custom_vjp(fun, fwd, bwd, arrays, name):
+    """``fun(arrays)`` at the innermost level among ``arrays``, differentiated in reverse
+    mode by ``fwd(arrays) -> (out, residuals)`` and ``bwd(residuals, g) -> [cotangent or
+    None per array]``; ``residuals`` is a list of values (arrays or anything else) that
+    only ``bwd`` reads.  ``name`` names the function in errors."""
+    level = top_level(arrays, "custom rule")
+    if level is None:
+        return fun(arrays)
+    return level.process_custom_vjp(fun, fwd, bwd, arrays, name)

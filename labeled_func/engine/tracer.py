@@ -13,18 +13,22 @@ import sys
 
 import numpy as np
 
-from kernels import Traced
+from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import indexing as ki
 from kernels import linalg as kl
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, namespace
+from kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace
+from kernels.primitive import Traced, bottom
 
-from . import diagnose, numpy_api
+from . import diagnose
 from .errors import ConversionError, InplaceError, UnsupportedOperationError
+from .numpy import DEFERRING_TYPES, dispatch_function, dispatch_ufunc, getitem, setitem
+from .numpy.elementwise import bitwise_and, bitwise_or, bitwise_xor
+from .stack import inplace_assign
 
-__all__ = ["Tracer", "PrimalTracer", "inplace_assign", "register_conversion_sites", "refresh_view"]
+__all__ = ["Tracer", "PrimalTracer", "register_conversion_sites", "refresh_view", "primal_of", "integral"]
 
 # code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
 # so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
@@ -111,13 +115,13 @@ class Tracer(Traced):
 
     @property
     def T(self):
-        return ks.transpose.bind(self, axes=tuple(reversed(range(self.ndim))))
+        return kcore.transpose.bind(self, axes=tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self):
         order = list(range(self.ndim))
         order[-2:] = order[-1], order[-2]
-        return ks.transpose.bind(self, axes=tuple(order))
+        return kcore.transpose.bind(self, axes=tuple(order))
 
     def __len__(self):
         if not self.shape:
@@ -137,19 +141,12 @@ class Tracer(Traced):
     def _device(self):
         return device_of(self._value)
 
-    def _bottom(self):
-        """The concrete array under every level (all examples; primals under AD)."""
-        value = self._value
-        while isinstance(value, Tracer):
-            value = value._value
-        return value
-
     # --- NumPy protocols ------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        return numpy_api.dispatch_ufunc(ufunc, method, inputs, kwargs)
+        return dispatch_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
-        return numpy_api.dispatch_function(func, types, args, kwargs)
+        return dispatch_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self._concrete(_conversion_kind(sys._getframe(1))), dtype=dtype)
@@ -194,15 +191,15 @@ class Tracer(Traced):
 
     # --- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key):
-        out = numpy_api.getitem(self, key)
-        if _scalar_key(key, self.ndim) and getattr(self._bottom(), "ndim", 0) > self.ndim:
+        out = getitem(self, key)
+        if _scalar_key(key, self.ndim) and getattr(bottom(self), "ndim", 0) > self.ndim:
             # NumPy returns a scalar (a copy) here; under vmap the batched value below
             # is a view, which an in-place update of the result would write through
-            out = ks.copy.bind(out)
+            out = kcore.copy.bind(out)
         return out
 
     def __setitem__(self, key, value):
-        numpy_api.setitem(self, key, value)
+        setitem(self, key, value)
 
     # --- methods xarray and users call -------------------------------------------------------------
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
@@ -211,34 +208,34 @@ class Tracer(Traced):
     def round(self, decimals=0, out=None):
         if out is not None:
             return np.round(self, decimals, out=out)
-        return ew.round.bind(self, decimals=decimals)
+        return ew.around.bind(self, decimals=decimals)
 
     def transpose(self, *axes):
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         if not axes or axes == (None,):
             axes = tuple(reversed(range(self.ndim)))
-        return ks.transpose.bind(self, axes=tuple(a % self.ndim for a in axes))
+        return kcore.transpose.bind(self, axes=tuple(a % self.ndim for a in axes))
 
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return ks.reshape.bind(self, shape=tuple(shape))
+        return kcore.reshape.bind(self, shape=tuple(shape))
 
     def copy(self, order="C"):
-        return ks.copy.bind(self)
+        return kcore.copy.bind(self)
 
     def __copy__(self):
-        return ks.copy.bind(self)
+        return kcore.copy.bind(self)
 
     def __deepcopy__(self, memo=None):
-        return ks.copy.bind(self)
+        return kcore.copy.bind(self)
 
     def ravel(self, order="C"):
-        return ks.reshape.bind(self, shape=(-1,))
+        return kcore.reshape.bind(self, shape=(-1,))
 
     def flatten(self, order="C"):
-        return ks.copy.bind(ks.reshape.bind(self, shape=(-1,)))  # NumPy's flatten always copies
+        return kcore.copy.bind(kcore.reshape.bind(self, shape=(-1,)))  # NumPy's flatten always copies
 
     def squeeze(self, axis=None):
         return np.squeeze(self, axis=axis)
@@ -252,10 +249,10 @@ class Tracer(Traced):
     conjugate = conj
 
     def dot(self, other):
-        return kl.dot(self, other)
+        return np.dot(self, other)
 
     def clip(self, min=None, max=None):
-        return ew.clip(self, min, max)
+        return np.clip(self, min, max)
 
     def sum(self, *args, **kwargs):
         return np.sum(self, *args, **kwargs)
@@ -304,7 +301,7 @@ class Tracer(Traced):
         if dtype is not None or type is not None:
             raise UnsupportedOperationError("ndarray.view(dtype/type) reinterprets memory, which a "
                                             "traced array cannot do; use .astype(dtype)")
-        return ks.reshape.bind(self, shape=tuple(self.shape))
+        return kcore.reshape.bind(self, shape=tuple(self.shape))
 
     def sort(self, axis=-1, kind=None, order=None):
         """In place, as ``ndarray.sort``."""
@@ -342,19 +339,19 @@ class Tracer(Traced):
         return ew.positive.bind(self)
 
     def __abs__(self):
-        return ew.abs.bind(self)
+        return ew.absolute.bind(self)
 
     def __invert__(self):
         return ew.bitwise_invert.bind(self) if dtype_kind(self.dtype) != "b" else ew.logical_not.bind(self)
 
     def __matmul__(self, other):
-        return _binary(kl.matmul, self, other)
+        return _binary(kl.matmul.bind, self, other)
 
     def __rmatmul__(self, other):
-        return _binary(kl.matmul, other, self)
+        return _binary(kl.matmul.bind, other, self)
 
     def __imatmul__(self, other):
-        return _inplace(kl.matmul, self, other, "@=")
+        return _inplace(kl.matmul.bind, self, other, "@=")
 
 
 def _scalar_key(key, ndim):
@@ -374,23 +371,23 @@ _BOOLS = (bool, np.bool_)
 
 
 def _deferring(value):
-    return type(value) in numpy_api.DEFERRING_TYPES
+    return type(value) in DEFERRING_TYPES
 
 
-def _binary(prim, a, b):
+def _binary(op, a, b):
     other = b if isinstance(a, Tracer) else a
     if _deferring(other):
         return NotImplemented
     if isinstance(other, (list, tuple)):
         other = np.asarray(other)
         a, b = (a, other) if isinstance(a, Tracer) else (other, b)
-    return prim.bind(a, b)
+    return op(a, b)
 
 
-def _inplace(prim, target, other, symbol):
+def _inplace(op, target, other, symbol):
     if _deferring(other):
         return NotImplemented
-    result = prim.bind(target, other)
+    result = op(target, other)
     if not np.can_cast(_np_dtype(result.dtype), _np_dtype(target.dtype), "same_kind"):
         raise TypeError(
             f"{symbol}: cannot write the {result.dtype} result into a {target.dtype} array "
@@ -406,26 +403,21 @@ def _np_dtype(dtype):
 
 def _define_operators():
     table = {
-        "add": (ew.add, "+"), "sub": (ew.subtract, "-"), "mul": (ew.multiply, "*"),
-        "truediv": (ew.divide, "/"), "floordiv": (ew.floor_divide, "//"),
-        "mod": (ew.remainder, "%"), "pow": (ew.pow, "**"),
-        "and": (None, "&"), "or": (None, "|"), "xor": (None, "^"),
+        "add": (ew.add.bind, "+"), "sub": (ew.subtract.bind, "-"), "mul": (ew.multiply.bind, "*"),
+        "truediv": (ew.divide.bind, "/"), "floordiv": (ew.floor_divide.bind, "//"),
+        "mod": (ew.remainder.bind, "%"), "pow": (ew.power.bind, "**"),
+        # logical on booleans, bitwise on integers: NumPy's ufuncs pick as ndarray's do
+        "and": (bitwise_and, "&"), "or": (bitwise_or, "|"), "xor": (bitwise_xor, "^"),
     }
-    bitwise = {"and": (ew.bitwise_and, ew.logical_and), "or": (ew.bitwise_or, ew.logical_or),
-               "xor": (ew.bitwise_xor, ew.logical_xor)}
+    for name, (op, symbol) in table.items():
+        def forward(self, other, op=op):
+            return _binary(op, self, other)
 
-    for name, (prim, symbol) in table.items():
-        if prim is None:
-            prim = _BitwiseOrLogical(*bitwise[name])
+        def reflected(self, other, op=op):
+            return _binary(op, other, self)
 
-        def forward(self, other, prim=prim):
-            return _binary(prim, self, other)
-
-        def reflected(self, other, prim=prim):
-            return _binary(prim, other, self)
-
-        def inplace(self, other, prim=prim, symbol=symbol + "="):
-            return _inplace(prim, self, other, symbol)
+        def inplace(self, other, op=op, symbol=symbol + "="):
+            return _inplace(op, self, other, symbol)
 
         setattr(Tracer, f"__{name}__", forward)
         setattr(Tracer, f"__r{name}__", reflected)
@@ -433,67 +425,19 @@ def _define_operators():
 
     for name, prim in {"eq": ew.equal, "ne": ew.not_equal, "lt": ew.less, "le": ew.less_equal,
                        "gt": ew.greater, "ge": ew.greater_equal}.items():
-        def compare(self, other, prim=prim):
-            return _binary(prim, self, other)
+        def compare(self, other, op=prim.bind):
+            return _binary(op, self, other)
 
         setattr(Tracer, f"__{name}__", compare)
-
-
-class _BitwiseOrLogical:
-    """``&``, ``|``, ``^``: logical on booleans (the array API has no bitwise on bool)."""
-
-    def __init__(self, bitwise, logical):
-        self.bitwise = bitwise
-        self.logical = logical
-
-    def bind(self, a, b):
-        both_bool = all(dtype_kind(getattr(v, "dtype", np.dtype(type(v)))) == "b" for v in (a, b))
-        return (self.logical if both_bool else self.bitwise).bind(a, b)
 
 
 _define_operators()
 
 
-def inplace_assign(dest, src, operation):
-    """Write ``src`` into ``dest`` as ``dest[...] = src`` would, level by level.
-
-    A value traced at a level where ``dest`` is not traced cannot go in: that is
-    the in-place policy (a mapped value into an unmapped array).
-    """
-    top = None
-    for value in (dest, src):
-        if isinstance(value, Tracer):
-            level = value._level
-            if not level.alive:
-                level.escaped(operation)
-            if top is None or level.depth > top.depth:
-                top = level
-    if top is None:
-        dest[...] = src
-        return
-    if not (isinstance(dest, Tracer) and dest._level is top):
-        transform = top.label or top.name
-        if top.name == "vmap":
-            why = (f"a value mapped by lf.{transform} (one per example) cannot be written into an "
-                   "array that is not mapped (it holds one example's values: it would need more "
-                   "elements than it has)")
-            source = "the mapped input"
-        else:
-            why = (f"a value traced by lf.{transform} cannot be written into an array that "
-                   f"lf.{transform} does not trace: its derivative would be lost")
-            source = "the differentiated input"
-        raise InplaceError(
-            f"{operation}: {why}. Build the buffer from {source} instead, e.g. xr.zeros_like(x) "
-            "/ np.zeros_like(x.data), or use an out-of-place operation (y = x + v instead of "
-            "x += v)."
-        )
-    top.assign(dest, src, operation)
-
-
 def integral(value):
     """Integer or boolean values: outputs of an AD level that carry no derivative."""
     dtype = getattr(value, "dtype", None)
-    return dtype is not None and dtype_kind(dtype) in "biu"
+    return dtype is not None and is_integer_dtype(dtype)
 
 
 class PrimalTracer(Tracer):
@@ -512,6 +456,14 @@ class PrimalTracer(Tracer):
 
     def _concrete(self, what):
         return concrete_policy(self, what)
+
+
+def primal_of(value, level):
+    """The primal of ``value`` at the differentiating ``level`` (``value`` itself where
+    ``level`` does not trace it); a view whose base was written since is regenerated."""
+    if isinstance(value, PrimalTracer) and value._level is level:
+        return refresh_view(value)._value
+    return value
 
 
 def concrete_policy(tracer, what):
@@ -558,8 +510,8 @@ def concrete_policy(tracer, what):
 
 # Views NumPy makes read-only: reading one after its base was written sees the new values
 # (it is regenerated like any view), writing into one raises NumPy's ValueError.
-READ_ONLY_VIEW_PRIMITIVES = frozenset((ks.broadcast_to, ks.matrix_diagonal, ks.sliding_window_view))
-VIEW_PRIMITIVES = frozenset((ki.getitem, ks.transpose, ks.reshape, ks.squeeze, ks.expand_dims)) | READ_ONLY_VIEW_PRIMITIVES
+READ_ONLY_VIEW_PRIMITIVES = frozenset((kcore.broadcast_to, ks.matrix_diagonal, ks.sliding_window_view))
+VIEW_PRIMITIVES = frozenset((ki.getitem, kcore.transpose, kcore.reshape, kcore.squeeze, kcore.expand_dims)) | READ_ONLY_VIEW_PRIMITIVES
 
 
 class VersionCell:
@@ -588,8 +540,8 @@ def make_view(prim, args, params, out):
     """The :class:`View` for ``out`` (the primal made by ``prim`` from ``args[0]``, a
     tracer of the calling level), or None where NumPy would not return a view."""
     x = args[0]
-    bottom = _concrete_bottom(x._value)
-    if type(bottom) is not np.ndarray and _without_views(bottom):
+    below = bottom(x._value)
+    if type(below) is not np.ndarray and _without_views(below):
         return None
     shape = tuple(x._value.shape)
     if prim is ki.getitem:
@@ -604,7 +556,7 @@ def make_view(prim, args, params, out):
                 return None  # a boolean scalar index: a copy
         if ints == len(shape) == len(params["template"]):
             return None  # an int for every axis: NumPy returns a scalar
-    elif prim is ks.reshape and not _shares_memory(out, x._value):
+    elif prim is kcore.reshape and not _shares_memory(out, x._value):
         return None  # NumPy copies (the input is not contiguous enough)
     view = x._view
     op = ((prim, params, shape),)
@@ -616,24 +568,18 @@ def make_view(prim, args, params, out):
     return View(x, op, cell)
 
 
-def _concrete_bottom(value):
-    while isinstance(value, Tracer):
-        value = value._value
-    return value
-
-
 def _without_views(array):
     """Arrays whose in-place operations never write into another array (Dask's)."""
-    return type(array).__module__.startswith(("dask.", "jax"))
+    return library_of(array) in ("dask", "jax", "jaxlib")
 
 
 def _shares_memory(a, b):
-    a, b = _concrete_bottom(a), _concrete_bottom(b)
+    a, b = bottom(a), bottom(b)
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return bool(np.may_share_memory(a, b))
     if isinstance(a, np.generic) or isinstance(b, np.generic):
         return False
-    library = sys.modules.get(type(a).__module__.split(".")[0])
+    library = sys.modules.get(library_of(a))
     may_share = getattr(library, "may_share_memory", None)
     if may_share is not None:
         try:
@@ -665,7 +611,7 @@ def write_view(level, dest, src):
                          "NumPy makes read-only (write into a copy: .copy())")
     shape = tuple(dest.shape)
     if tuple(getattr(src, "shape", ())) != shape:
-        src = ks.broadcast_to.bind(src, shape=shape)
+        src = kcore.broadcast_to.bind(src, shape=shape)
     base = view.base
     level.set_value(base, _scatter(base, src, view.ops))
     view.cell.version += 1  # `dest` and every other view of the base regenerate when used
@@ -682,10 +628,10 @@ def _scatter(base, value, ops):
     for (prim, params, shape), parent in zip(reversed(ops), reversed(parents)):
         if prim is ki.getitem:
             value = ki.setitem.bind(parent, value, template=params["template"])
-        elif prim is ks.transpose:
-            value = ks.transpose.bind(value, axes=ks._inverse_permutation(params["axes"]))
+        elif prim is kcore.transpose:
+            value = kcore.transpose.bind(value, axes=kcore.inverse_permutation(params["axes"]))
         else:  # reshape, squeeze, expand_dims
-            value = ks.reshape.bind(value, shape=shape)
+            value = kcore.reshape.bind(value, shape=shape)
     return value
 
 

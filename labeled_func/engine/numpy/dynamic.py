@@ -1,0 +1,151 @@
+"""Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros...
+
+The output shape follows the values.  Under vmap a mapped value has one set of values
+per example, hence one shape per example: that is a policy error (DynamicShapeError,
+naming the function).  A constant, or a value traced only by grad/jvp, has one
+concrete value (the primal) that fixes the shape, as torch.func's grad allows:
+positions are computed from it and the values picked with getitem, so derivatives
+flow through them.  :func:`fixed` is that rule, used by the other families too
+(boolean masks, ``np.repeat`` counts, ``np.split`` points).
+"""
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from kernels import core as kcore
+from kernels import indexing as ki
+from kernels.backend import library_of, normalize_axis
+from kernels.primitive import Traced, bottom
+
+from .. import diagnose
+from ..errors import DynamicShapeError
+from ..stack import is_batched
+from .dispatch import asarray, implements
+
+__all__ = ["fixed", "pick", "UniqueAllResult", "UniqueCountsResult", "UniqueInverseResult"]
+
+
+def fixed(value, culprit):
+    """The concrete values that fix a data-dependent shape; DynamicShapeError if mapped."""
+    if not isinstance(value, Traced):
+        return _host(value)
+    if not value._level.alive:
+        value._level.escaped(culprit)
+    if is_batched(value):
+        raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit))
+    return _host(bottom(value))
+
+
+def _host(value):
+    """``value`` as a NumPy array: a shape is decided on the host anyway, and positions
+    are small integer arrays (getitem moves them to the data's device)."""
+    library = library_of(value)
+    if library == "cupy":
+        return value.get()
+    return value if library == "numpy" and not isinstance(value, (list, tuple)) else np.asarray(value)
+
+
+def pick(a, positions, axis):
+    """``a`` (flattened when ``axis`` is None) at integer ``positions`` along ``axis``."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = kcore.reshape.bind(a, shape=(-1,)), 0
+    axis = normalize_axis(axis, a.ndim)[0]
+    template, arrays = ki.split_key((slice(None),) * axis + (positions,))
+    return ki.getitem.bind(a, *arrays, template=template)
+
+
+def _count(value):
+    """The size of ``value`` (flattened) without touching its data."""
+    return int(np.prod(np.shape(value)))
+
+
+@implements(np.nonzero)
+def _nonzero(a):
+    return np.nonzero(fixed(a, "numpy.nonzero"))
+
+
+@implements(np.argwhere)
+def _argwhere(a):
+    return np.argwhere(fixed(a, "numpy.argwhere"))
+
+
+@implements(np.flatnonzero)
+def _flatnonzero(a):
+    return np.flatnonzero(fixed(a, "numpy.flatnonzero"))
+
+
+@implements(np.unique)
+def _unique(ar, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+            equal_nan=True, sorted=True):
+    found = np.unique(fixed(ar, "numpy.unique"), return_index=True, return_inverse=return_inverse,
+                      return_counts=return_counts, axis=axis, equal_nan=equal_nan, sorted=sorted)
+    values = pick(ar, found[1], axis)
+    out = (values,) + ((found[1],) if return_index else ()) + tuple(found[2:])
+    return out[0] if len(out) == 1 else out
+
+
+UniqueAllResult = namedtuple("UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
+def _unique_all_of(x, name):
+    """np.unique_all's result with traced values (sorted; NumPy leaves the order open)."""
+    found = np.unique_all(fixed(x, f"numpy.{name}"))
+    return found, pick(x, found.indices, None)
+
+
+@implements(np.unique_values)
+def _unique_values(x):
+    return _unique_all_of(x, "unique_values")[1]
+
+
+@implements(np.unique_counts)
+def _unique_counts(x):
+    found, values = _unique_all_of(x, "unique_counts")
+    return UniqueCountsResult(values, found.counts)
+
+
+@implements(np.unique_inverse)
+def _unique_inverse(x):
+    found, values = _unique_all_of(x, "unique_inverse")
+    return UniqueInverseResult(values, found.inverse_indices)
+
+
+@implements(np.unique_all)
+def _unique_all(x):
+    found, values = _unique_all_of(x, "unique_all")
+    return UniqueAllResult(values, found.indices, found.inverse_indices, found.counts)
+
+
+@implements(np.extract)
+def _extract(condition, arr):
+    # NumPy's own rule on positions: take(ravel(arr), nonzero(ravel(condition)))
+    positions = np.extract(fixed(condition, "numpy.extract"), np.arange(_count(arr)))
+    return pick(arr, positions, None)
+
+
+@implements(np.compress)
+def _compress(condition, a, axis=None, out=None):
+    a = asarray(a)
+    length = _count(a) if axis is None else a.shape[normalize_axis(axis, a.ndim)[0]]
+    positions = np.compress(fixed(condition, "numpy.compress"), np.arange(length))
+    return pick(a, positions, axis)
+
+
+@implements(np.trim_zeros)
+def _trim_zeros(filt, trim="fb", axis=None):
+    nonzero = fixed(filt, "numpy.trim_zeros") != 0
+    trim = trim.lower()
+    key = [slice(None)] * nonzero.ndim
+    for ax in (range(nonzero.ndim) if axis is None else normalize_axis(axis, nonzero.ndim)):
+        others = tuple(i for i in range(nonzero.ndim) if i != ax)
+        hits = np.flatnonzero(nonzero.any(axis=others) if others else nonzero)
+        size = nonzero.shape[ax]
+        start = (int(hits[0]) if hits.size else size) if "f" in trim else 0
+        stop = (int(hits[-1]) + 1 if hits.size else 0) if "b" in trim else size
+        key[ax] = slice(start, max(start, stop))
+    return ki.getitem_static(filt, tuple(key))

@@ -1,0 +1,187 @@
+"""Elementwise NumPy: the ufuncs (one line each), the ufuncs and functions written as
+compositions of elementwise primitives, and ``where`` / ``clip`` / ``round`` /
+``astype`` / ``isclose`` / ``nan_to_num``.
+
+A ufunc that one primitive computes goes into ``UFUNCS``; a composition is a handler.
+Compositions batch and differentiate through their parts.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import elementwise as ew
+from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
+
+from ..errors import UnsupportedOperationError
+from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind
+from .dynamic import fixed
+
+__all__ = ["clip", "floating"]
+
+UFUNCS.update({
+    np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
+    np.divide: ew.divide, np.floor_divide: ew.floor_divide, np.remainder: ew.remainder,
+    np.power: ew.power, np.negative: ew.negative, np.positive: ew.positive,
+    np.absolute: ew.absolute, np.fabs: ew.absolute, np.sign: ew.sign, np.sqrt: ew.sqrt,
+    np.cbrt: ew.cbrt, np.square: ew.square, np.reciprocal: ew.reciprocal,
+    np.exp: ew.exp, np.exp2: ew.exp2, np.expm1: ew.expm1, np.log: ew.log,
+    np.log2: ew.log2, np.log10: ew.log10, np.log1p: ew.log1p, np.logaddexp: ew.logaddexp,
+    np.sin: ew.sin, np.cos: ew.cos, np.tan: ew.tan, np.arcsin: ew.asin,
+    np.arccos: ew.acos, np.arctan: ew.atan, np.arctan2: ew.atan2, np.hypot: ew.hypot,
+    np.sinh: ew.sinh, np.cosh: ew.cosh, np.tanh: ew.tanh, np.arcsinh: ew.asinh,
+    np.arccosh: ew.acosh, np.arctanh: ew.atanh, np.floor: ew.floor, np.ceil: ew.ceil,
+    np.rint: ew.rint, np.trunc: ew.trunc, np.isnan: ew.isnan, np.isinf: ew.isinf,
+    np.isfinite: ew.isfinite, np.signbit: ew.signbit, np.copysign: ew.copysign,
+    np.maximum: ew.maximum, np.minimum: ew.minimum, np.fmax: ew.fmax, np.fmin: ew.fmin,
+    np.equal: ew.equal, np.not_equal: ew.not_equal, np.less: ew.less,
+    np.less_equal: ew.less_equal, np.greater: ew.greater, np.greater_equal: ew.greater_equal,
+    np.logical_and: ew.logical_and, np.logical_or: ew.logical_or,
+    np.logical_xor: ew.logical_xor, np.logical_not: ew.logical_not,
+    np.conjugate: ew.conj,
+})
+
+
+# --- ufuncs whose primitive depends on the dtypes -----------------------------------------------
+def _bitwise_or_logical(bitwise, logical):
+    """``&``, ``|``, ``^``, ``~``: logical on booleans (the array API has no bitwise on bool)."""
+
+    def handler(*inputs):
+        both_bool = all(kind(value) == "b" for value in inputs)
+        return (logical if both_bool else bitwise).bind(*inputs)
+
+    return handler
+
+
+bitwise_and = implements_ufunc(np.bitwise_and)(_bitwise_or_logical(ew.bitwise_and, ew.logical_and))
+bitwise_or = implements_ufunc(np.bitwise_or)(_bitwise_or_logical(ew.bitwise_or, ew.logical_or))
+bitwise_xor = implements_ufunc(np.bitwise_xor)(_bitwise_or_logical(ew.bitwise_xor, ew.logical_xor))
+invert = implements_ufunc(np.invert)(_bitwise_or_logical(ew.bitwise_invert, ew.logical_not))
+
+
+# --- ufuncs computed by compositions -----------------------------------------------------------
+def floating(x):
+    """``x`` as the floating type NumPy's float-only loops would pick (ints and bools)."""
+    if not hasattr(x, "dtype"):
+        return float(x)
+    if not is_integer_dtype(x.dtype):
+        return x
+    np_dtype = np.promote_types(np.dtype(getattr(x.dtype, "_np_dtype", x.dtype)), np.float16)
+    return ew.astype.bind(x, dtype=namespace_dtype(namespace(x), np_dtype))
+
+
+@implements_ufunc(np.deg2rad, np.radians)
+def _deg2rad(x):
+    return ew.multiply.bind(floating(x), np.pi / 180)
+
+
+@implements_ufunc(np.rad2deg, np.degrees)
+def _rad2deg(x):
+    return ew.multiply.bind(floating(x), 180 / np.pi)
+
+
+def _at_least_double(x):
+    """float_power computes in float64 (complex128 for complex inputs)."""
+    if not hasattr(x, "dtype"):
+        return complex(x) if isinstance(x, complex) else float(x)
+    xp = namespace(x)
+    wide = xp.complex128 if dtype_kind(x.dtype) == "c" else xp.float64
+    return x if x.dtype == wide else ew.astype.bind(x, dtype=wide)
+
+
+@implements_ufunc(np.float_power)
+def _float_power(x, y):
+    return ew.power.bind(_at_least_double(x), _at_least_double(y))
+
+
+@implements_ufunc(np.heaviside)
+def _heaviside(x, h0):
+    """0 below zero, 1 above, ``h0`` at zero, NaN at NaN: a selection, so the derivative
+    is 0 in ``x`` and an indicator of ``x == 0`` in ``h0``."""
+    if not hasattr(x, "dtype"):  # a number beside an array h0 takes h0's floating type (a weak scalar)
+        xp = namespace(h0)
+        dtype = h0.dtype if dtype_kind(h0.dtype) in "fc" else xp.float64
+        x = xp.asarray(x, dtype=dtype, device=device_of(h0))
+    x = floating(x)
+    at_zero = ew.where.bind(ew.equal.bind(x, 0), h0, x)
+    return ew.where.bind(ew.greater.bind(x, 0), 1, ew.where.bind(ew.less.bind(x, 0), 0, at_zero))
+
+
+@implements_ufunc(np.divmod)
+def _divmod(x, y):
+    """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
+    remainder's derivative is 1 in ``x`` and ``-floor(x / y)`` in ``y`` (a.e.)."""
+    return ew.floor_divide.bind(x, y), ew.remainder.bind(x, y)
+
+
+@implements_ufunc(np.modf)
+def _modf(x):
+    """NumPy's modf: (fractional part, integral part), both with the sign of ``x``.
+
+    The fraction is ``x - trunc(x)`` (derivative 1 a.e.; ``trunc`` carries none), its
+    sign copied from ``x`` so that a negative integer gives -0.0 as in NumPy; at
+    +-inf the fraction is +-0.0 (computed from 0, not as inf - inf).
+    """
+    x = floating(x)
+    if not hasattr(x, "dtype"):
+        x = numpy_namespace.asarray(x)
+    finite = ew.where.bind(ew.isinf.bind(x), 0.0, x)
+    fraction = ew.copysign.bind(ew.subtract.bind(finite, ew.trunc.bind(finite)), x)
+    return fraction, ew.trunc.bind(x)
+
+
+# --- functions that are not ufuncs --------------------------------------------------------------
+@implements(np.where)
+def _where(condition, x=NO_VALUE, y=NO_VALUE):
+    if x is NO_VALUE and y is NO_VALUE:
+        return np.nonzero(fixed(condition, "numpy.where (one-argument form, i.e. nonzero)"))
+    return ew.where.bind(condition, asarray(x), asarray(y))
+
+
+def clip(x, lower=None, upper=None):
+    """``clip`` as the composition of maximum and minimum (None leaves a side open)."""
+    if lower is not None:
+        x = ew.maximum.bind(x, lower)
+    if upper is not None:
+        x = ew.minimum.bind(x, upper)
+    return x
+
+
+@implements(np.clip)
+def _clip(a, a_min=NO_VALUE, a_max=NO_VALUE, out=None, *, min=NO_VALUE, max=NO_VALUE, **kwargs):
+    lower = a_min if a_min is not NO_VALUE else (min if min is not NO_VALUE else None)
+    upper = a_max if a_max is not NO_VALUE else (max if max is not NO_VALUE else None)
+    return clip(a, lower, upper)
+
+
+@implements(np.round, np.around)
+def _round(a, decimals=0, out=None):
+    return ew.around.bind(a, decimals=decimals)
+
+
+@implements(np.astype)
+def _astype(x, dtype, /, *, copy=True, device=None):
+    return ew.astype.bind(x, dtype=dtype)
+
+
+@implements(np.isclose)
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    difference = ew.absolute.bind(ew.subtract.bind(a, b))
+    close = ew.less_equal.bind(difference, ew.add.bind(atol, ew.multiply.bind(rtol, ew.absolute.bind(b))))
+    if equal_nan:
+        close = ew.logical_or.bind(close, ew.logical_and.bind(ew.isnan.bind(a), ew.isnan.bind(b)))
+    return close
+
+
+@implements(np.nan_to_num)
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN and infinities replaced by finite numbers (the dtype's extremes by default)."""
+    x = asarray(x)
+    if not hasattr(x, "dtype") or is_integer_dtype(x.dtype):
+        return x
+    if dtype_kind(x.dtype) == "c":
+        raise UnsupportedOperationError("numpy.nan_to_num of complex arrays is not supported on traced arrays")
+    info = namespace(x).finfo(x.dtype)
+    x = ew.where.bind(ew.isnan.bind(x), nan, x)
+    infinite = ew.isinf.bind(x)
+    x = ew.where.bind(ew.logical_and.bind(infinite, ew.greater.bind(x, 0)), info.max if posinf is None else posinf, x)
+    return ew.where.bind(ew.logical_and.bind(infinite, ew.less.bind(x, 0)), info.min if neginf is None else neginf, x)

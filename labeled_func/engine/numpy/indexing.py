@@ -1,0 +1,205 @@
+"""Indexing with NumPy's semantics: ``x[key]`` and ``x[key] = value`` on traced arrays
+(boolean masks included), ``take``, ``take_along_axis``, ``fill_diagonal`` and
+``unravel_index``.
+
+A boolean mask selects a number of elements that depends on its values: it works
+where the mask is the same for every example (a constant, or a value traced by
+grad/jvp only: its positions come from :func:`.dynamic.fixed`); a mapped mask is a
+DynamicShapeError, except in an assignment that is exactly a select
+(``x[mask] = scalar``), done as ``where(mask, value, x)``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from kernels import core as kcore
+from kernels import elementwise as ew
+from kernels import indexing as ki
+from kernels import reductions as kr
+from kernels.backend import namespace, normalize_axis
+
+from .. import diagnose
+from ..errors import DynamicShapeError, UnsupportedOperationError
+from ..stack import inplace_assign, is_batched
+from .dispatch import asarray, implements, kind, unlabeled
+from .dynamic import fixed, pick
+from .elementwise import clip
+
+__all__ = ["getitem", "setitem"]
+
+
+def _is_boolean_index(item):
+    return hasattr(item, "dtype") and kind(item) == "b" and not isinstance(item, (bool, np.bool_))
+
+
+def _prepare_key(key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    prepared = []
+    for item in key:
+        if isinstance(item, list):
+            item = np.asarray(item)
+        elif isinstance(item, np.integer):
+            item = int(item)
+        elif isinstance(item, slice):
+            item = slice(*(None if v is None else int(v) for v in (item.start, item.stop, item.step)))
+        prepared.append(item)
+    return tuple(prepared)
+
+
+def getitem(x, key):
+    """``x[key]`` for a traced ``x`` (``Tracer.__getitem__``)."""
+    key = _prepare_key(key)
+    if any(_is_boolean_index(item) for item in key):
+        key = _masks_as_positions(key, "boolean-mask indexing x[mask]")
+    template, arrays = ki.split_key(key)
+    return ki.getitem.bind(x, *arrays, template=template)
+
+
+def _masks_as_positions(key, culprit):
+    """Boolean masks in ``key`` as the integer positions NumPy uses for them
+    (``np.nonzero(mask)``): possible when the mask is the same for every example."""
+    out = []
+    for item in key:
+        if not _is_boolean_index(item):
+            out.append(item)
+            continue
+        mask = fixed(item, culprit)
+        if mask.ndim == 0:
+            if not bool(mask):
+                raise UnsupportedOperationError(f"{culprit} with a 0-d False mask is not supported on traced arrays")
+            out.append(None)  # x[True] adds an axis of length 1
+        else:
+            out.extend(np.nonzero(mask))
+    return tuple(out)
+
+
+def setitem(x, key, value):
+    """``x[key] = value`` for a traced ``x`` (``Tracer.__setitem__``): an in-place update."""
+    key = _prepare_key(key)
+    value = asarray(unlabeled(value))
+    if any(_is_boolean_index(item) for item in key):
+        if any(_is_boolean_index(item) and is_batched(item) for item in key):
+            inplace_assign(x, _masked_select(x, key, value), "x[mask] = value")
+            return
+        key = _masks_as_positions(key, "boolean-mask assignment x[mask] = value")
+    template, arrays = ki.split_key(key)
+    new = ki.setitem.bind(x, value, *arrays, template=template)
+    inplace_assign(x, new, "x[...] = value")
+
+
+def _masked_select(x, key, value):
+    """``x[mask] = value`` with a mask that differs per example, as ``where(mask, value, x)``.
+
+    Exact when one value goes to every selected element: a single mask over the leading
+    dims of ``x`` and a value that broadcasts against one element (a scalar, or one
+    row).  A sequence of values, one per selected element, has as many entries as the
+    mask has True values: a different number per example.
+    """
+    mask = key[0]
+    rest = x.ndim - mask.ndim
+    shape = tuple(getattr(value, "shape", ()))
+    if len(shape) == rest + 1 and shape[:1] == (1,):
+        value = kcore.reshape.bind(value, shape=shape[1:])
+        shape = shape[1:]
+    if len(key) != 1 or rest < 0 or tuple(mask.shape) != tuple(x.shape[: mask.ndim]):
+        reason = ("the mask must be the only index and cover the leading dims of x "
+                  f"(got a key of {len(key)} entries, a mask of shape {tuple(mask.shape)} "
+                  f"for x of shape {tuple(x.shape)})")
+    elif len(shape) > rest:
+        reason = (f"a value of shape {shape} holds one entry per selected element, and the "
+                  "number of selected elements differs per example")
+    else:
+        condition = kcore.reshape.bind(mask, shape=tuple(mask.shape) + (1,) * rest) if rest else mask
+        new = ew.where.bind(condition, value, x)
+        if new.dtype != x.dtype:
+            new = ew.astype.bind(new, dtype=x.dtype)
+        return new
+    site = diagnose.call_site()
+    where = f" (called from {site.location})" if site.location else ""
+    raise DynamicShapeError(
+        f"boolean-mask assignment x[mask] = value with a mask that differs per example{where}: "
+        "under vmap it is done as a select, where(mask, value, x), which needs one value for "
+        f"every selected element; here {reason}. Write x = np.where(mask, values, x) with "
+        "values of x's shape (xr.where(mask, values, x) on DataArrays)."
+    )
+
+
+# --- gathers --------------------------------------------------------------------------------------
+@implements(np.take_along_axis)
+def _take_along_axis(arr, indices, axis=-1):
+    if axis is None:
+        arr, axis = kcore.reshape.bind(arr, shape=(-1,)), 0
+    return kr.take_along_axis.bind(arr, indices, axis=normalize_axis(axis, arr.ndim)[0])
+
+
+@implements(np.take)
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    """A gather: ``a`` (traced or a constant table) at ``indices`` (traced or not) along
+    ``axis``; derivatives reach a traced ``a``, never the integer indices."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"numpy.take: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    a = asarray(unlabeled(a))  # np.take(DataArray, traced) arrives here too: NumPy's takes its data
+    if not hasattr(a, "ndim"):
+        a = np.asarray(a)
+    indices = asarray(unlabeled(indices))
+    if axis is None:
+        a, axis = kcore.reshape.bind(a, shape=(-1,)), 0
+    axis = normalize_axis(axis, a.ndim)[0]
+    if mode != "raise":
+        size = a.shape[axis]
+        if size == 0:
+            raise IndexError("cannot do a non-empty take from an empty axes.")
+        indices = ew.remainder.bind(indices, size) if mode == "wrap" else clip(indices, 0, size - 1)
+    template, arrays = ki.split_key((slice(None),) * axis + (indices,))
+    return ki.getitem.bind(a, *arrays, template=template)
+
+
+# --- in place and flat positions ------------------------------------------------------------------
+@implements(np.fill_diagonal)
+def _fill_diagonal(a, val, wrap=False):
+    """In place, as NumPy writes ``a.flat[:end:step] = val``: the flat positions of the
+    diagonal become index arrays, and ``val`` is repeated or cut to their number."""
+    if a.ndim < 2:
+        raise ValueError("array must be at least 2-d")
+    shape = tuple(a.shape)
+    if a.ndim == 2:
+        step = shape[1] + 1
+        end = shape[0] * shape[1] if wrap else min(shape[1] * shape[1], shape[0] * shape[1])
+    else:
+        if any(size != shape[0] for size in shape):
+            raise ValueError("All dimensions of input must be of equal length")
+        step = 1 + int(np.cumprod(shape[:-1]).sum())
+        end = int(np.prod(shape))
+    flat = np.arange(0, end, step)
+    if flat.size == 0:
+        return None
+    val = asarray(val)
+    if getattr(val, "ndim", 0) > 0:
+        size = int(np.prod(val.shape))
+        if size == 0:
+            return None
+        val = kcore.reshape.bind(val, shape=(-1,))
+        if size != flat.size:
+            val = pick(val, np.arange(flat.size) % size, None)
+    setitem(a, np.unravel_index(flat, shape), val)
+    return None
+
+
+@implements(np.unravel_index)
+def _unravel_index(indices, shape, order="C"):
+    """One integer array of positions per axis of ``shape``."""
+    indices = asarray(indices)
+    dims = (int(shape),) if not isinstance(shape, (tuple, list)) else tuple(int(s) for s in shape)
+    if order not in ("C", "F"):
+        raise ValueError("unravel_index: only 'C' or 'F' order is permitted")
+    indices = ew.astype.bind(indices, dtype=namespace(indices).int64)
+    strides = []
+    for axis in range(len(dims)):
+        rest = dims[axis + 1:] if order == "C" else dims[:axis]
+        stride = 1
+        for size in rest:
+            stride *= size
+        strides.append(stride)
+    return tuple(ew.remainder.bind(ew.floor_divide.bind(indices, stride) if stride != 1 else indices, size)
+                 for stride, size in zip(strides, dims))

@@ -1,0 +1,652 @@
+"""Reductions, scans, sorting and searching with NumPy's conventions.
+
+``axis=None | int | tuple``, ``keepdims``, ``dtype`` (integers averaged in float64),
+``where=`` and ``initial=`` (masked-out elements become the reduction's identity, in
+the same handler as the plain form), the ``nan*`` forms xarray's skipna calls (mask +
+where + the plain reduction), quantiles and the median (a sort), ``ufunc.reduce`` and
+``ufunc.accumulate``, ``ptp``, ``average``, ``trapezoid``, ``searchsorted``,
+``digitize`` and ``interp``.  All are compositions of the primitives of
+``kernels.reductions`` and ``kernels.core``, so they batch and differentiate through
+their parts.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernels import core as kcore
+from kernels import elementwise as ew
+from kernels import reductions as kr
+from kernels.backend import (any_true, device_of, dtype_kind, is_integer_dtype, namespace, normalize_axis)
+from kernels.creation import full_like
+from kernels.indexing import getitem_static
+from kernels.primitive import Traced
+from kernels.shape import flip, stack
+
+from ..errors import UnsupportedOperationError
+from .dispatch import NO_VALUE, asarray, flag, given, implements, implements_method, reject
+from .elementwise import clip
+
+__all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quantile", "average", "searchsorted",
+           "nan_mask"]
+
+
+# --- NumPy's axis and dtype conventions over the primitives -------------------------------------
+def reduce(prim, x, axis=None, keepdims=False, **params):
+    """``prim`` (an axis reduction) over NumPy's ``axis`` (None: all axes)."""
+    return prim.bind(x, axis=normalize_axis(axis, x.ndim), keepdims=keepdims, **params)
+
+
+def _float(x):
+    """Integers and booleans as float64, as NumPy's mean/var/std compute them."""
+    if not is_integer_dtype(x.dtype):
+        return x
+    xp = namespace(x)
+    return ew.astype.bind(x, dtype=xp.float64 if hasattr(xp, "float64") else "float64")
+
+
+def _cast(x, dtype):
+    return x if dtype is None else ew.astype.bind(x, dtype=dtype)
+
+
+def total(x, axis=None, keepdims=False, dtype=None):
+    return reduce(kcore.reduce_sum, _cast(x, dtype), axis, keepdims)
+
+
+def _product(x, axis=None, keepdims=False, dtype=None):
+    return reduce(kr.reduce_prod, _cast(x, dtype), axis, keepdims)
+
+
+def mean(x, axis=None, keepdims=False, dtype=None):
+    return reduce(kr.reduce_mean, _float(_cast(x, dtype)), axis, keepdims)
+
+
+def var(x, axis=None, keepdims=False, ddof=0, dtype=None):
+    return reduce(kr.reduce_var, _float(_cast(x, dtype)), axis, keepdims, correction=ddof)
+
+
+def std(x, axis=None, keepdims=False, ddof=0, dtype=None):
+    return reduce(kr.reduce_std, _float(_cast(x, dtype)), axis, keepdims, correction=ddof)
+
+
+def largest(x, axis=None, keepdims=False):
+    return reduce(kr.reduce_max, x, axis, keepdims)
+
+
+def smallest(x, axis=None, keepdims=False):
+    return reduce(kr.reduce_min, x, axis, keepdims)
+
+
+def _position(prim, x, axis=None, keepdims=False):
+    """argmax / argmin: one int axis, or None for the flattened array."""
+    return prim.bind(x, axis=None if axis is None else normalize_axis(axis, x.ndim)[0], keepdims=keepdims)
+
+
+def _along(x, axis):
+    """``(x, axis)`` for a scan: the flattened array for ``axis=None``."""
+    if axis is None:
+        return kcore.reshape.bind(x, shape=(-1,)), 0
+    return x, normalize_axis(axis, x.ndim)[0]
+
+
+def _scan(prim, x, axis=None, dtype=None):
+    """cumsum / cumprod; booleans count as int64, as in NumPy."""
+    x, axis = _along(_cast(x, dtype), axis)
+    if dtype_kind(x.dtype) == "b":
+        x = ew.astype.bind(x, dtype=namespace(x).int64)
+    return prim.bind(x, axis=axis)
+
+
+# --- the nan* forms: mask, replace, reduce ------------------------------------------------------
+def _replace_nan(x, value):
+    """``x`` with NaNs replaced by ``value``, and the NaN mask (None when there is none:
+    skipping the mask then saves whole passes over the data, and changes no result)."""
+    if is_integer_dtype(x.dtype):
+        return x, None
+    mask = ew.isnan.bind(x)
+    if not any_true(mask):
+        return x, None
+    return ew.where.bind(mask, value, x), mask
+
+
+def _index_dtype(x):
+    return namespace(x).int64
+
+
+def _count(mask, x, axis, keepdims):
+    """How many values along ``axis`` are not NaN (a Python int when none can be)."""
+    size = kcore.reduced_size(x, axis)
+    if mask is None:
+        return size
+    missing = reduce(kcore.reduce_sum, mask, axis, keepdims, dtype=_index_dtype(x))
+    return ew.astype.bind(ew.subtract.bind(size, missing), dtype=x.dtype)
+
+
+def _nansum(x, axis=None, keepdims=False, dtype=None):
+    return total(_replace_nan(x, 0)[0], axis, keepdims, dtype)
+
+
+def _nanprod(x, axis=None, keepdims=False, dtype=None):
+    return _product(_replace_nan(x, 1)[0], axis, keepdims, dtype)
+
+
+def _nanmean(x, axis=None, keepdims=False, dtype=None):
+    x = _float(_cast(x, dtype))
+    filled, mask = _replace_nan(x, 0)
+    return ew.divide.bind(total(filled, axis, keepdims), _count(mask, x, axis, keepdims))
+
+
+def _nanvar(x, axis=None, keepdims=False, ddof=0, dtype=None):
+    x = _float(_cast(x, dtype))
+    filled, mask = _replace_nan(x, 0)
+    count = _count(mask, x, axis, True)
+    deviation = ew.subtract.bind(filled, ew.divide.bind(total(filled, axis, True), count))
+    if mask is not None:
+        deviation = ew.where.bind(mask, 0, deviation)
+    squares = total(ew.multiply.bind(deviation, deviation), axis, keepdims)
+    if not keepdims and mask is not None:
+        count = kcore.squeeze.bind(count, axis=normalize_axis(axis, x.ndim))
+    if ddof:
+        count = ew.maximum.bind(ew.subtract.bind(count, ddof), 0)
+    return ew.divide.bind(squares, count)
+
+
+def _nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):
+    return ew.sqrt.bind(_nanvar(x, axis, keepdims, ddof, dtype))
+
+
+def _nan_extreme(extreme, fill):
+    def reduction(x, axis=None, keepdims=False):
+        filled, mask = _replace_nan(x, fill)
+        out = extreme(filled, axis, keepdims)
+        if mask is None:
+            return out
+        all_nan = reduce(kr.reduce_all, mask, axis, keepdims)
+        return ew.where.bind(all_nan, math.nan, out)
+
+    return reduction
+
+
+_nanmax = _nan_extreme(largest, -math.inf)
+_nanmin = _nan_extreme(smallest, math.inf)
+
+
+def nan_mask(x, where=True):
+    """``where`` and not NaN: the elements a ``nan*`` reduction with ``where=`` reads."""
+    if is_integer_dtype(x.dtype):
+        return where
+    present = ew.logical_not.bind(ew.isnan.bind(x))
+    return present if where is True else ew.logical_and.bind(where, present)
+
+
+# --- where= and initial= -------------------------------------------------------------------------
+def _masked(x, where, identity):
+    """Masked-out elements of ``x`` replaced by the reduction's ``identity``."""
+    if where is True:
+        return x
+    out = ew.where.bind(where, x, identity)
+    if tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"where: a mask of shape {tuple(where.shape)} does not broadcast to the "
+                         f"input's shape {tuple(x.shape)}")
+    return out
+
+
+def _initial_like(initial, out):
+    """A Python-number ``initial`` in the reduction's dtype (NumPy casts it: an integer
+    reduction stays integer)."""
+    if hasattr(initial, "dtype") or dtype_kind(out.dtype) not in "iu":
+        return initial
+    return int(initial)
+
+
+def _extreme_value(x, lowest):
+    """The identity of max (``lowest``) or min in ``x``'s dtype."""
+    kind = dtype_kind(x.dtype)
+    if kind == "b":
+        return not lowest
+    if kind in "iu":
+        info = namespace(x).iinfo(x.dtype)
+        return info.min if lowest else info.max
+    return -math.inf if lowest else math.inf
+
+
+def _masked_total(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+    out = total(_masked(_cast(x, dtype), where, 0), axis, keepdims)
+    return out if initial is None else ew.add.bind(out, _initial_like(initial, out))
+
+
+def _masked_product(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+    out = _product(_masked(_cast(x, dtype), where, 1), axis, keepdims)
+    return out if initial is None else ew.multiply.bind(out, _initial_like(initial, out))
+
+
+def _masked_mean(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+    """The mean of the selected elements (NaN where a slice selects none)."""
+    x = _float(_cast(x, dtype))
+    if where is True:
+        return mean(x, axis, keepdims)
+    selected = ew.astype.bind(kcore.broadcast_to.bind(where, shape=tuple(x.shape)), dtype=x.dtype)
+    return ew.divide.bind(total(_masked(x, where, 0), axis, keepdims), total(selected, axis, keepdims))
+
+
+def _masked_extreme(extreme, combine, lowest):
+    def reduction(x, axis=None, keepdims=False, dtype=None, where=True, initial=None):
+        if where is not True and initial is None:
+            name = "maximum" if lowest else "minimum"
+            raise ValueError(f"reduction operation '{name}' does not have an identity, so to use a where "
+                             "mask one has to specify 'initial'")
+        out = extreme(_masked(x, where, _extreme_value(x, lowest)), axis, keepdims)
+        out = out if initial is None else combine.bind(out, _initial_like(initial, out))
+        return _cast(out, dtype)
+
+    return reduction
+
+
+_masked_largest = _masked_extreme(largest, ew.maximum, lowest=True)
+_masked_smallest = _masked_extreme(smallest, ew.minimum, lowest=False)
+
+
+# --- the NumPy functions --------------------------------------------------------------------------
+def _sum_like(plain, masked, skips_nan):
+    """sum, prod, mean and their nan forms: the plain reduction, or with ``where=`` /
+    ``initial=`` the masked one (NaNs left out of the mask for the nan forms).  NumPy's
+    own signature check (before dispatch) rejects ``initial=`` for the means."""
+
+    def handler(a, axis=None, dtype=None, out=None, keepdims=NO_VALUE, initial=NO_VALUE, where=NO_VALUE):
+        a, keepdims = asarray(a), flag(keepdims)
+        if not given(initial) and not given(where):
+            return plain(a, axis, keepdims, dtype)
+        mask = asarray(where) if given(where) else True
+        if skips_nan:
+            mask = nan_mask(a, mask)
+        return masked(a, axis, keepdims, dtype, where=mask, initial=initial if given(initial) else None)
+
+    return handler
+
+
+for _function, _plain, _masked_form, _skips_nan in [
+    (np.sum, total, _masked_total, False), (np.nansum, _nansum, _masked_total, True),
+    (np.prod, _product, _masked_product, False), (np.nanprod, _nanprod, _masked_product, True),
+    (np.mean, mean, _masked_mean, False), (np.nanmean, _nanmean, _masked_mean, True),
+]:
+    implements(_function)(_sum_like(_plain, _masked_form, _skips_nan))
+
+
+def _extreme_like(plain, masked, skips_nan):
+    """max, min and their nan forms (no dtype= in NumPy's signature)."""
+
+    def handler(a, axis=None, out=None, keepdims=NO_VALUE, initial=NO_VALUE, where=NO_VALUE):
+        a, keepdims = asarray(a), flag(keepdims)
+        if not given(initial) and not given(where):
+            return plain(a, axis, keepdims)
+        mask = asarray(where) if given(where) else True
+        if skips_nan:
+            mask = nan_mask(a, mask)
+        return masked(a, axis, keepdims, where=mask, initial=initial if given(initial) else None)
+
+    return handler
+
+
+for _functions, _plain, _masked_form, _skips_nan in [
+    ((np.max, np.amax), largest, _masked_largest, False), ((np.min, np.amin), smallest, _masked_smallest, False),
+    ((np.nanmax,), _nanmax, _masked_largest, True), ((np.nanmin,), _nanmin, _masked_smallest, True),
+]:
+    implements(*_functions)(_extreme_like(_plain, _masked_form, _skips_nan))
+
+
+def _spread(plain, name):
+    """var, std and their nan forms (``ddof`` or the array API's ``correction``)."""
+
+    def handler(a, axis=None, dtype=None, out=None, ddof=0, keepdims=NO_VALUE, *, where=NO_VALUE,
+                mean=NO_VALUE, correction=NO_VALUE):
+        reject(name, where=where, mean=mean)
+        return plain(asarray(a), axis, flag(keepdims), correction if correction is not NO_VALUE else ddof, dtype)
+
+    return handler
+
+
+for _function, _plain in [(np.var, var), (np.std, std), (np.nanvar, _nanvar), (np.nanstd, _nanstd)]:
+    implements(_function)(_spread(_plain, _function.__name__))
+
+
+def _logical(prim, name):
+    def handler(a, axis=None, out=None, keepdims=NO_VALUE, *, where=NO_VALUE):
+        reject(name, where=where)
+        return reduce(prim, asarray(a), axis, flag(keepdims))
+
+    return handler
+
+
+implements(np.any)(_logical(kr.reduce_any, "any"))
+implements(np.all)(_logical(kr.reduce_all, "all"))
+
+
+def _arg(prim, skip_nan_fill=None):
+    def handler(a, axis=None, out=None, *, keepdims=NO_VALUE):
+        a = asarray(a)
+        if skip_nan_fill is not None:
+            a = _replace_nan(a, skip_nan_fill)[0]
+        return _position(prim, a, axis, flag(keepdims))
+
+    return handler
+
+
+implements(np.argmax)(_arg(kr.argmax))
+implements(np.argmin)(_arg(kr.argmin))
+implements(np.nanargmax)(_arg(kr.argmax, -math.inf))
+implements(np.nanargmin)(_arg(kr.argmin, math.inf))
+
+
+def _scan_handler(prim, fill=None):
+    def handler(a, axis=None, dtype=None, out=None):
+        a = asarray(a)
+        if fill is not None:
+            a = _replace_nan(a, fill)[0]
+        return _scan(prim, a, axis, dtype)
+
+    return handler
+
+
+implements(np.cumsum)(_scan_handler(kr.cumsum))
+implements(np.cumprod)(_scan_handler(kr.cumprod))
+implements(np.nancumsum)(_scan_handler(kr.cumsum, 0))
+implements(np.nancumprod)(_scan_handler(kr.cumprod, 1))
+
+
+@implements(np.count_nonzero)
+def _count_nonzero(a, axis=None, *, keepdims=False):
+    return total(ew.not_equal.bind(a, 0), axis, keepdims, dtype=np.intp)
+
+
+@implements(np.ptp)
+def _ptp(a, axis=None, out=None, keepdims=NO_VALUE):
+    """Peak to peak: max - min."""
+    a, keepdims = asarray(a), flag(keepdims)
+    return ew.subtract.bind(largest(a, axis, keepdims), smallest(a, axis, keepdims))
+
+
+# --- ufunc.reduce and ufunc.accumulate ------------------------------------------------------------
+# NumPy's own np.sum(plain, where=traced) and np.mean(plain, where=traced) arrive here, as
+# does np.add.reduce(traced, axis=1).
+_MASKED_REDUCE = {np.add: _masked_total, np.multiply: _masked_product, np.maximum: _masked_largest,
+                  np.minimum: _masked_smallest, np.fmax: _masked_largest, np.fmin: _masked_smallest}
+_SKIPS_NAN = (np.fmax, np.fmin)  # np.nanmax(plain, where=traced) is np.fmax.reduce
+_REDUCE_OPTIONS = {"axis", "dtype", "keepdims", "initial", "where", "casting", "order", "subok"}
+
+
+def _options(ufunc, method, kwargs, allowed):
+    unknown = set(kwargs) - allowed
+    if unknown:
+        raise UnsupportedOperationError(f"numpy.{ufunc.__name__}.{method} with {sorted(unknown)} is not supported "
+                                        "on traced arrays")
+
+
+@implements_method("reduce", *_MASKED_REDUCE)
+def _reduce_with_options(ufunc, inputs, kwargs):
+    _options(ufunc, "reduce", kwargs, _REDUCE_OPTIONS)
+    x = asarray(inputs[0])
+    axis = kwargs.get("axis", 0)
+    dtype = kwargs.get("dtype")
+    keepdims = bool(kwargs.get("keepdims", False))
+    where = kwargs.get("where", True)
+    where = True if where is True else asarray(where)
+    initial = kwargs["initial"] if given(kwargs.get("initial", NO_VALUE)) else None
+    if ufunc in _SKIPS_NAN:
+        if where is True and initial is None:  # NaN only where a whole slice is NaN
+            return _cast((_nanmax if ufunc is np.fmax else _nanmin)(x, axis, keepdims), dtype)
+        where = nan_mask(x, where)
+    return _MASKED_REDUCE[ufunc](x, axis, keepdims, dtype, where=where, initial=initial)
+
+
+@implements_method("reduce", np.logical_and, np.logical_or)
+def _logical_reduce(ufunc, inputs, kwargs):
+    _options(ufunc, "reduce", kwargs, {"axis", "dtype", "keepdims", "casting", "order", "subok"})
+    prim = kr.reduce_all if ufunc is np.logical_and else kr.reduce_any
+    out = reduce(prim, asarray(inputs[0]), kwargs.get("axis", 0), bool(kwargs.get("keepdims", False)))
+    return _cast(out, kwargs.get("dtype"))
+
+
+@implements_method("accumulate", np.add, np.multiply)
+def _accumulate(ufunc, inputs, kwargs):
+    _options(ufunc, "accumulate", kwargs, {"axis", "dtype", "casting", "order", "subok"})
+    prim = kr.cumsum if ufunc is np.add else kr.cumprod
+    return _scan(prim, asarray(inputs[0]), kwargs.get("axis", 0), kwargs.get("dtype"))
+
+
+# --- sorting, quantiles --------------------------------------------------------------------------
+@implements(np.sort)
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    a, axis = _along(asarray(a), axis)
+    return kr.sort.bind(a, axis=axis)
+
+
+@implements(np.argsort)
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    """Stable sorting permutation along ``axis`` (None: of the flattened array)."""
+    if order is not None:
+        raise UnsupportedOperationError("numpy.argsort with order= is not supported on traced arrays")
+    a, axis = _along(asarray(a), axis)
+    return kr.argsort.bind(a, axis=axis)
+
+
+def _gather_last(x, axis, keepdims):
+    """``x`` with the ``axis`` dims merged into one last axis; and the kept shape."""
+    axes = normalize_axis(axis, x.ndim)
+    shape = tuple(x.shape)
+    out_shape = tuple(1 if a in axes else shape[a] for a in range(x.ndim)) if keepdims else tuple(
+        shape[a] for a in range(x.ndim) if a not in axes)
+    merged, _ = kcore.axes_last(x, axes)
+    return merged, out_shape
+
+
+def quantile(x, q, axis=None, keepdims=False, skip_nan=False):
+    """Linear-interpolation quantiles (NumPy's default method): NaN where a slice has NaN,
+    or with ``skip_nan`` the quantiles of the values that are not NaN (NaN where a slice
+    has none)."""
+    x = _float(x)
+    merged, out_shape = _gather_last(x, axis, keepdims)
+    last = merged.ndim - 1
+    size = merged.shape[-1]
+    ordered = kr.sort.bind(merged, axis=last)  # NaNs sort last
+    nan = ew.isnan.bind(merged)
+    levels = np.asarray(q, dtype=float)
+    if skip_nan:
+        missing = kcore.reduce_sum.bind(nan, axis=(last,), keepdims=True, dtype=_index_dtype(x))
+        count = ew.subtract.bind(size, missing)
+        top = ew.maximum.bind(ew.subtract.bind(count, 1), 0)
+    results = []
+    for level in levels.reshape(-1).tolist():
+        if skip_nan:
+            position = ew.multiply.bind(level, ew.astype.bind(top, dtype=x.dtype))
+            low_index = ew.astype.bind(ew.floor.bind(position), dtype=_index_dtype(x))
+            high_index = ew.minimum.bind(ew.add.bind(low_index, 1), top)
+            fraction = ew.subtract.bind(position, ew.astype.bind(low_index, dtype=x.dtype))
+            low = kr.take_along_axis.bind(ordered, low_index, axis=last)
+            high = kr.take_along_axis.bind(ordered, high_index, axis=last)
+            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
+            value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+            value = kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+        else:
+            position = level * (size - 1)
+            low_index = math.floor(position)
+            high_index = low_index + 1 if low_index + 1 < size else size - 1
+            fraction = position - low_index
+            low = getitem_static(ordered, (Ellipsis, low_index))
+            high = getitem_static(ordered, (Ellipsis, high_index))
+            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
+            has_nan = kr.reduce_any.bind(nan, axis=(last,), keepdims=False)
+            value = ew.where.bind(has_nan, math.nan, value)
+        results.append(kcore.reshape.bind(value, shape=out_shape))
+    if levels.ndim == 0:
+        return results[0]
+    stacked = stack.bind(*results, axis=0)
+    return kcore.reshape.bind(stacked, shape=levels.shape + tuple(out_shape))
+
+
+def _median_handler(skip_nan):
+    def handler(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+        return quantile(asarray(a), 0.5, axis, keepdims, skip_nan)
+
+    return handler
+
+
+implements(np.median)(_median_handler(False))
+implements(np.nanmedian)(_median_handler(True))
+
+
+def _quantile_handler(scale, skip_nan):
+    def handler(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None, interpolation=None):
+        name = ("nan" if skip_nan else "") + ("percentile" if scale == 100 else "quantile")
+        if method != "linear" or interpolation not in (None, "linear") or weights is not None:
+            raise UnsupportedOperationError(f"numpy.{name}: only method='linear' without weights is supported on traced arrays")
+        if isinstance(q, Traced):
+            raise UnsupportedOperationError(f"numpy.{name}: the quantile levels q must not be traced")
+        return quantile(asarray(a), np.asarray(q, dtype=float) / scale, axis, keepdims, skip_nan)
+
+    return handler
+
+
+implements(np.quantile)(_quantile_handler(1, False))
+implements(np.nanquantile)(_quantile_handler(1, True))
+implements(np.percentile)(_quantile_handler(100, False))
+implements(np.nanpercentile)(_quantile_handler(100, True))
+
+
+# --- averages and integrals -------------------------------------------------------------------------
+def average(x, axis=None, weights=None, returned=False, keepdims=False):
+    """NumPy's average: sum(x w) / sum(w) along ``axis``; with ``returned``, also the sum
+    of the weights, broadcast to the average's shape."""
+    if weights is None:
+        avg = mean(x, axis, keepdims)
+        count = math.prod(x.shape) / (math.prod(avg.shape) or 1)
+        return (avg, full_like.bind(avg, fill_value=count)) if returned else avg
+    x = _float(x)
+    if tuple(weights.shape) != tuple(x.shape):
+        if axis is None:
+            raise TypeError("average: axis must be specified when shapes of a and weights differ")
+        axes = normalize_axis(axis, x.ndim)
+        if tuple(weights.shape) != tuple(x.shape[a] for a in axes):
+            raise ValueError("average: shape of weights must be consistent with shape of a along the specified axis")
+        order = sorted(range(len(axes)), key=lambda k: axes[k])
+        if order != list(range(len(axes))):
+            weights = kcore.transpose.bind(weights, axes=tuple(order))
+        weights = kcore.reshape.bind(weights, shape=tuple(x.shape[a] if a in axes else 1 for a in range(x.ndim)))
+    total_weight = total(_float(weights), axis, keepdims)
+    avg = ew.divide.bind(total(ew.multiply.bind(x, weights), axis, keepdims), total_weight)
+    if not returned:
+        return avg
+    if tuple(total_weight.shape) != tuple(avg.shape):
+        total_weight = kcore.broadcast_to.bind(total_weight, shape=tuple(avg.shape))
+    return avg, ew.astype.bind(total_weight, dtype=avg.dtype)
+
+
+@implements(np.average)
+def _average(a, axis=None, weights=None, returned=False, *, keepdims=NO_VALUE):
+    weights = None if weights is None else asarray(weights)
+    return average(asarray(a), axis, weights, returned, flag(keepdims))
+
+
+@implements(np.trapezoid, *([np.trapz] if hasattr(np, "trapz") else []))
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    """The trapezoidal rule along ``axis``: sum of spacing * (y_i + y_{i+1}) / 2."""
+    y = asarray(y)
+    x = None if x is None else asarray(x)
+    axis = normalize_axis(axis, y.ndim)[0]
+    upper = (slice(None),) * axis + (slice(1, None), Ellipsis)
+    lower = (slice(None),) * axis + (slice(None, -1), Ellipsis)
+    if x is None:
+        spacing = dx
+    elif getattr(x, "ndim", 0) == 1:
+        spacing = ew.subtract.bind(getitem_static(x, (slice(1, None),)), getitem_static(x, (slice(None, -1),)))
+        spacing = kcore.reshape.bind(spacing, shape=tuple(-1 if a == axis else 1 for a in range(y.ndim)))
+    else:
+        spacing = ew.subtract.bind(getitem_static(x, upper), getitem_static(x, lower))
+    heights = ew.add.bind(getitem_static(y, upper), getitem_static(y, lower))
+    return total(ew.divide.bind(ew.multiply.bind(spacing, heights), 2.0), axis=axis)
+
+
+# --- searching -------------------------------------------------------------------------------------
+def searchsorted(sorted_sequence, values, side="left", sorter=None):
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None:
+        sorted_sequence = kr.take_along_axis.bind(sorted_sequence, sorter, axis=0)
+    if not hasattr(values, "shape"):
+        values = namespace(sorted_sequence).asarray(values, device=device_of(sorted_sequence))
+    return kr.searchsorted.bind(sorted_sequence, values, side=side)
+
+
+@implements(np.searchsorted)
+def _searchsorted(a, v, side="left", sorter=None):
+    return searchsorted(asarray(a), asarray(v), side, None if sorter is None else asarray(sorter))
+
+
+@implements(np.digitize)
+def _digitize(x, bins, right=False):
+    """The index of the bin of each ``x``; ``bins`` increasing or decreasing (NumPy's)."""
+    x, bins = asarray(x), asarray(bins)
+    if bins.ndim != 1:
+        raise ValueError("digitize: bins must be 1-dimensional")
+    side = "left" if right else "right"
+    if not isinstance(bins, Traced):
+        steps = bins[1:] >= bins[:-1]
+        xp = namespace(bins)
+        increasing = bool(xp.all(steps))
+        if not increasing and not bool(xp.all(bins[1:] <= bins[:-1])):
+            raise ValueError("digitize: bins must be monotonically increasing or decreasing")
+        if increasing:
+            return searchsorted(bins, x, side)
+        return ew.subtract.bind(bins.shape[0], searchsorted(flip.bind(bins, axis=(0,)), x, side))
+    rising = searchsorted(bins, x, side)
+    falling = ew.subtract.bind(bins.shape[0], searchsorted(flip.bind(bins, axis=(0,)), x, side))
+    return ew.where.bind(ew.less.bind(getitem_static(bins, (-1,)), getitem_static(bins, (0,))), falling, rising)
+
+
+@implements(np.interp)
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    """Piecewise-linear interpolation (NumPy's interp, in float64).
+
+    The segment of each point is found by searchsorted (constant almost everywhere),
+    then the values are gathered and combined: derivatives reach ``x``, ``fp`` and
+    ``xp`` through the gathers and the arithmetic.
+    """
+    if period is not None:
+        raise UnsupportedOperationError("numpy.interp with period= is not supported on traced arrays")
+    x, xp, fp = asarray(x), asarray(xp), asarray(fp)
+    if dtype_kind(fp.dtype) == "c":
+        raise UnsupportedOperationError("numpy.interp of complex fp is not supported on traced arrays")
+    if xp.ndim != 1 or fp.ndim != 1 or xp.shape[0] != fp.shape[0]:
+        raise ValueError("interp: xp and fp must be 1-D sequences of the same length")
+    if xp.shape[0] == 0:
+        raise ValueError("interp: array of sample points is empty")
+    if not hasattr(x, "shape"):
+        x = namespace(xp, fp).asarray(x, device=device_of(xp))
+    x, xp, fp = (_as_float64(v) for v in (x, xp, fp))
+    size = xp.shape[0]
+    first_f, last_f = getitem_static(fp, (0,)), getitem_static(fp, (-1,))
+    if size == 1:
+        out = kcore.broadcast_to.bind(first_f, shape=tuple(x.shape))
+    else:
+        segment = ew.subtract.bind(searchsorted(xp, x, "right"), 1)
+        low = clip(segment, 0, size - 2)
+        high = ew.add.bind(low, 1)
+        low_x, high_x = _gather(xp, low), _gather(xp, high)
+        low_f, high_f = _gather(fp, low), _gather(fp, high)
+        slope = ew.divide.bind(ew.subtract.bind(high_f, low_f), ew.subtract.bind(high_x, low_x))
+        out = ew.add.bind(ew.multiply.bind(slope, ew.subtract.bind(x, low_x)), low_f)
+        out = ew.where.bind(ew.equal.bind(x, getitem_static(xp, (-1,))), last_f, out)
+    out = ew.where.bind(ew.less.bind(x, getitem_static(xp, (0,))), first_f if left is None else left, out)
+    return ew.where.bind(ew.greater.bind(x, getitem_static(xp, (-1,))), last_f if right is None else right, out)
+
+
+def _as_float64(x):
+    xp = namespace(x)
+    return x if x.dtype == xp.float64 else ew.astype.bind(x, dtype=xp.float64)
+
+
+def _gather(values, positions):
+    """``values[positions]`` for a 1-D ``values`` and positions of any shape."""
+    flat = kcore.reshape.bind(positions, shape=(-1,))
+    return kcore.reshape.bind(kr.take_along_axis.bind(values, flat, axis=0), shape=tuple(positions.shape))

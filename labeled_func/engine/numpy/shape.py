@@ -1,0 +1,479 @@
+"""Shape functions with NumPy's signatures: reshape, transpose and friends, joins,
+``pad`` in every mode, ``roll``, ``flip``, sliding windows, ``diff`` and ``gradient``,
+``repeat`` / ``tile`` / ``split``, diagonals and triangles.
+
+The pad modes other than constant, ``diff``, ``gradient``, ``repeat``, ``tile``,
+``split`` and ``diag`` are compositions of primitives (gathers with fixed index
+arrays, slices, arithmetic), so they batch and differentiate through their parts.
+"""
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+from array_api_compat import is_numpy_array
+
+from kernels import core as kcore
+from kernels import elementwise as ew
+from kernels import shape as ks
+from kernels.backend import device_of, dtype_kind, namespace, normalize_axis
+from kernels.indexing import getitem, getitem_static, split_key
+
+from ..errors import UnsupportedOperationError
+from .dispatch import NO_VALUE, FUNCTIONS, asarray, given, implements
+from .dynamic import fixed
+
+__all__ = ["diagonal", "at_least_1d"]
+
+
+@implements(np.reshape)
+def _reshape(a, /, shape=None, order="C", *, newshape=None, copy=None):
+    shape = newshape if shape is None else shape
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return kcore.reshape.bind(a, shape=shape)
+
+
+@implements(np.ravel)
+def _ravel(a, order="C"):
+    return kcore.reshape.bind(a, shape=(-1,))
+
+
+@implements(np.transpose, np.permute_dims)
+def _transpose(a, axes=None):
+    if axes is None:
+        axes = tuple(reversed(range(a.ndim)))
+    return kcore.transpose.bind(a, axes=normalize_axis(axes, a.ndim))
+
+
+@implements(np.moveaxis)
+def _moveaxis(a, source, destination):
+    return kcore.moveaxis(a, source, destination)
+
+
+@implements(np.swapaxes)
+def _swapaxes(a, axis1, axis2):
+    order = list(range(a.ndim))
+    i, j = normalize_axis((axis1, axis2), a.ndim)
+    order[i], order[j] = order[j], order[i]
+    return kcore.transpose.bind(a, axes=tuple(order))
+
+
+@implements(np.expand_dims)
+def _expand_dims(a, axis):
+    axis = (axis,) if isinstance(axis, int) else tuple(axis)
+    return kcore.expand_dims.bind(a, axis=normalize_axis(axis, a.ndim + len(axis)))
+
+
+@implements(np.squeeze)
+def _squeeze(a, axis=None):
+    if axis is None:
+        axis = tuple(i for i, s in enumerate(a.shape) if s == 1)
+    return kcore.squeeze.bind(a, axis=normalize_axis(axis, a.ndim))
+
+
+@implements(np.broadcast_to)
+def _broadcast_to(array, shape, subok=False):
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return kcore.broadcast_to.bind(asarray(array), shape=shape)
+
+
+@implements(np.broadcast_arrays)
+def _broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*[np.shape(a) for a in args])
+    return tuple(kcore.broadcast_to.bind(asarray(a), shape=shape) for a in args)
+
+
+def _atleast_handler(rank):
+    def handler(*arrays):
+        out = []
+        for a in arrays:
+            a = asarray(a)
+            if a.ndim < rank:
+                shape = tuple(a.shape)
+                if rank == 3 and a.ndim == 2:
+                    shape = shape + (1,)
+                elif rank == 3 and a.ndim == 1:
+                    shape = (1,) + shape + (1,)
+                else:
+                    shape = (1,) * (rank - a.ndim) + shape
+                a = kcore.reshape.bind(a, shape=shape)
+            out.append(a)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    return handler
+
+
+FUNCTIONS[np.atleast_1d] = _atleast_handler(1)
+FUNCTIONS[np.atleast_2d] = _atleast_handler(2)
+FUNCTIONS[np.atleast_3d] = _atleast_handler(3)
+
+
+@implements(np.copy)
+def _copy(a, order="K", subok=False):
+    return kcore.copy.bind(a)
+
+
+# --- joins ----------------------------------------------------------------------------------------
+@implements(np.concatenate, np.concat)
+def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = [asarray(a) for a in arrays]
+    if axis is not None:
+        axis = normalize_axis(axis, arrays[0].ndim)[0]
+    result = ks.concatenate.bind(*arrays, axis=axis)
+    return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+@implements(np.stack)
+def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
+    arrays = [asarray(a) for a in arrays]
+    axis = normalize_axis(axis, arrays[0].ndim + 1)[0]
+    result = ks.stack.bind(*arrays, axis=axis)
+    return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+# --- pad -----------------------------------------------------------------------------------------
+@implements(np.pad)
+def _pad(array, pad_width, mode="constant", **kwargs):
+    """NumPy's pad for modes constant, edge, reflect, symmetric and wrap.  Modes other
+    than constant gather along each axis with a fixed index array."""
+    if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+        raise UnsupportedOperationError(f"numpy.pad with mode={mode!r} is not supported on traced arrays")
+    constant = kwargs.pop("constant_values", 0)
+    reflect_type = kwargs.pop("reflect_type", "even")
+    if kwargs or reflect_type != "even":
+        raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs) or ['reflect_type']} is not supported on traced arrays")
+    pad_width = _pairs(pad_width, array.ndim, int)
+    if mode == "constant":
+        constant = _pairs(constant, array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
+        return ks.pad.bind(array, pad_width=pad_width, constant_values=constant)
+    x = array
+    for axis, (before, after) in enumerate(pad_width):
+        if before or after:
+            index = _pad_index(x.shape[axis], before, after, mode)
+            x = getitem_static(x, (slice(None),) * axis + (index,))
+    return x
+
+
+def _pairs(value, ndim, convert):
+    """NumPy's pad argument broadcast to one (before, after) pair per axis."""
+    pairs = np.broadcast_to(np.asarray(value, dtype=object), (ndim, 2))
+    return tuple((convert(before), convert(after)) for before, after in pairs.tolist())
+
+
+def _pad_index(size, before, after, mode):
+    position = np.arange(-before, size + after)
+    if mode == "edge":
+        return np.clip(position, 0, size - 1)
+    if mode == "wrap":
+        return position % size
+    if mode == "reflect":
+        if size == 1:
+            return np.zeros_like(position)
+        period = 2 * size - 2
+        folded = position % period
+        return np.where(folded < size, folded, period - folded)
+    period = 2 * size  # symmetric
+    folded = position % period
+    return np.where(folded < size, folded, period - 1 - folded)
+
+
+# --- roll, flip, windows ----------------------------------------------------------------------------
+@implements(np.roll)
+def _roll(a, shift, axis=None):
+    if axis is None:
+        return ks.roll.bind(a, shift=shift, axis=None)
+    axis = normalize_axis(axis, a.ndim)
+    shift = (shift,) * len(axis) if isinstance(shift, int) else tuple(shift)
+    return ks.roll.bind(a, shift=shift, axis=axis)
+
+
+@implements(np.flip)
+def _flip(m, axis=None):
+    return ks.flip.bind(m, axis=normalize_axis(axis, m.ndim))
+
+
+@implements(np.lib.stride_tricks.sliding_window_view)
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    window_shape = (window_shape,) if isinstance(window_shape, int) else tuple(window_shape)
+    if axis is None:
+        axis = tuple(range(x.ndim))
+    axis = normalize_axis(axis, x.ndim)
+    return ks.sliding_window_view.bind(x, window_shape=window_shape, axis=axis)
+
+
+# --- differences -----------------------------------------------------------------------------------
+@implements(np.diff)
+def _diff(a, n=1, axis=-1, prepend=NO_VALUE, append=NO_VALUE):
+    """Differences along ``axis``, ``n`` times (NumPy semantics)."""
+    x = a
+    axis = normalize_axis(axis, x.ndim)[0]
+    if given(prepend) or given(append):
+        edge = [slice(None)] * x.ndim
+        edge[axis] = slice(0, 1)
+        template = getitem_static(x, tuple(edge))
+
+        def block(value):
+            if getattr(value, "ndim", 0) == 0:
+                return ew.where.bind(True, value, template)
+            return value
+
+        parts = [block(prepend)] if given(prepend) else []
+        parts.append(x)
+        if given(append):
+            parts.append(block(append))
+        x = ks.concatenate.bind(*parts, axis=axis)
+    for _ in range(n):
+        upper = [slice(None)] * x.ndim
+        lower = [slice(None)] * x.ndim
+        upper[axis] = slice(1, None)
+        lower[axis] = slice(None, -1)
+        x = ew.subtract.bind(getitem_static(x, tuple(upper)), getitem_static(x, tuple(lower)))
+    return x
+
+
+@implements(np.gradient)
+def _gradient(f, *varargs, axis=None, edge_order=1):
+    """Second-order central differences inside, first-order at the edges (NumPy's)."""
+    x = f
+    if edge_order not in (1, 2):
+        raise ValueError("gradient: edge_order must be 1 or 2")
+    axes = normalize_axis(axis, x.ndim)
+    if not varargs:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1:
+        spacings = list(varargs) * len(axes)
+    else:
+        spacings = list(varargs)
+    results = []
+    for ax, h in zip(axes, spacings):
+        h = _uniform_step(h)
+
+        def part(start, stop):
+            index = [slice(None)] * x.ndim
+            index[ax] = slice(start, stop)
+            return getitem_static(x, tuple(index))
+
+        if getattr(h, "ndim", 0) == 0:
+            interior = ew.divide.bind(ew.subtract.bind(part(2, None), part(None, -2)), 2.0 * h)
+            if edge_order == 1:
+                first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), h)
+                last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), h)
+            else:
+                first = _combine([(-1.5 / h, part(0, 1)), (2.0 / h, part(1, 2)), (-0.5 / h, part(2, 3))])
+                last = _combine([(0.5 / h, part(-3, -2)), (-2.0 / h, part(-2, -1)), (1.5 / h, part(-1, None))])
+        else:
+            # coordinates given: NumPy's non-uniform second-order formula
+            coords = h
+            dx = ew.subtract.bind(getitem_static(coords, (slice(1, None),)), getitem_static(coords, (slice(None, -1),)))
+            shape = [1] * x.ndim
+            shape[ax] = -1
+            dx1 = kcore.reshape.bind(getitem_static(dx, (slice(None, -1),)), shape=tuple(shape))
+            dx2 = kcore.reshape.bind(getitem_static(dx, (slice(1, None),)), shape=tuple(shape))
+            total = ew.add.bind(dx1, dx2)
+            a = ew.negative.bind(ew.divide.bind(dx2, ew.multiply.bind(dx1, total)))
+            b = ew.divide.bind(ew.subtract.bind(dx2, dx1), ew.multiply.bind(dx1, dx2))
+            c = ew.divide.bind(dx1, ew.multiply.bind(dx2, total))
+            interior = ew.add.bind(
+                ew.add.bind(ew.multiply.bind(a, part(None, -2)), ew.multiply.bind(b, part(1, -1))),
+                ew.multiply.bind(c, part(2, None)),
+            )
+
+            def spacing(i):
+                return kcore.reshape.bind(getitem_static(dx, (slice(i, i + 1 if i != -1 else None),)),
+                                          shape=tuple(shape))
+
+            if edge_order == 1:
+                first = ew.divide.bind(ew.subtract.bind(part(1, 2), part(0, 1)), spacing(0))
+                last = ew.divide.bind(ew.subtract.bind(part(-1, None), part(-2, -1)), spacing(-1))
+            else:
+                d1, d2 = spacing(0), spacing(1)
+                span = ew.add.bind(d1, d2)
+                first = _combine([
+                    (ew.negative.bind(ew.divide.bind(ew.add.bind(ew.multiply.bind(2.0, d1), d2), ew.multiply.bind(d1, span))), part(0, 1)),
+                    (ew.divide.bind(span, ew.multiply.bind(d1, d2)), part(1, 2)),
+                    (ew.negative.bind(ew.divide.bind(d1, ew.multiply.bind(d2, span))), part(2, 3)),
+                ])
+                d1, d2 = spacing(-2), spacing(-1)
+                span = ew.add.bind(d1, d2)
+                last = _combine([
+                    (ew.divide.bind(d2, ew.multiply.bind(d1, span)), part(-3, -2)),
+                    (ew.negative.bind(ew.divide.bind(span, ew.multiply.bind(d1, d2))), part(-2, -1)),
+                    (ew.divide.bind(ew.add.bind(ew.multiply.bind(2.0, d2), d1), ew.multiply.bind(d2, span)), part(-1, None)),
+                ])
+        result = ks.concatenate.bind(first, interior, last, axis=ax)
+        if dtype_kind(x.dtype) in "fc" and result.dtype != x.dtype:  # NumPy keeps a float32 f
+            result = ew.astype.bind(result, dtype=x.dtype)
+        results.append(result)
+    return results[0] if len(results) == 1 else results
+
+
+def _uniform_step(h):
+    """Evenly spaced NumPy coordinates as their step (a float), else ``h`` unchanged.
+
+    NumPy's gradient does the same: the uniform formula never reads the centre point, so a
+    NaN there stays put, where the coordinate formula would multiply it by 0 and spread it.
+    """
+    if not is_numpy_array(h) or h.ndim != 1 or h.size < 2:
+        return h
+    steps = h[1:] - h[:-1]
+    return float(steps[0]) if bool((steps == steps[0]).all()) else h
+
+
+def _combine(terms):
+    """sum of coefficient * value over ``terms``."""
+    total = None
+    for coefficient, value in terms:
+        term = ew.multiply.bind(coefficient, value)
+        total = term if total is None else ew.add.bind(total, term)
+    return total
+
+
+# --- repeat, tile, split ------------------------------------------------------------------------------
+@implements(np.repeat)
+def _repeat(a, repeats, axis=None):
+    """NumPy's repeat: an int count by broadcasting a new axis; per-element counts (a
+    concrete sequence) by gathering with a fixed index."""
+    x = asarray(a)
+    counts = fixed(repeats, "numpy.repeat (traced repeats)")
+    if axis is None:
+        x, axis = kcore.reshape.bind(x, shape=(-1,)), 0
+    axis = normalize_axis(axis, x.ndim)[0]
+    shape = tuple(x.shape)
+    counts = np.asarray(counts)
+    if counts.size == 1:
+        count = int(counts.reshape(()))
+        if count < 0:
+            raise ValueError("repeat: repeats may not contain negative values")
+        expanded = kcore.expand_dims.bind(x, axis=(axis + 1,))
+        wide = kcore.broadcast_to.bind(expanded, shape=shape[:axis + 1] + (count,) + shape[axis + 1:])
+        return kcore.reshape.bind(wide, shape=shape[:axis] + (shape[axis] * count,) + shape[axis + 1:])
+    template, arrays = split_key((slice(None),) * axis + (np.repeat(np.arange(shape[axis]), counts),))
+    return getitem.bind(x, *arrays, template=template)
+
+
+@implements(np.tile)
+def _tile(A, reps):
+    """NumPy's tile: each axis ``s`` becomes ``(r, s)`` by broadcasting, then merged."""
+    x = asarray(A)
+    reps = (int(reps),) if not isinstance(reps, (tuple, list)) else tuple(int(r) for r in reps)
+    rank = max(x.ndim, len(reps))
+    reps = (1,) * (rank - len(reps)) + reps
+    shape = (1,) * (rank - x.ndim) + tuple(x.shape)
+    interleaved = kcore.reshape.bind(x, shape=tuple(n for size in shape for n in (1, size)))
+    wide = kcore.broadcast_to.bind(interleaved, shape=tuple(n for r, size in zip(reps, shape) for n in (r, size)))
+    return kcore.reshape.bind(wide, shape=tuple(r * size for r, size in zip(reps, shape)))
+
+
+def _array_split(x, indices_or_sections, axis=0):
+    """NumPy's array_split: a list of slices along ``axis``."""
+    axis = normalize_axis(axis, x.ndim)[0]
+    length = x.shape[axis]
+    if isinstance(indices_or_sections, (tuple, list)) or getattr(indices_or_sections, "ndim", 0) > 0:
+        bounds = [0] + [int(i) for i in indices_or_sections] + [length]
+    else:
+        sections = int(indices_or_sections)
+        if sections <= 0:
+            raise ValueError("array_split: number sections must be larger than 0")
+        each, extra_count = divmod(length, sections)
+        sizes = [each + 1] * extra_count + [each] * (sections - extra_count)
+        bounds = [0]
+        for size in sizes:
+            bounds.append(bounds[-1] + size)
+    pieces = []
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        start, stop, _ = slice(start, stop).indices(length)  # Python's slicing: clamped, negatives from the end
+        pieces.append(getitem_static(x, (slice(None),) * axis + (slice(start, max(start, stop)), Ellipsis)))
+    return pieces
+
+
+@implements(np.split)
+def _split(ary, indices_or_sections, axis=0):
+    """NumPy's split: array_split, but a section count must divide the axis evenly."""
+    x = asarray(ary)
+    points = fixed(indices_or_sections, "numpy.split (traced split points)")
+    if not (isinstance(points, (tuple, list)) or getattr(points, "ndim", 0) > 0):
+        if x.shape[normalize_axis(axis, x.ndim)[0]] % int(points):
+            raise ValueError("array split does not result in an equal division")
+    return _array_split(x, points, axis)
+
+
+@implements(np.array_split)
+def _array_split_handler(ary, indices_or_sections, axis=0):
+    return _array_split(asarray(ary), fixed(indices_or_sections, "numpy.array_split (traced split points)"), axis)
+
+
+# --- diagonals and triangles ---------------------------------------------------------------------------
+def at_least_1d(v, *others):
+    """``v`` as an array: a list through NumPy, a scalar in the namespace of ``others``
+    (a Python number beside array_api_strict arrays must not become a NumPy array)."""
+    v = asarray(v)
+    if not hasattr(v, "ndim"):
+        arrays = [o for o in others if hasattr(o, "ndim")]
+        v = namespace(*arrays).asarray(v) if arrays else np.asarray(v)
+    return v
+
+
+def diagonal(x, offset=0, axis1=0, axis2=1):
+    """NumPy's diagonal: the two axes leave and the diagonal becomes the last axis."""
+    if x.ndim < 2:
+        raise ValueError("diagonal: the array must have at least two dimensions")
+    axes = normalize_axis((axis1, axis2), x.ndim)
+    if axes[0] == axes[1]:
+        raise ValueError("diagonal: axis1 and axis2 cannot be the same")
+    return ks.matrix_diagonal.bind(kcore.moveaxis(x, axes, (-2, -1)), offset=int(offset))
+
+
+@implements(np.diagonal)
+def _diagonal(a, offset=0, axis1=0, axis2=1):
+    return diagonal(asarray(a), offset, axis1, axis2)
+
+
+def _diag(v, k):
+    """A vector ``v`` placed on diagonal ``k`` of a square matrix of zeros, or diagonal
+    ``k`` of a matrix ``v``.
+
+    The vector is padded to a column of the matrix's size and selected on the diagonal by
+    a constant mask: linear in ``v``, so it batches and differentiates through its parts.
+    """
+    if v.ndim == 2:
+        return diagonal(v, k)
+    if v.ndim != 1:
+        raise ValueError("Input must be 1- or 2-d.")
+    length = v.shape[0]
+    size = length + abs(k)
+    first_row = max(-k, 0)
+    column = ks.pad.bind(v, pad_width=((first_row, size - first_row - length),), constant_values=((0, 0),))
+    xp = namespace(v)
+    mask = xp.eye(size, size, k=k, dtype=xp.bool, device=device_of(v))
+    zero = False if dtype_kind(v.dtype) == "b" else 0
+    return ew.where.bind(mask, kcore.expand_dims.bind(column, axis=(1,)), zero)
+
+
+@implements(np.diag)
+def _diag_handler(v, k=0):
+    return _diag(at_least_1d(v), operator.index(k))
+
+
+@implements(np.diagflat)
+def _diagflat(v, k=0):
+    """The flattened input on diagonal ``k``."""
+    return _diag(kcore.reshape.bind(asarray(v), shape=(-1,)), operator.index(k))
+
+
+def _as_matrix(x, name):
+    """NumPy's tril/triu of a vector repeat it as the rows of a square matrix."""
+    if x.ndim == 0:
+        raise ValueError(f"{name}: the input must have at least one dimension")
+    if x.ndim == 1:
+        return kcore.broadcast_to.bind(x, shape=(x.shape[0], x.shape[0]))
+    return x
+
+
+@implements(np.tril)
+def _tril(m, k=0):
+    return ks.tril.bind(_as_matrix(asarray(m), "tril"), k=int(k))
+
+
+@implements(np.triu)
+def _triu(m, k=0):
+    return ks.triu.bind(_as_matrix(asarray(m), "triu"), k=int(k))
