@@ -19,7 +19,7 @@ from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, namespace, numpy_namespace
+from kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, numpy_namespace
 from kernels.indexing import getitem_static
 
 from .backends import check_one_backend
@@ -419,14 +419,10 @@ def _strip_coords(tree, level):
     return optree.tree_map(strip, tree, none_is_leaf=True)
 
 
-def _is_dask_namespace(xp):
-    return xp.__name__ == "array_api_compat.dask.array"
-
-
 def _eye(size, like):
     reference = next((a for a in like if hasattr(a, "dtype") and dtype_kind(a.dtype) in "fc"), None)
     xp = namespace(*[a for a in like if hasattr(a, "shape")])
-    if _is_dask_namespace(xp):
+    if lazy_namespace(xp):
         # The basis stays in memory: a Dask basis would send the basis vmap down the
         # lazy-vmap path; rows of a NumPy basis pulled through Dask values stay lazy.
         xp = numpy_namespace

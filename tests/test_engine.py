@@ -13,32 +13,6 @@ import labeled_func as lf
 from labeled_func.engine import BatchLevel, active, current_levels
 
 
-def test_kernels_import_neither_xarray_nor_labeled_func():
-    code = (
-        "import sys, kernels;"
-        "bad = [m for m in ('xarray', 'labeled_func', 'cupy') if m in sys.modules];"
-        "print(bad); sys.exit(1 if bad else 0)"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_engine_modules_never_import_xarray():
-    import ast
-    import pathlib
-
-    import labeled_func.engine
-
-    for path in pathlib.Path(labeled_func.engine.__file__).parent.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                names = [node.module or ""]
-            assert not any(n.split(".")[0] == "xarray" for n in names), path.name
-
-
 def test_importing_labeled_func_never_imports_cupy():
     code = "import sys, labeled_func; sys.exit(1 if 'cupy' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

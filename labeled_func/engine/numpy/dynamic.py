@@ -17,7 +17,7 @@ import numpy as np
 from kernels import core as kcore
 from kernels import indexing as ki
 from kernels.backend import library_of, normalize_axis
-from kernels.primitive import Traced, bottom
+from kernels.primitive import bottom, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError
@@ -29,10 +29,8 @@ __all__ = ["fixed", "pick", "UniqueAllResult", "UniqueCountsResult", "UniqueInve
 
 def fixed(value, culprit):
     """The concrete values that fix a data-dependent shape; DynamicShapeError if mapped."""
-    if not isinstance(value, Traced):
+    if top_level((value,), culprit) is None:  # not traced (a traced value is checked for escape)
         return _host(value)
-    if not value._level.alive:
-        value._level.escaped(culprit)
     if is_batched(value):
         raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit))
     return _host(bottom(value))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-from array_api_compat import is_numpy_array
 
 from kernels import core as kcore
 from kernels import elementwise as ew
@@ -313,7 +312,7 @@ def _uniform_step(h):
     NumPy's gradient does the same: the uniform formula never reads the centre point, so a
     NaN there stays put, where the coordinate formula would multiply it by 0 and spread it.
     """
-    if not is_numpy_array(h) or h.ndim != 1 or h.size < 2:
+    if not isinstance(h, np.ndarray) or h.ndim != 1 or h.size < 2:  # a concrete (untraced) NumPy array
         return h
     steps = h[1:] - h[:-1]
     return float(steps[0]) if bool((steps == steps[0]).all()) else h

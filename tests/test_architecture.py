@@ -1,0 +1,193 @@
+"""The house rules that a reading of the code can check (shared/ARCHITECTURE.md).
+
+- floors: kernels/ imports neither xarray nor labeled_func; the engine never imports
+  xarray nor floor 3;
+- no import circle inside kernels/ or labeled_func/engine/, and no import placed inside
+  a function to dodge one (optional libraries excepted: dask, distributed, cupy, cupyx,
+  scipy, which are imported only when used);
+- one name for a primitive in code and in messages; no module shadows a builtin;
+- the NumPy layer: every ``UFUNCS`` value is a Primitive, and every registered handler
+  lives in a family module listed by ``labeled_func.engine.numpy``.
+"""
+import ast
+import builtins
+import importlib
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import kernels
+import labeled_func.engine
+import labeled_func.engine.numpy as engine_numpy
+from kernels.primitive import Primitive
+from labeled_func.engine.numpy import dispatch
+
+ROOT = pathlib.Path(kernels.__file__).parent.parent
+KERNELS = pathlib.Path(kernels.__file__).parent
+ENGINE = pathlib.Path(labeled_func.engine.__file__).parent
+OPTIONAL = {"dask", "distributed", "cupy", "cupyx", "scipy"}
+
+
+def modules(folder):
+    """{dotted module name: path} of the Python files under ``folder``."""
+    out = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = path
+    return out
+
+
+def imported(module, path, node):
+    """The dotted names an import statement brings in (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    if node.level:
+        for _ in range(node.level - 1):
+            package = package.rpartition(".")[0]
+        if node.module is None:  # from . import a, b: the submodules a and b
+            return [f"{package}.{alias.name}" for alias in node.names]
+        base = f"{package}.{node.module}"
+    else:
+        base = node.module
+    return [base] + [f"{base}.{alias.name}" for alias in node.names]
+
+
+def import_graph(folder):
+    """Module-level imports between the modules under ``folder``."""
+    found = modules(folder)
+    graph = {name: set() for name in found}
+    for name, path in found.items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in imported(name, path, node):
+                    if target in found and target != name:
+                        graph[name].add(target)
+    return graph
+
+
+def cycle(graph):
+    """One import circle of ``graph`` as a list of modules, or None."""
+    state = {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for child in sorted(graph[node]):
+            if state.get(child) == "open":
+                return trail[trail.index(child):] + [child]
+            if child not in state:
+                found = visit(child, trail + [child])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node, [node])
+            if found:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("folder", [KERNELS, ENGINE], ids=["kernels", "engine"])
+def test_no_import_circle(folder):
+    assert cycle(import_graph(folder)) is None
+
+
+def test_the_circle_finder_finds_circles():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("folder", [KERNELS, ENGINE], ids=["kernels", "engine"])
+def test_no_import_inside_a_function(folder):
+    """Imports at module level only: an import inside a function dodges a circle the
+    graph above would show.  Optional libraries are imported where they are used."""
+    late = []
+    for name, path in modules(folder).items():
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    targets = imported(name, path, node)
+                    if targets[0].partition(".")[0] not in OPTIONAL:
+                        late.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {targets[0]}")
+    assert late == []
+
+
+def test_kernels_import_neither_xarray_nor_labeled_func():
+    code = (
+        "import sys, kernels;"
+        "bad = [m for m in ('xarray', 'labeled_func', 'cupy') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_engine_imports_neither_xarray_nor_floor_3():
+    for name, path in modules(ENGINE).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in imported(name, path, node):
+                    assert target.partition(".")[0] != "xarray", f"{path.name} imports {target}"
+                    if target.startswith("labeled_func."):
+                        assert target.startswith("labeled_func.engine"), f"{path.name} imports {target}"
+
+
+def kernel_primitives():
+    """(module, attribute, primitive) for every module-level Primitive of kernels/."""
+    out = []
+    for name in modules(KERNELS):
+        module = importlib.import_module(name)
+        out.extend((name, attribute, value) for attribute, value in vars(module).items()
+                   if isinstance(value, Primitive))
+    return out
+
+
+def test_one_name_for_a_primitive():
+    by_name = {}
+    for module, attribute, prim in kernel_primitives():
+        assert prim.name == attribute, f"{module}.{attribute} is named {prim.name!r} in messages"
+        by_name.setdefault(prim.name, set()).add(id(prim))
+    assert {name for name, ids in by_name.items() if len(ids) > 1} == set()
+
+
+@pytest.mark.parametrize("folder", [KERNELS, ENGINE], ids=["kernels", "engine"])
+def test_no_module_shadows_a_builtin(folder):
+    shadowing = []
+    for name, path in modules(folder).items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            shadowing += [f"{name}.{n}" for n in names if hasattr(builtins, n)]
+    assert shadowing == []
+
+
+def test_ufuncs_are_primitives_and_compositions_are_handlers():
+    assert all(isinstance(prim, Primitive) for prim in dispatch.UFUNCS.values())
+    assert all(not isinstance(handler, Primitive) for handler in dispatch.UFUNC_HANDLERS.values())
+    assert set(dispatch.UFUNCS).isdisjoint(dispatch.UFUNC_HANDLERS)
+    assert all(isinstance(ufunc, np.ufunc) for ufunc in list(dispatch.UFUNCS) + list(dispatch.UFUNC_HANDLERS))
+
+
+def test_every_handler_lives_in_a_listed_family():
+    families = {module.__name__ for module in engine_numpy.FAMILIES}
+    handlers = list(dispatch.FUNCTIONS.values()) + list(dispatch.UFUNC_HANDLERS.values()) + \
+        list(dispatch.UFUNC_METHODS.values())
+    homes = {handler.__module__ for handler in handlers}
+    assert homes <= families, homes - families
+    listed = {name for name in modules(ENGINE) if name.startswith("labeled_func.engine.numpy.")}
+    assert listed - {"labeled_func.engine.numpy.dispatch"} == families
