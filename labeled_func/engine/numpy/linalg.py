@@ -43,8 +43,10 @@ QRResult = namedtuple("QRResult", ["Q", "R"])
 LstsqResult = namedtuple("LstsqResult", ["x", "residuals", "rank", "s"])
 
 
-# --- contractions -----------------------------------------------------------------------
-def einsum(subscripts, *operands):
+# --- contractions --------------------------------------------------------------------------------
+@implements(np.einsum)
+def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    operands = [asarray(op) for op in operands]
     inputs, output = parse_einsum(subscripts, [op.ndim for op in operands])
     return kl.einsum.bind(*operands, subscripts=",".join(inputs) + "->" + output)
 
@@ -66,12 +68,18 @@ def tensordot(a, b, axes=2):
     return kl.einsum.bind(a, b, subscripts="".join(a_term) + "," + "".join(b_term) + "->" + "".join(output))
 
 
+@implements(np.tensordot)
+def _tensordot(a, b, axes=2):
+    return tensordot(asarray(a), asarray(b), axes)
+
+
 def _strong(value, other):
     """A Python scalar as a 0-d array: dot/inner promote it like an array (not weakly)."""
     return value if hasattr(value, "ndim") else namespace(other).asarray(value)
 
 
-def dot(a, b):
+@implements(np.dot)
+def _dot(a, b, out=None):
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
         return ew.multiply.bind(_strong(a, b), _strong(b, a))
     if b.ndim == 1:
@@ -79,34 +87,109 @@ def dot(a, b):
     return tensordot(a, b, axes=([-1], [-2]))
 
 
-def inner(a, b):
+@implements(np.inner)
+def _inner(a, b):
     if getattr(a, "ndim", 0) == 0 or getattr(b, "ndim", 0) == 0:
         return ew.multiply.bind(_strong(a, b), _strong(b, a))
     return tensordot(a, b, axes=([-1], [-1]))
 
 
-def vdot(a, b):
+@implements(np.vdot)
+def _vdot(a, b):
     a = kcore.reshape.bind(a, shape=(-1,))
     if dtype_kind(a.dtype) == "c":
         a = ew.conj.bind(a)
     return kl.einsum.bind(a, kcore.reshape.bind(b, shape=(-1,)), subscripts="i,i->")
 
 
-def outer(a, b):
+@implements(np.outer)
+def _outer(a, b, out=None):
     return kl.einsum.bind(kcore.reshape.bind(a, shape=(-1,)), kcore.reshape.bind(b, shape=(-1,)), subscripts="i,j->ij")
 
 
-def solve(a, b):
-    """NumPy's solve: ``b`` of shape (M,) is one vector, otherwise a stack of (M, K)."""
+# --- numpy.linalg: solve, inv, det, slogdet, cholesky, eigh, svd ---------------------------------
+@implements(np.linalg.solve)
+def _linalg_solve(a, b):
+    """``b`` of shape (M,) is one vector, otherwise a stack of (M, K)."""
+    a, b = asarray(a), asarray(b)
     if b.ndim != 1:
         return kl.solve.bind(a, b)
     x = kl.solve.bind(a, kcore.expand_dims.bind(b, axis=(1,)))
     return kcore.squeeze.bind(x, axis=(x.ndim - 1,))
 
 
-def norm(x, ord=None, axis=None, keepdims=False):
-    """NumPy's ``linalg.norm``: the 2-norm / Frobenius norm is one primitive; the other
+@implements(np.linalg.inv)
+def _linalg_inv(a):
+    return kl.inv.bind(asarray(a))
+
+
+@implements(np.linalg.det)
+def _linalg_det(a):
+    return kl.det.bind(asarray(a))
+
+
+@implements(np.linalg.slogdet)
+def _linalg_slogdet(a):
+    a = asarray(a)
+    return SlogdetResult(kl.slogdet_sign.bind(a), kl.slogdet_logabs.bind(a))
+
+
+@implements(np.linalg.cholesky)
+def _linalg_cholesky(a, /, *, upper=False):
+    lower = kl.cholesky.bind(asarray(a))
+    return _conjugate_transpose(lower) if upper else lower
+
+
+@implements(np.linalg.eigh)
+def _linalg_eigh(a, UPLO="L"):
+    a = _lower_triangle_holder(asarray(a), UPLO, "eigh")
+    return EighResult(kl.eigh_values.bind(a), kl.eigh_vectors.bind(a))
+
+
+@implements(np.linalg.eigvalsh)
+def _linalg_eigvalsh(a, UPLO="L"):
+    return kl.eigh_values.bind(_lower_triangle_holder(asarray(a), UPLO, "eigvalsh"))
+
+
+def _conjugate_transpose(x):
+    axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
+    x = kcore.transpose.bind(x, axes=axes)
+    return ew.conj.bind(x) if dtype_kind(x.dtype) == "c" else x
+
+
+def _lower_triangle_holder(a, uplo, name):
+    """eigh reads one triangle: UPLO="U" is the lower triangle of the conjugate transpose."""
+    if uplo not in ("L", "U"):
+        raise UnsupportedOperationError(f"numpy.linalg.{name}: UPLO must be 'L' or 'U', got {uplo!r}")
+    return _conjugate_transpose(a) if uplo == "U" else a
+
+
+@implements(np.linalg.svd)
+def _linalg_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    a = asarray(a)
+    if hermitian:
+        raise UnsupportedOperationError("numpy.linalg.svd with hermitian=True is not supported on traced arrays")
+    if not compute_uv:
+        return kl.svd_values.bind(a)
+    if full_matrices and a.shape[-1] != a.shape[-2]:
+        raise UnsupportedOperationError(
+            f"numpy.linalg.svd with full_matrices=True of a non-square {a.shape[-2]}x{a.shape[-1]} matrix "
+            "is not supported on traced arrays; pass full_matrices=False (the reduced SVD)"
+        )
+    return SVDResult(kl.svd_u.bind(a), kl.svd_values.bind(a), kl.svd_vh.bind(a))
+
+
+@implements(np.linalg.svdvals)
+def _linalg_svdvals(x, /):
+    return kl.svd_values.bind(asarray(x))
+
+
+# --- norms ---------------------------------------------------------------------------------------
+@implements(np.linalg.norm)
+def _linalg_norm(x, ord=None, axis=None, keepdims=False):
+    """The 2-norm / Frobenius norm is one primitive; the other
     orders are compositions (abs, sums, max/min, singular values)."""
+    x = asarray(x)
     if is_integer_dtype(x.dtype):  # NumPy computes norms of integers in float64
         x = ew.astype.bind(x, dtype=namespace(x).float64)
     if axis is None and ord is None:
@@ -153,44 +236,44 @@ def _matrix_order(x, ord, axes):
     raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
 
 
-# --- trace, cross, kron -----------------------------------------------------------------------
-def trace(x, offset=0, axis1=0, axis2=1, dtype=None):
-    """The sum of a diagonal (NumPy's trace: the two axes leave)."""
-    return total(diagonal(x, offset, axis1, axis2), axis=-1, dtype=dtype)
+# --- qr, pinv, lstsq, matrix_power ---------------------------------------------------------------
+@implements(np.linalg.qr)
+def _linalg_qr(a, mode="reduced"):
+    a = asarray(a)
+    if mode == "r":
+        return kl.qr_r.bind(a)
+    if mode != "reduced":
+        raise UnsupportedOperationError(f"numpy.linalg.qr with mode={mode!r} is not supported on traced arrays "
+                                        "(mode='reduced' and mode='r' are)")
+    return QRResult(kl.qr_q.bind(a), kl.qr_r.bind(a))
 
 
-def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    """The cross product of 3-vectors along the given axes, broadcast over the others."""
-    if axis is not None:
-        axisa = axisb = axisc = axis
-    a = kcore.moveaxis(_strong(a, b), axisa, -1)
-    b = kcore.moveaxis(_strong(b, a), axisb, -1)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise ValueError("cross: incompatible dimensions for cross product (the vectors must have "
-                         "3 components; 2-vectors are deprecated by NumPy and not supported)")
-    a0, a1, a2 = (getitem_static(a, (Ellipsis, k)) for k in range(3))
-    b0, b1, b2 = (getitem_static(b, (Ellipsis, k)) for k in range(3))
-
-    def minor(p, q, r, s):
-        return ew.subtract.bind(ew.multiply.bind(p, q), ew.multiply.bind(r, s))
-
-    components = (minor(a1, b2, a2, b1), minor(a2, b0, a0, b2), minor(a0, b1, a1, b0))
-    return kcore.moveaxis(ks.stack.bind(*components, axis=components[0].ndim), -1, axisc)
+@implements(np.linalg.pinv)
+def _linalg_pinv(a, rcond=None, hermitian=False, *, rtol=NO_VALUE):
+    if hermitian:
+        raise UnsupportedOperationError("numpy.linalg.pinv with hermitian=True is not supported on traced arrays")
+    if rcond is not None and rtol is not NO_VALUE:
+        raise ValueError("`rtol` and `rcond` can't be both set.")
+    # NumPy's defaults: rcond=1e-15; rtol=None is the array API's max(M, N) * eps
+    tolerance = rcond if rcond is not None else (1e-15 if rtol is NO_VALUE else rtol)
+    if tolerance is not None and (isinstance(tolerance, Traced) or np.ndim(tolerance) != 0):
+        raise UnsupportedOperationError("numpy.linalg.pinv: only a constant scalar rcond/rtol is supported "
+                                        "on traced arrays")
+    return kl.pinv.bind(asarray(a), rtol=None if tolerance is None else float(tolerance))
 
 
-def kron(a, b):
-    """The Kronecker product: axis ``k`` of the result indexes (a's k, b's k) pairs."""
-    a, b = _strong(a, b), _strong(b, a)
-    rank = max(a.ndim, b.ndim)
-    a_shape = (1,) * (rank - a.ndim) + tuple(a.shape)
-    b_shape = (1,) * (rank - b.ndim) + tuple(b.shape)
-    a = kcore.reshape.bind(a, shape=tuple(n for size in a_shape for n in (size, 1)))
-    b = kcore.reshape.bind(b, shape=tuple(n for size in b_shape for n in (1, size)))
-    return kcore.reshape.bind(ew.multiply.bind(a, b), shape=tuple(p * q for p, q in zip(a_shape, b_shape)))
+@implements(np.linalg.lstsq)
+def _linalg_lstsq(a, b, rcond=None):
+    if rcond is not None and (isinstance(rcond, Traced) or np.ndim(rcond) != 0):
+        raise UnsupportedOperationError("numpy.linalg.lstsq: only a constant scalar rcond is supported on traced arrays")
+    a, b = asarray(a), asarray(b)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise np.linalg.LinAlgError("lstsq: a must be 2-D and b 1-D or 2-D")
+    return LstsqResult(*_lstsq(a, b, None if rcond is None or rcond < 0 else float(rcond)))
 
 
-def lstsq(a, b, rcond=None):
-    """NumPy's lstsq as (x, residuals, rank, s): the minimum-norm solution is A^+ b.
+def _lstsq(a, b, rcond):
+    """lstsq as (x, residuals, rank, s): the minimum-norm solution is A^+ b.
 
     Residuals (the squared norms of b - A x) are returned for tall A (rows > columns),
     assuming full column rank; NumPy returns none for a rank-deficient A.
@@ -213,8 +296,21 @@ def lstsq(a, b, rcond=None):
     return solution, residuals, rank, s
 
 
-# --- matrix powers ------------------------------------------------------------------------------------
-def matrix_power(a, n):
+@implements(np.linalg.matrix_power)
+def _linalg_matrix_power(a, n):
+    a = asarray(a)
+    if a.ndim < 2:
+        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+    try:
+        n = operator.index(n)
+    except TypeError as error:
+        raise TypeError("exponent must be an integer") from error
+    return _matrix_power(a, n)
+
+
+def _matrix_power(a, n):
     """``a`` multiplied by itself ``n`` times (``n`` a Python int), in NumPy's order of
     products: n = 0 is the identity (a constant), n < 0 the power of ``inv(a)``, and
     beyond 3 the powers of two of ``a`` are multiplied in by the bits of ``n``."""
@@ -239,9 +335,58 @@ def matrix_power(a, n):
     return result
 
 
-# --- polynomials --------------------------------------------------------------------------------------
-def polyval(p, x):
-    """NumPy's polyval by Horner's rule, ``y = y * x + p[i]`` from ``y = 0``: derivatives reach
+# --- trace, cross, kron --------------------------------------------------------------------------
+@implements(np.trace)
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """The sum of a diagonal (the two axes leave)."""
+    return total(diagonal(asarray(a), offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+@implements(np.cross)
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """The cross product of 3-vectors along the given axes, broadcast over the others."""
+    a, b = asarray(a), asarray(b)
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = kcore.moveaxis(_strong(a, b), axisa, -1)
+    b = kcore.moveaxis(_strong(b, a), axisb, -1)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise ValueError("cross: incompatible dimensions for cross product (the vectors must have "
+                         "3 components; 2-vectors are deprecated by NumPy and not supported)")
+    a0, a1, a2 = (getitem_static(a, (Ellipsis, k)) for k in range(3))
+    b0, b1, b2 = (getitem_static(b, (Ellipsis, k)) for k in range(3))
+
+    def minor(p, q, r, s):
+        return ew.subtract.bind(ew.multiply.bind(p, q), ew.multiply.bind(r, s))
+
+    components = (minor(a1, b2, a2, b1), minor(a2, b0, a0, b2), minor(a0, b1, a1, b0))
+    return kcore.moveaxis(ks.stack.bind(*components, axis=components[0].ndim), -1, axisc)
+
+
+@implements(np.kron)
+def _kron(a, b):
+    """The Kronecker product: axis ``k`` of the result indexes (a's k, b's k) pairs."""
+    a, b = asarray(a), asarray(b)
+    a, b = _strong(a, b), _strong(b, a)
+    rank = max(a.ndim, b.ndim)
+    a_shape = (1,) * (rank - a.ndim) + tuple(a.shape)
+    b_shape = (1,) * (rank - b.ndim) + tuple(b.shape)
+    a = kcore.reshape.bind(a, shape=tuple(n for size in a_shape for n in (size, 1)))
+    b = kcore.reshape.bind(b, shape=tuple(n for size in b_shape for n in (1, size)))
+    return kcore.reshape.bind(ew.multiply.bind(a, b), shape=tuple(p * q for p, q in zip(a_shape, b_shape)))
+
+
+# --- polynomials ---------------------------------------------------------------------------------
+@implements(np.polyval)
+def _polyval(p, x):
+    p = at_least_1d(p, asarray(x))
+    if p.ndim == 0:
+        raise TypeError("iteration over a 0-d array")
+    return _horner(p, at_least_1d(x, p))
+
+
+def _horner(p, x):
+    """polyval by Horner's rule, ``y = y * x + p[i]`` from ``y = 0``: derivatives reach
     the coefficients and the points through the products and sums."""
     xp = namespace(p, x)
     common = namespace_dtype(xp, np.result_type(_np_dtype(p.dtype), _np_dtype(x.dtype)))
@@ -257,7 +402,15 @@ def _np_dtype(dtype):
     return np.dtype(getattr(dtype, "_np_dtype", dtype))
 
 
-def vander(x, n=None, increasing=False):
+@implements(np.vander)
+def _vander(x, N=None, increasing=False):
+    x = at_least_1d(x)
+    if x.ndim != 1:
+        raise ValueError("x must be a one-dimensional array or sequence.")
+    return _vandermonde(x, None if N is None else operator.index(N), bool(increasing))
+
+
+def _vandermonde(x, n, increasing):
     """The Vandermonde matrix of a vector: column ``k`` holds ``x**k`` (reversed unless
     ``increasing``), built by repeated products as NumPy does (no ``pow``: its derivative
     at 0 would read 0**-1)."""
@@ -279,7 +432,7 @@ def vander(x, n=None, increasing=False):
     return ks.stack.bind(*columns, axis=1)
 
 
-# --- correlation and convolution of vectors ----------------------------------------------------------
+# --- correlation and convolution of vectors ------------------------------------------------------
 _MODES = {"valid": "valid", "same": "same", "full": "full", 0: "valid", 1: "same", 2: "full"}
 
 
@@ -288,6 +441,58 @@ def _mode(mode):
         return _MODES[mode]
     except (KeyError, TypeError):
         raise ValueError(f"mode must be one of 'valid', 'same', or 'full' (got {mode!r})") from None
+
+
+def _vector(value, other, promote_scalar):
+    value = at_least_1d(value, asarray(other))
+    if value.ndim == 0 and promote_scalar:
+        value = kcore.reshape.bind(value, shape=(1,))
+    if value.ndim == 0:
+        raise ValueError("object of too small depth for desired array")
+    if value.ndim > 1:
+        raise ValueError("object too deep for desired array")
+    return value
+
+
+@implements(np.correlate)
+def _correlate(a, v, mode="valid"):
+    """``c[k] = sum_n a[n + k] conj(v[n])``, the entries that ``mode``
+    keeps of the full correlation (centred as NumPy's when ``len(v) > len(a)``)."""
+    a, v = _vector(a, v, False), _vector(v, a, False)
+    mode = _mode(mode)
+    if a.shape[0] == 0:
+        raise ValueError("first array argument cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("second array argument cannot be empty")
+    if dtype_kind(v.dtype) == "c":
+        v = ew.conj.bind(v)
+    return _correlation(a, v, mode, inverted=a.shape[0] < v.shape[0])
+
+
+@implements(np.convolve)
+def _convolve(a, v, mode="full"):
+    """The correlation of the longer input with the shorter one reversed."""
+    a, v = _vector(a, v, True), _vector(v, a, True)
+    mode = _mode(mode)
+    if a.shape[0] == 0:
+        raise ValueError("a cannot be empty")
+    if v.shape[0] == 0:
+        raise ValueError("v cannot be empty")
+    if v.shape[0] > a.shape[0]:
+        a, v = v, a
+    return _correlation(a, ks.flip.bind(v, axis=(0,)), mode, inverted=False)
+
+
+def _correlation(a, v, mode, inverted):
+    n, m = a.shape[0], v.shape[0]
+    short, long = min(n, m), max(n, m)
+    if mode == "full":
+        start, length = 0, n + m - 1
+    elif mode == "same":
+        start, length = (short // 2 if inverted else (short - 1) // 2), long
+    else:
+        start, length = short - 1, long - short + 1
+    return _sliding_products(a, v, start, length)
 
 
 def _sliding_products(a, v, start, length):
@@ -305,44 +510,85 @@ def _sliding_products(a, v, start, length):
     return kl.matmul.bind(windows, v)
 
 
-def _correlation(a, v, mode, inverted):
-    n, m = a.shape[0], v.shape[0]
-    short, long = min(n, m), max(n, m)
-    if mode == "full":
-        start, length = 0, n + m - 1
-    elif mode == "same":
-        start, length = (short // 2 if inverted else (short - 1) // 2), long
-    else:
-        start, length = short - 1, long - short + 1
-    return _sliding_products(a, v, start, length)
+# --- covariance and correlation coefficients -----------------------------------------------------
+@implements(np.cov)
+def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
+    if ddof is not None and ddof != int(ddof):
+        raise ValueError("ddof must be integer")
+    m, y, dtype = _cov_inputs(m, y, dtype)
+    if ddof is None:
+        ddof = 0 if bias else 1
+    count = m.shape[-1] if rowvar or m.ndim == 1 else m.shape[0]
+    fweights = _observation_weights(fweights, "fweights", count, True, m)
+    aweights = _observation_weights(aweights, "aweights", count, False, m)
+    return _covariance(m, y, bool(rowvar), int(ddof), fweights, aweights, dtype)
 
 
-def correlate(a, v, mode="valid"):
-    """NumPy's correlate: ``c[k] = sum_n a[n + k] conj(v[n])``, the entries that ``mode``
-    keeps of the full correlation (centred as NumPy's when ``len(v) > len(a)``)."""
-    mode = _mode(mode)
-    if a.shape[0] == 0:
-        raise ValueError("first array argument cannot be empty")
-    if v.shape[0] == 0:
-        raise ValueError("second array argument cannot be empty")
-    if dtype_kind(v.dtype) == "c":
-        v = ew.conj.bind(v)
-    return _correlation(a, v, mode, inverted=a.shape[0] < v.shape[0])
+@implements(np.corrcoef)
+def _corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    """The covariance scaled by the standard deviations on its diagonal, clipped to
+    [-1, 1]; a single variable gives c / c (1, or NaN)."""
+    x, y, dtype = _cov_inputs(x, y, dtype)
+    c = _covariance(x, y, bool(rowvar), 1, None, None, dtype)
+    if c.ndim == 0:
+        return ew.divide.bind(c, c)
+    if dtype_kind(c.dtype) == "c":
+        raise NotImplementedError("corrcoef: complex inputs are not supported")
+    stddev = ew.sqrt.bind(diagonal(c))
+    c = ew.divide.bind(c, kcore.expand_dims.bind(stddev, axis=(1,)))
+    c = ew.divide.bind(c, kcore.expand_dims.bind(stddev, axis=(0,)))
+    return clip(c, -1, 1)
 
 
-def convolve(a, v, mode="full"):
-    """NumPy's convolve: the correlation of the longer input with the shorter one reversed."""
-    mode = _mode(mode)
-    if a.shape[0] == 0:
-        raise ValueError("a cannot be empty")
-    if v.shape[0] == 0:
-        raise ValueError("v cannot be empty")
-    if v.shape[0] > a.shape[0]:
-        a, v = v, a
-    return _correlation(a, ks.flip.bind(v, axis=(0,)), mode, inverted=False)
+def _cov_inputs(m, y, dtype):
+    m = at_least_1d(m)
+    if m.ndim > 2:
+        raise ValueError("m has more than 2 dimensions")
+    if y is not None:
+        y = at_least_1d(y)
+        if y.ndim > 2:
+            raise ValueError("y has more than 2 dimensions")
+    arrays = [m] if y is None else [m, y]
+    return m, y, _statistics_dtype(arrays, dtype)
 
 
-# --- covariance and correlation coefficients -----------------------------------------------------------
+def _statistics_dtype(arrays, dtype):
+    """The dtype NumPy's cov computes in (at least float64 unless given), in the namespace
+    of the arrays."""
+    xp = namespace(*arrays)
+    if dtype is None:
+        dtype = np.result_type(*[np.dtype(getattr(a.dtype, "_np_dtype", a.dtype)) for a in arrays], np.float64)
+    if not isinstance(dtype, np.dtype) and isinstance(getattr(dtype, "_np_dtype", None), np.dtype):
+        return dtype  # already the namespace's
+    return namespace_dtype(xp, np.dtype(dtype))
+
+
+def _observation_weights(weights, name, count, frequencies, like):
+    """NumPy's checks of fweights / aweights (on constants; traced weights are used as
+    given), as float64 arrays of the namespace of ``like``."""
+    if weights is None:
+        return None
+    weights = asarray(weights)
+    if isinstance(weights, Traced):
+        if weights.ndim > 1:
+            raise RuntimeError(f"cannot handle multidimensional {name}")
+        if weights.shape[0] != count:
+            raise RuntimeError(f"incompatible numbers of samples and {name}")
+        xp = namespace(weights)
+        return weights if weights.dtype == xp.float64 else ew.astype.bind(weights, dtype=xp.float64)
+    weights = np.asarray(weights, dtype=float)
+    if frequencies and not np.all(weights == np.around(weights)):
+        raise TypeError("fweights must be integer")
+    if weights.ndim > 1:
+        raise RuntimeError(f"cannot handle multidimensional {name}")
+    if weights.shape[0] != count:
+        raise RuntimeError(f"incompatible numbers of samples and {name}")
+    if np.any(weights < 0):
+        raise ValueError(f"{name} cannot be negative")
+    xp = namespace(like)
+    return xp.asarray(weights, dtype=xp.float64)
+
+
 def _variables_as_rows(x, rowvar, dtype, transpose_unless_single_row):
     """``x`` cast to ``dtype``, at least 2-D, one variable per row."""
     if x.dtype != dtype:
@@ -354,8 +600,8 @@ def _variables_as_rows(x, rowvar, dtype, transpose_unless_single_row):
     return x
 
 
-def cov(m, y=None, rowvar=True, ddof=1, fweights=None, aweights=None, dtype=None):
-    """NumPy's cov: the (weighted) covariance of the rows of ``m`` (and ``y``), in ``dtype``.
+def _covariance(m, y, rowvar, ddof, fweights, aweights, dtype):
+    """The (weighted) covariance of the rows of ``m`` (and ``y``), in ``dtype``.
 
     ``fweights`` and ``aweights`` are float vectors (or None); their product weighs each
     observation.  The normalisation follows NumPy's: ``N - ddof`` without weights, else the
@@ -400,305 +646,3 @@ def cov(m, y=None, rowvar=True, ddof=1, fweights=None, aweights=None, dtype=None
     c = scaled if scaled.dtype == c.dtype else ew.astype.bind(scaled, dtype=c.dtype)  # NumPy scales in place
     ones = tuple(axis for axis, size in enumerate(c.shape) if size == 1)
     return kcore.squeeze.bind(c, axis=ones) if ones else c
-
-
-def corrcoef(x, y=None, rowvar=True, dtype=None):
-    """NumPy's corrcoef: the covariance scaled by the standard deviations on its
-    diagonal, clipped to [-1, 1]; a single variable gives c / c (1, or NaN)."""
-    c = cov(x, y, rowvar, 1, dtype=dtype)
-    if c.ndim == 0:
-        return ew.divide.bind(c, c)
-    if dtype_kind(c.dtype) == "c":
-        raise NotImplementedError("corrcoef: complex inputs are not supported")
-    stddev = ew.sqrt.bind(diagonal(c))
-    c = ew.divide.bind(c, kcore.expand_dims.bind(stddev, axis=(1,)))
-    c = ew.divide.bind(c, kcore.expand_dims.bind(stddev, axis=(0,)))
-    return clip(c, -1, 1)
-
-# contractions
-@implements(np.einsum)
-def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
-    return einsum(subscripts, *[asarray(op) for op in operands])
-
-
-@implements(np.tensordot)
-def _tensordot(a, b, axes=2):
-    return tensordot(asarray(a), asarray(b), axes)
-
-
-@implements(np.dot)
-def _dot(a, b, out=None):
-    return dot(a, b)
-
-
-@implements(np.inner)
-def _inner(a, b):
-    return inner(a, b)
-
-
-@implements(np.outer)
-def _outer(a, b, out=None):
-    return outer(a, b)
-
-
-@implements(np.vdot)
-def _vdot(a, b):
-    return vdot(a, b)
-
-
-
-
-# --- numpy.linalg ---------------------------------------------------------------------------------
-
-
-@implements(np.linalg.solve)
-def _linalg_solve(a, b):
-    return solve(asarray(a), asarray(b))
-
-
-@implements(np.linalg.inv)
-def _linalg_inv(a):
-    return kl.inv.bind(asarray(a))
-
-
-@implements(np.linalg.det)
-def _linalg_det(a):
-    return kl.det.bind(asarray(a))
-
-
-@implements(np.linalg.slogdet)
-def _linalg_slogdet(a):
-    a = asarray(a)
-    return SlogdetResult(kl.slogdet_sign.bind(a), kl.slogdet_logabs.bind(a))
-
-
-@implements(np.linalg.cholesky)
-def _linalg_cholesky(a, /, *, upper=False):
-    lower = kl.cholesky.bind(asarray(a))
-    return _conjugate_transpose(lower) if upper else lower
-
-
-@implements(np.linalg.eigh)
-def _linalg_eigh(a, UPLO="L"):
-    a = _lower_triangle_holder(asarray(a), UPLO, "eigh")
-    return EighResult(kl.eigh_values.bind(a), kl.eigh_vectors.bind(a))
-
-
-@implements(np.linalg.eigvalsh)
-def _linalg_eigvalsh(a, UPLO="L"):
-    return kl.eigh_values.bind(_lower_triangle_holder(asarray(a), UPLO, "eigvalsh"))
-
-
-@implements(np.linalg.svd)
-def _linalg_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    a = asarray(a)
-    if hermitian:
-        raise UnsupportedOperationError("numpy.linalg.svd with hermitian=True is not supported on traced arrays")
-    if not compute_uv:
-        return kl.svd_values.bind(a)
-    if full_matrices and a.shape[-1] != a.shape[-2]:
-        raise UnsupportedOperationError(
-            f"numpy.linalg.svd with full_matrices=True of a non-square {a.shape[-2]}x{a.shape[-1]} matrix "
-            "is not supported on traced arrays; pass full_matrices=False (the reduced SVD)"
-        )
-    return SVDResult(kl.svd_u.bind(a), kl.svd_values.bind(a), kl.svd_vh.bind(a))
-
-
-@implements(np.linalg.svdvals)
-def _linalg_svdvals(x, /):
-    return kl.svd_values.bind(asarray(x))
-
-
-@implements(np.linalg.norm)
-def _linalg_norm(x, ord=None, axis=None, keepdims=False):
-    return norm(asarray(x), ord=ord, axis=axis, keepdims=keepdims)
-
-
-def _conjugate_transpose(x):
-    axes = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
-    x = kcore.transpose.bind(x, axes=axes)
-    return ew.conj.bind(x) if dtype_kind(x.dtype) == "c" else x
-
-
-def _lower_triangle_holder(a, uplo, name):
-    """eigh reads one triangle: UPLO="U" is the lower triangle of the conjugate transpose."""
-    if uplo not in ("L", "U"):
-        raise UnsupportedOperationError(f"numpy.linalg.{name}: UPLO must be 'L' or 'U', got {uplo!r}")
-    return _conjugate_transpose(a) if uplo == "U" else a
-
-
-# --- products --------------------------------------------------------------------------------
-@implements(np.cross)
-def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
-    return cross(asarray(a), asarray(b), axisa, axisb, axisc, axis)
-
-
-@implements(np.kron)
-def _kron(a, b):
-    return kron(asarray(a), asarray(b))
-
-
-# --- polynomials, correlation, convolution ----------------------------------------------------
-@implements(np.polyval)
-def _polyval(p, x):
-    p = at_least_1d(p, asarray(x))
-    if p.ndim == 0:
-        raise TypeError("iteration over a 0-d array")
-    return polyval(p, at_least_1d(x, p))
-
-
-@implements(np.vander)
-def _vander(x, N=None, increasing=False):
-    x = at_least_1d(x)
-    if x.ndim != 1:
-        raise ValueError("x must be a one-dimensional array or sequence.")
-    return vander(x, None if N is None else operator.index(N), bool(increasing))
-
-
-def _vector(value, other, promote_scalar):
-    value = at_least_1d(value, asarray(other))
-    if value.ndim == 0 and promote_scalar:
-        value = kcore.reshape.bind(value, shape=(1,))
-    if value.ndim == 0:
-        raise ValueError("object of too small depth for desired array")
-    if value.ndim > 1:
-        raise ValueError("object too deep for desired array")
-    return value
-
-
-@implements(np.correlate)
-def _correlate(a, v, mode="valid"):
-    return correlate(_vector(a, v, False), _vector(v, a, False), mode)
-
-
-@implements(np.convolve)
-def _convolve(a, v, mode="full"):
-    return convolve(_vector(a, v, True), _vector(v, a, True), mode)
-
-
-
-
-@implements(np.trace)
-def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
-    return trace(asarray(a), offset, axis1, axis2, dtype)
-
-
-
-
-# --- statistics ------------------------------------------------------------------------------
-def _statistics_dtype(arrays, dtype):
-    """The dtype NumPy's cov computes in (at least float64 unless given), in the namespace
-    of the arrays."""
-    xp = namespace(*arrays)
-    if dtype is None:
-        dtype = np.result_type(*[np.dtype(getattr(a.dtype, "_np_dtype", a.dtype)) for a in arrays], np.float64)
-    if not isinstance(dtype, np.dtype) and isinstance(getattr(dtype, "_np_dtype", None), np.dtype):
-        return dtype  # already the namespace's
-    return namespace_dtype(xp, np.dtype(dtype))
-
-
-def _observation_weights(weights, name, count, frequencies, like):
-    """NumPy's checks of fweights / aweights (on constants; traced weights are used as
-    given), as float64 arrays of the namespace of ``like``."""
-    if weights is None:
-        return None
-    weights = asarray(weights)
-    if isinstance(weights, Traced):
-        if weights.ndim > 1:
-            raise RuntimeError(f"cannot handle multidimensional {name}")
-        if weights.shape[0] != count:
-            raise RuntimeError(f"incompatible numbers of samples and {name}")
-        xp = namespace(weights)
-        return weights if weights.dtype == xp.float64 else ew.astype.bind(weights, dtype=xp.float64)
-    weights = np.asarray(weights, dtype=float)
-    if frequencies and not np.all(weights == np.around(weights)):
-        raise TypeError("fweights must be integer")
-    if weights.ndim > 1:
-        raise RuntimeError(f"cannot handle multidimensional {name}")
-    if weights.shape[0] != count:
-        raise RuntimeError(f"incompatible numbers of samples and {name}")
-    if np.any(weights < 0):
-        raise ValueError(f"{name} cannot be negative")
-    xp = namespace(like)
-    return xp.asarray(weights, dtype=xp.float64)
-
-
-def _cov_inputs(m, y, dtype):
-    m = at_least_1d(m)
-    if m.ndim > 2:
-        raise ValueError("m has more than 2 dimensions")
-    if y is not None:
-        y = at_least_1d(y)
-        if y.ndim > 2:
-            raise ValueError("y has more than 2 dimensions")
-    arrays = [m] if y is None else [m, y]
-    return m, y, _statistics_dtype(arrays, dtype)
-
-
-@implements(np.cov)
-def _cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *, dtype=None):
-    if ddof is not None and ddof != int(ddof):
-        raise ValueError("ddof must be integer")
-    m, y, dtype = _cov_inputs(m, y, dtype)
-    if ddof is None:
-        ddof = 0 if bias else 1
-    count = m.shape[-1] if rowvar or m.ndim == 1 else m.shape[0]
-    fweights = _observation_weights(fweights, "fweights", count, True, m)
-    aweights = _observation_weights(aweights, "aweights", count, False, m)
-    return cov(m, y, bool(rowvar), int(ddof), fweights, aweights, dtype)
-
-
-@implements(np.corrcoef)
-def _corrcoef(x, y=None, rowvar=True, *, dtype=None):
-    x, y, dtype = _cov_inputs(x, y, dtype)
-    return corrcoef(x, y, bool(rowvar), dtype)
-
-
-# --- numpy.linalg -------------------------------------------------------------------------------
-@implements(np.linalg.matrix_power)
-def _linalg_matrix_power(a, n):
-    a = asarray(a)
-    if a.ndim < 2:
-        raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
-    if a.shape[-1] != a.shape[-2]:
-        raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
-    try:
-        n = operator.index(n)
-    except TypeError as error:
-        raise TypeError("exponent must be an integer") from error
-    return matrix_power(a, n)
-
-# --- numpy.linalg -------------------------------------------------------------------------------
-@implements(np.linalg.qr)
-def _linalg_qr(a, mode="reduced"):
-    a = asarray(a)
-    if mode == "r":
-        return kl.qr_r.bind(a)
-    if mode != "reduced":
-        raise UnsupportedOperationError(f"numpy.linalg.qr with mode={mode!r} is not supported on traced arrays "
-                                        "(mode='reduced' and mode='r' are)")
-    return QRResult(kl.qr_q.bind(a), kl.qr_r.bind(a))
-
-
-@implements(np.linalg.pinv)
-def _linalg_pinv(a, rcond=None, hermitian=False, *, rtol=NO_VALUE):
-    if hermitian:
-        raise UnsupportedOperationError("numpy.linalg.pinv with hermitian=True is not supported on traced arrays")
-    if rcond is not None and rtol is not NO_VALUE:
-        raise ValueError("`rtol` and `rcond` can't be both set.")
-    # NumPy's defaults: rcond=1e-15; rtol=None is the array API's max(M, N) * eps
-    tolerance = rcond if rcond is not None else (1e-15 if rtol is NO_VALUE else rtol)
-    if tolerance is not None and (isinstance(tolerance, Traced) or np.ndim(tolerance) != 0):
-        raise UnsupportedOperationError("numpy.linalg.pinv: only a constant scalar rcond/rtol is supported "
-                                        "on traced arrays")
-    return kl.pinv.bind(asarray(a), rtol=None if tolerance is None else float(tolerance))
-
-
-@implements(np.linalg.lstsq)
-def _linalg_lstsq(a, b, rcond=None):
-    if rcond is not None and (isinstance(rcond, Traced) or np.ndim(rcond) != 0):
-        raise UnsupportedOperationError("numpy.linalg.lstsq: only a constant scalar rcond is supported on traced arrays")
-    a, b = asarray(a), asarray(b)
-    if a.ndim != 2 or b.ndim not in (1, 2):
-        raise np.linalg.LinAlgError("lstsq: a must be 2-D and b 1-D or 2-D")
-    return LstsqResult(*lstsq(a, b, None if rcond is None or rcond < 0 else float(rcond)))
