@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import xarray as xr
 
-from .engine import BatchLevel, BatchTracer, current_levels
+from .engine import BatchTracer, current_levels
 from .engine.errors import RandomnessError
 
 __all__ = ["seed", "normal", "uniform", "get_state", "set_state"]
@@ -73,7 +73,7 @@ def _draw(name, sample, sizes, like, rng):
     else:
         sizes = dict(sizes or {})
         dims, shape, coords = tuple(sizes), tuple(sizes.values()), None
-    levels = [level for level in current_levels() if isinstance(level, BatchLevel)]
+    levels = [level for level in current_levels() if level.batches]
     for level in levels:
         if level.randomness == "error":
             raise RandomnessError(

@@ -3,19 +3,17 @@ VJP of a positional function of arrays, plus the two independent oracles (centra
 finite differences and the inner-product identity <J^T u, v> = <u, J v>)."""
 import numpy as np
 
-from labeled_func.engine import JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node
+from labeled_func.engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of,
+                                 primal_of, tangent_of)
 
 
 def engine_jvp(f, primals, tangents):
-    """(f(*primals), J(primals) @ tangents) through the forward-mode level."""
+    """(f(*primals), J(primals) @ tangents) through the forward-mode level (a zero
+    tangent for an output that does not depend on them)."""
     level = JVPLevel()
     with active(level):
         out = f(*[JVPTracer(level, p, t) for p, t in zip(primals, tangents)])
-        if type(out) is JVPTracer and out._level is level:
-            if out._tangent is None:  # a traced constant
-                return out._value, np.zeros_like(out._value)
-            return out._value, out._tangent
-        return out, np.zeros_like(out)
+        return primal_of(out, level), tangent_of(out, level)
 
 
 def engine_vjp(f, primals, cotangent):
@@ -24,11 +22,11 @@ def engine_vjp(f, primals, cotangent):
     with active(level):
         nodes = [input_node(p) for p in primals]
         out = f(*[VJPTracer(level, p, n) for p, n in zip(primals, nodes)])
-        if type(out) is not VJPTracer or out._level is not level or out._node is None:
-            value = out._value if type(out) is VJPTracer and out._level is level else out
-            return value, [np.zeros_like(p) for p in primals]
-        grads = backward([(out._node, cotangent)], nodes)
-        return out._value, [np.zeros_like(p) if g is None else g for g, p in zip(grads, primals)]
+        node = node_of(out, level)
+        if node is None:
+            return primal_of(out, level), [np.zeros_like(p) for p in primals]
+        grads = backward([(node, cotangent)], nodes)
+        return primal_of(out, level), [np.zeros_like(p) if g is None else g for g, p in zip(grads, primals)]
 
 
 def central_difference(f, primals, tangents, eps=1e-6):

@@ -47,9 +47,6 @@ SKIP_SAMPLES = {
     ("*", "std", "(float64[1, 4], axis=0)"): SINGLETON_STD,
     ("*", "nanstd", "(float64[])"): SINGLETON_STD,
     ("*", "nanstd", "(float64[1, 4], axis=0)"): SINGLETON_STD,
-    ("test_vjp_of_jvp_inner_product_identity", "copysign", "(1.0, float64[3, 4])"): "no tangent reaches the "
-    "output (d/dy copysign(x, y) = 0), and ad_helpers.engine_jvp then calls np.asarray on the enclosing VJP "
-    "level's tracer",
 }
 
 DIFFERENTIABLE = [pytest.param(op, id=op.name) for op in OP_DB if op.differentiable and F64 in op.dtypes]
