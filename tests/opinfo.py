@@ -1,10 +1,12 @@
 """The operator table: one entry per NumPy function that the engine batches.
 
-Generic tests run every entry through every transform (vmap vs a for-loop now; JVP, VJP
-and their compositions later), in the style of functorch's ``OpInfo``. An entry holds
-the callable, a ``sample_inputs(rng, dtype)`` generator and the facts the generic
-tests need: which dtypes to try, whether it is differentiable, where its inputs must
-lie, and whether it runs on ``array_api_strict``.
+Generic tests run every entry through every transform (vmap vs a for-loop in
+``test_ops_vmap.py`` and on ``array_api_strict``; JVP, VJP and their compositions in
+``test_ops_grad.py``), in the style of functorch's ``OpInfo``; ``test_op_coverage.py``
+checks that the table reaches every primitive and every registered NumPy function and
+ufunc. An entry holds the callable, a ``sample_inputs(rng, dtype)`` generator and the
+facts the generic tests need: which dtypes to try, whether it is differentiable, where
+its inputs must lie, and whether it runs on ``array_api_strict``.
 
 Sample generators draw only *values* from ``rng``: shapes, kwargs and static arguments
 are fixed, so calling a generator with several seeds gives several examples of the same
@@ -89,7 +91,8 @@ class OpInfo:
     - ``domain``: one ``Domain`` per array argument, or a single one for all of them
       (for the autodiff tests: finite differences must stay inside it too).
     - ``strict_ok``: False where the standard lacks the function and the library uses
-      its NumPy/CuPy-only table (``einsum``).
+      its NumPy/CuPy-only table (``einsum`` with a repeated index), or where a sample
+      holds a fixed NumPy array (a mask) beside the arrays it maps.
     - ``integer_index_args``: positions of integer index arrays (never differentiated).
     - ``compare_values``: False where only shape and dtype are defined (``empty_like``).
     - ``index_into_first_arg``: ``x[i]``. With a raw array ``x`` and a batched ``i``,
@@ -101,6 +104,19 @@ class OpInfo:
     - ``operator_on_first_arg``: a Python operator or method of the first argument;
       a raw ``array_api_strict`` first argument rejects a tracer operand (and has no
       ``astype`` method), so the strict test batches the first argument there.
+    - ``dynamic_shape_args``: positions of the arguments whose values fix the shape of
+      the output (``nonzero``, ``unique``, the condition of ``extract``). vmap over a
+      mapped one must raise ``DynamicShapeError`` (the policy); grad and jvp, which
+      have one concrete primal, must work.
+    - ``ad_op``: the function the derivative tests differentiate in place of ``op``
+      (same arguments), where ``op``'s own outputs are not differentiable functions of
+      all its inputs: ``eigh``/``cholesky`` read one triangle (so ``f(A + A^T)``), and
+      eigen- and singular vectors are defined up to sign (so the sign-free products
+      ``v_ij v_kj``). The vmap tests run ``op``.
+    - ``known_failures``: ``{suite: reason}`` for a product bug that the entry reveals:
+      the suite's tests of the entry are strict xfails (they must fail). A suite is
+      ``"vmap"`` (the transform tests of ``test_ops_vmap.py``), ``"array_api_strict"``
+      or ``"grad"`` (``test_ops_grad.py``), or one of them with a dtype, ``"vmap:float32"``.
     """
 
     name: str
@@ -115,6 +131,14 @@ class OpInfo:
     index_into_first_arg: bool = False
     writes_into_first_arg: bool = False
     operator_on_first_arg: bool = False
+    dynamic_shape_args: tuple[int, ...] = ()
+    ad_op: Callable | None = None
+    known_failures: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def differentiated(self) -> Callable:
+        """What the derivative tests differentiate: ``ad_op``, or else ``op``."""
+        return self.ad_op or self.op
 
 
 # --------------------------------------------------------------------------- values
@@ -218,15 +242,73 @@ class A:
     def __init__(self, *shape: int):
         self.shape = shape
 
+    def draw(self, rng: np.random.Generator, dtype: np.dtype, domain: Domain) -> np.ndarray:
+        return make_array(rng, self.shape, dtype, domain)
+
+
+# Matrices (stacks of them, on the last two axes unless told) for numpy.linalg. Only
+# values are drawn: the shape is the spec's. Each family keeps a margin to where its
+# function or its derivative breaks down, far wider than the finite-difference steps of
+# the AD tests.
+
+
+class WellConditioned(A):
+    """Diagonally dominant in practice: a standard normal matrix plus ``2n`` times a
+    diagonal of random signs (invertible, far from singular, a determinant of either
+    sign)."""
+
+    def draw(self, rng, dtype, domain):
+        n = self.shape[-1]
+        signs = np.where(rng.random(self.shape[:-1]) < 0.5, -1.0, 1.0)
+        return (rng.normal(size=self.shape) + 2 * n * signs[..., None] * np.eye(n)).astype(dtype)
+
+
+class SPD(A):
+    """Symmetric positive definite: ``M M^T + n I`` (eigenvalues at least ``n``)."""
+
+    def draw(self, rng, dtype, domain):
+        m = rng.normal(size=self.shape)
+        return (m @ np.swapaxes(m, -1, -2) + self.shape[-1] * np.eye(self.shape[-1])).astype(dtype)
+
+
+class SymmetricDistinct(A):
+    """``Q diag(w) Q^T`` with a random orthogonal ``Q`` and eigenvalues at least 1.1
+    apart (eigenvectors, and eigh's derivatives, are well defined)."""
+
+    def draw(self, rng, dtype, domain):
+        n = self.shape[-1]
+        q, _ = np.linalg.qr(rng.normal(size=self.shape))
+        w = 1.5 * np.arange(1.0, n + 1) + rng.uniform(-0.2, 0.2, size=self.shape[:-1])
+        return ((q * w[..., None, :]) @ np.swapaxes(q, -1, -2)).astype(dtype)
+
+
+class DistinctSingular(A):
+    """``U diag(s) V^T`` with random orthonormal columns and singular values at least
+    1.1 apart, the smallest about 1.5 (singular vectors, the spectral and nuclear norms
+    and their derivatives are well defined). The matrices lie on ``axes`` (rows,
+    columns), the last two unless told (``norm(x, 2, axis=(2, 0))``)."""
+
+    def __init__(self, *shape: int, axes: tuple[int, int] = (-2, -1)):
+        super().__init__(*shape)
+        self.axes = axes
+
+    def draw(self, rng, dtype, domain):
+        rows, columns = (self.shape[a] for a in self.axes)
+        stack = [size for a, size in enumerate(self.shape) if a not in {a % len(self.shape) for a in self.axes}]
+        k = min(rows, columns)
+        u, _ = np.linalg.qr(rng.normal(size=(*stack, rows, k)))
+        v, _ = np.linalg.qr(rng.normal(size=(*stack, columns, k)))
+        s = 1.5 * np.arange(1.0, k + 1) + rng.uniform(-0.2, 0.2, size=(*stack, k))
+        matrices = (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
+        return np.moveaxis(matrices, (-2, -1), self.axes).astype(dtype)
+
 
 def fixed_samples(rng, dtype, *, calls, domain=ANY):
     """Calls given as ``(args, kwargs)``: each ``A(*shape)`` becomes an array drawn
-    in ``domain``; every other argument (a shape, a string, a number) is static."""
+    in ``domain`` (a matrix family of ``A`` draws its own); every other argument (a
+    shape, a string, a number) is static."""
     return [
-        SampleInput(
-            tuple(make_array(rng, a.shape, dtype, domain) if isinstance(a, A) else a for a in args),
-            dict(kwargs),
-        )
+        SampleInput(tuple(a.draw(rng, dtype, domain) if isinstance(a, A) else a for a in args), dict(kwargs))
         for args, kwargs in calls
     ]
 
@@ -453,9 +535,32 @@ def like_calls(fill=()):
     return calls
 
 
-def einsum(subscripts_and_shapes):
+def einsum(name, subscripts_and_shapes, **fields):
     calls = [((subscripts,) + tuple(A(*s) for s in shapes), {}) for subscripts, shapes in subscripts_and_shapes]
-    return fixed("einsum", np.einsum, calls, strict_ok=False)
+    return fixed(name, np.einsum, calls, **fields)
+
+
+def symmetrised(function):
+    """``function(A + A^T, ...)``: for the functions that read one triangle (eigh,
+    cholesky), a function of every entry, so that finite differences see what the
+    derivative rules compute."""
+    return lambda a, *args, **kwargs: function(a + np.swapaxes(a, -1, -2), *args, **kwargs)
+
+
+def sign_free(v):
+    """``v_ij v_kj``: eigen- or singular vectors (the columns of ``v``) without their
+    arbitrary signs."""
+    return np.einsum("...ij,...kj->...ikj", v, v)
+
+
+def eigh_sign_free(a, **kwargs):
+    w, v = np.linalg.eigh(a, **kwargs)
+    return w, sign_free(v)
+
+
+def svd_sign_free(a, **kwargs):
+    u, s, vh = np.linalg.svd(a, **kwargs)
+    return sign_free(u), s, sign_free(np.swapaxes(vh, -1, -2))
 
 
 def operator(name, op, *, domain=ANY, dtypes=FLOAT, **fields) -> OpInfo:
@@ -682,6 +787,73 @@ def scipy_special():
 
 
 SPECIAL = scipy_special()
+
+
+SIGNED_ZEROS_AND_SPECIALS = Domain(special_values=(-0.0, 0.0, -np.inf, np.nan))
+COUNT_NONZERO = [
+    ((), {}),
+    ((5,), {}),
+    ((3, 4), {"axis": 1}),
+    ((3, 4), {"axis": (0, 1), "keepdims": True}),
+    ((2, 3, 4), {"axis": -1}),
+    ((2, 3, 4), {}),
+]
+SORTS = [((5,), {}), ((3, 4), {"axis": 0}), ((3, 4), {}), ((2, 3, 4), {"axis": 1}), ((2, 3, 4), {"axis": None})]
+UFUNC_REDUCTIONS = [
+    ((5,), {}),
+    ((3, 4), {"axis": 1}),
+    ((3, 4), {"axis": 0, "keepdims": True}),
+    ((2, 3, 4), {"axis": (0, 2)}),
+    ((2, 3, 4), {"axis": None, "initial": 0.5}),
+]
+
+
+def take_along_axis_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 4), integer_index(rng, (3, 2), 4)), {"axis": 1}),
+        SampleInput((x(3, 4), integer_index(rng, (5, 4), 3)), {"axis": 0}),
+        SampleInput((x(3, 4), integer_index(rng, (1, 4), 3)), {"axis": -2}),
+        SampleInput((x(5), integer_index(rng, (3,), 5)), {"axis": 0}),
+        SampleInput((x(2, 3), integer_index(rng, (4,), 6)), {"axis": None}),
+    ]
+
+
+QUANTILES = [
+    ((5,), 0.3, {}),
+    ((3, 4), 0.5, {"axis": 0, "keepdims": True}),
+    ((3, 4), 0.7, {"axis": -1}),
+    ((2, 3, 4), 1.0, {}),
+    ((2, 3, 4), 0.25, {"axis": (0, 2)}),
+    ((4,), 0.0, {}),
+]
+QUANTILE_LEVELS = [
+    ((3, 4), (0.1, 0.5, 0.9), {"axis": 1}),
+    ((2, 3, 4), [0.25, 0.75], {"axis": (0, 2), "keepdims": True}),
+]
+
+
+def quantile_samples(rng, dtype, *, calls, scale, nans):
+    """Levels ``q`` (static) as fractions times ``scale``: 1 for quantile, 100 for percentile."""
+    samples = []
+    for shape, q, kwargs in calls:
+        x = make_array(rng, shape, dtype)
+        if nans:
+            x = sprinkle_nans(rng, x, kwargs.get("axis"))
+        levels = q * scale if isinstance(q, float) else type(q)(v * scale for v in q)
+        samples.append(SampleInput((x, levels), dict(kwargs)))
+    return samples
+
+
+def condition_samples(rng, dtype, *, calls):
+    """A boolean condition, true at two positions at least, and an array:
+    ``(condition_shape, array_shape[, kwargs])``."""
+    samples = []
+    for condition_shape, shape, *kwargs in calls:
+        condition = rng.random(condition_shape) < 0.5
+        condition.flat[rng.permutation(condition.size)[:2]] = True
+        samples.append(SampleInput((condition, make_array(rng, shape, dtype)), dict(*kwargs)))
+    return samples
 
 
 # ------------------------------------------------------------------------ the table
@@ -1035,20 +1207,39 @@ OP_DB: list[OpInfo] = [
         domain=(ANY, ANY),
         writes_into_first_arg=True,
     ),
-    # linear algebra
+    # contractions
     einsum(
+        "einsum",
         [
             ("ij,jk->ik", ((3, 4), (4, 5))),
-            ("ii->i", ((3, 3),)),
             ("ij->", ((3, 4),)),
             ("ij->ji", ((3, 4),)),
+            ("ijk->kij", ((2, 3, 4),)),
             ("bij,bjk->bik", ((2, 3, 4), (2, 4, 5))),
             ("i,i->", ((4,), (4,))),
             ("ij,j->i", ((3, 4), (4,))),
             ("i,j->ij", ((3,), (4,))),
             ("...ij,...jk->...ik", ((2, 3, 4), (4, 5))),
+            ("...ij,...jk->...ik", ((1, 3, 4), (5, 4, 2))),  # size-1 broadcast of the ellipsis
+            ("...i,...i", ((2, 3), (3,))),
             ("ij,jk", ((3, 4), (4, 5))),
-        ]
+            ("ijk,kl->jl", ((2, 3, 4), (4, 2))),  # an index summed away in one operand only
+            ("ij,kl->i", ((3, 4), (4, 2))),  # an index of each operand summed away
+            ("ij,ij->ij", ((1, 3), (2, 3))),  # size-1 broadcast of a labelled axis
+            ("ij,jk->ik", ((2, 1), (3, 4))),  # size-1 broadcast of the contracted axis
+            ("i,ij,j->", ((3,), (3, 4), (4,))),
+        ],
+    ),
+    # a repeated index in one operand (diagonals, traces): NumPy/CuPy only
+    einsum(
+        "einsum_diagonal",
+        [
+            ("ii->i", ((3, 3),)),
+            ("ii", ((4, 4),)),
+            ("ii,ij->ij", ((3, 3), (3, 2))),
+            ("iii->i", ((3, 3, 3),)),
+        ],
+        strict_ok=False,
     ),
     *(
         fixed(
@@ -1062,6 +1253,9 @@ OP_DB: list[OpInfo] = [
                 ((A(2, 3, 4), A(4, 5)), {}),
                 ((A(2, 3, 4), A(2, 4, 5)), {}),
                 ((A(1, 3, 4), A(2, 4, 2)), {}),
+                ((A(2, 1, 3, 4), A(5, 4, 2)), {}),
+                ((A(4), A(5, 4, 2)), {}),
+                ((A(5, 3, 4), A(4)), {}),
             ],
             **fields,
         )
@@ -1079,6 +1273,7 @@ OP_DB: list[OpInfo] = [
             ((A(3, 4), A(5, 3)), {"axes": ([0], [1])}),
             ((A(3), A(2)), {"axes": 0}),
             ((A(2, 3, 4), A(4, 3)), {"axes": ((1, 2), (1, 0))}),
+            ((A(3, 2, 4), A(2, 5, 3)), {"axes": ([1, 0], [0, 2])}),
         ],
     ),
     fixed(
@@ -1090,8 +1285,102 @@ OP_DB: list[OpInfo] = [
             ((A(3, 4), A(4)), {}),
             ((A(2, 3, 4), A(4, 5)), {}),
             ((A(2, 3, 4), A(3, 4, 2)), {}),
+            ((A(2, 3, 4), A(5, 4, 2)), {}),
             ((A(3, 4), 2.0), {}),
         ],
+    ),
+    fixed(
+        "inner",
+        np.inner,
+        [((A(3, 4), A(2, 4)), {}), ((A(4), A(4)), {}), ((A(2, 3, 4), A(4)), {}), ((A(3), A()), {})],
+    ),
+    fixed("outer", np.outer, [((A(3), A(2, 2)), {}), ((A(3), A(4)), {}), ((A(), A(3)), {})]),
+    fixed("vdot", np.vdot, [((A(3, 2), A(6)), {}), ((A(4), A(4)), {})]),
+    # numpy.linalg: inputs of the matrix families above (see their docstrings)
+    fixed(
+        "linalg_solve",
+        np.linalg.solve,
+        [
+            ((WellConditioned(4, 4), A(4, 2)), {}),
+            ((WellConditioned(4, 4), A(4)), {}),
+            ((WellConditioned(2, 3, 3), A(2, 3, 2)), {}),
+        ],
+    ),
+    fixed("linalg_inv", np.linalg.inv, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})]),
+    fixed("linalg_det", np.linalg.det, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})]),
+    fixed(
+        "linalg_slogdet",
+        lambda a: tuple(np.linalg.slogdet(a)),
+        [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})],
+    ),
+    fixed(
+        "linalg_cholesky",
+        np.linalg.cholesky,
+        [((SPD(4, 4),), {}), ((SPD(2, 3, 3),), {"upper": True})],
+        ad_op=symmetrised(np.linalg.cholesky),
+    ),
+    fixed(
+        "linalg_eigh",
+        lambda a, **kw: tuple(np.linalg.eigh(a, **kw)),
+        [((SymmetricDistinct(4, 4),), {}), ((SymmetricDistinct(2, 3, 3),), {})],
+        ad_op=symmetrised(eigh_sign_free),
+    ),
+    # UPLO="U" is computed as UPLO="L" of the transpose: the eigenvectors' signs may differ
+    # from NumPy's own on the same input (test_linalg.py), so they are compared sign-free
+    fixed(
+        "linalg_eigh_upper",
+        eigh_sign_free,
+        [((SymmetricDistinct(3, 3),), {"UPLO": "U"}), ((SymmetricDistinct(2, 4, 4),), {"UPLO": "U"})],
+        ad_op=symmetrised(eigh_sign_free),
+    ),
+    fixed(
+        "linalg_eigvalsh",
+        np.linalg.eigvalsh,
+        [((SymmetricDistinct(4, 4),), {}), ((SymmetricDistinct(2, 3, 3),), {"UPLO": "U"})],
+        ad_op=symmetrised(np.linalg.eigvalsh),
+    ),
+    fixed(
+        "linalg_svd",
+        lambda a, **kw: tuple(np.linalg.svd(a, **kw)),
+        [
+            ((DistinctSingular(4, 4),), {}),
+            ((DistinctSingular(5, 3),), {"full_matrices": False}),
+            ((DistinctSingular(3, 5),), {"full_matrices": False}),
+            ((DistinctSingular(2, 3, 5),), {"full_matrices": False}),
+        ],
+        ad_op=svd_sign_free,
+    ),
+    fixed(
+        "linalg_svd_values",
+        np.linalg.svd,
+        [((DistinctSingular(5, 3),), {"compute_uv": False}), ((DistinctSingular(2, 3, 4),), {"compute_uv": False})],
+    ),
+    fixed("linalg_svdvals", np.linalg.svdvals, [((DistinctSingular(2, 3, 5),), {}), ((DistinctSingular(4, 4),), {})]),
+    # vector and entrywise norms (away from the kinks of |x|)
+    fixed(
+        "linalg_norm",
+        np.linalg.norm,
+        [
+            ((A(3, 4),), {}),
+            ((A(3, 4),), {"axis": 1}),
+            ((A(2, 3, 4),), {"axis": -1, "keepdims": True}),
+            ((A(5), 2), {}),
+            ((A(3, 2, 4), "fro"), {"axis": (0, 2), "keepdims": True}),
+            ((A(5), 1), {}),
+            ((A(5, 2), np.inf), {"axis": 0}),
+            ((A(5), 3), {}),
+            ((A(4, 3), 1), {}),
+            ((A(4, 3), -np.inf), {"keepdims": True}),
+        ],
+        domain=NONZERO,
+    ),
+    # norms of the singular values
+    fixed(
+        "linalg_norm_spectral",
+        np.linalg.norm,
+        [((DistinctSingular(4, 3), "nuc"), {}), ((DistinctSingular(4, 2, 3, axes=(2, 0)), 2), {"axis": (2, 0)}),
+         ((DistinctSingular(2, 4, 3), 2), {"axis": (-1, -2)}),
+         ((DistinctSingular(3, 4), -2), {})],
     ),
     # array creation from a template
     fixed("zeros_like", np.zeros_like, like_calls(), dtypes=FLOAT + INT, differentiable=False),
@@ -1472,6 +1761,289 @@ OP_DB: list[OpInfo] = [
         index_into_first_arg=True,
         strict_ok=False,  # the array API standard has no index arrays beside slices
     ),
+    # complex conjugates and parts, of real inputs (complex inputs are a later issue): the
+    # ufunc, and the methods (on a real tracer .real and .conj() are itself, .imag a zero)
+    elementwise("conjugate", np.conjugate, dtypes=FLOAT + INT),
+    elementwise("conj_method", lambda x: x.conj(), dtypes=FLOAT + INT),
+    elementwise("real", lambda x: x.real, dtypes=FLOAT + INT),
+    elementwise(
+        "imag",
+        lambda x: x.imag,
+        dtypes=FLOAT + INT,
+        known_failures={"array_api_strict": "bug: the .imag of a real tracer is a NumPy zero "
+                        "(engine/tracer.py), whatever the array library: TypeError on array_api_strict"},
+    ),
+    elementwise(
+        "real_and_imag_functions",
+        lambda x: (np.real(x), np.imag(x)),
+        dtypes=(np.dtype(np.float64),),
+        known_failures=dict.fromkeys(
+            ("vmap", "array_api_strict", "grad"),
+            "gap: numpy.real and numpy.imag have no handler in the function table (UnsupportedOperationError)",
+        ),
+    ),
+    # bitwise ufuncs and operators (on booleans NumPy's bitwise ufuncs are the logical ones)
+    *(
+        binary(name, fn, domain=SMALL_INTS, dtypes=INT + BOOL, differentiable=False, **fields)
+        for name, fn, fields in [
+            ("bitwise_and", np.bitwise_and, {}),
+            ("bitwise_or", np.bitwise_or, {}),
+            ("bitwise_xor", np.bitwise_xor, {}),
+            ("operator_and", lambda x, y: x & y, {"operator_on_first_arg": True}),
+            ("operator_or", lambda x, y: x | y, {"operator_on_first_arg": True}),
+            ("operator_xor", lambda x, y: x ^ y, {"operator_on_first_arg": True}),
+        ]
+    ),
+    elementwise("invert", np.invert, domain=SMALL_INTS, dtypes=INT + BOOL, differentiable=False),
+    elementwise("operator_invert", lambda x: ~x, domain=SMALL_INTS, dtypes=INT + BOOL, differentiable=False),
+    elementwise("signbit", np.signbit, domain=SIGNED_ZEROS_AND_SPECIALS, differentiable=False),
+    binary("isclose", np.isclose, domain=SMALL_INTS, differentiable=False),  # ties: equal values
+    fixed(
+        "isclose_options",
+        lambda x, y, **kw: np.isclose(x, y, **kw),
+        [((A(3, 4), A(3, 4)), {"rtol": 0.5, "atol": 0.25}), ((A(4), A(3, 1)), {"equal_nan": True})],
+        domain=SOME_NAN,
+        differentiable=False,
+    ),
+    # promotion of ranks and shapes
+    *(
+        fixed(
+            name,
+            function,
+            [
+                ((A(),), {}),
+                ((A(3),), {}),
+                ((A(2, 3),), {}),
+                ((A(2, 3, 4),), {}),
+                ((A(), A(3)), {}),
+                ((A(2, 3), A(4), A()), {}),
+            ],
+            dtypes=FLOAT + INT,
+        )
+        for name, function in [
+            ("atleast_1d", np.atleast_1d),
+            ("atleast_2d", np.atleast_2d),
+            ("atleast_3d", np.atleast_3d),
+        ]
+    ),
+    fixed(
+        "broadcast_arrays",
+        np.broadcast_arrays,
+        [((A(3, 1), A(4)), {}), ((A(), A(2, 3)), {}), ((A(2, 1, 4), A(3, 1), A()), {}), ((A(3),), {})],
+        dtypes=FLOAT + INT,
+    ),
+    fixed("ravel", np.ravel, [((A(3, 4),), {}), ((A(),), {}), ((A(2, 3, 4),), {})], dtypes=FLOAT + INT),
+    fixed("swapaxes", np.swapaxes, [((A(3, 4), 0, 1), {}), ((A(2, 3, 4), -1, 0), {}), ((A(2, 3, 4), 1, 1), {})]),
+    fixed("copy", np.copy, [((A(3, 4),), {}), ((A(),), {})], dtypes=FLOAT + INT),
+    fixed(
+        "astype_function",
+        np.astype,  # its dtype is positional-only
+        [((A(3, 4), np.dtype(np.float32)), {}), ((A(3), np.dtype(np.float64)), {}), ((A(), np.dtype(np.float64)), {})],
+        dtypes=FLOAT + INT,
+    ),
+    # questions about shapes and dtypes (answered per example: the logical shape)
+    fixed("shape", lambda x: np.reshape(x, np.shape(x)[::-1]), [((A(3, 4),), {}), ((A(2, 3, 4),), {}), ((A(),), {})]),
+    fixed("ndim", lambda x: x * np.ndim(x), [((A(3, 4),), {}), ((A(),), {})], dtypes=FLOAT + INT),
+    fixed("size", lambda x, *axis: x * np.size(x, *axis), [((A(3, 4),), {}), ((A(2, 3, 4), 1), {}), ((A(),), {})]),
+    fixed(
+        "iscomplexobj_isrealobj",
+        lambda x: (x + 1 if np.iscomplexobj(x) else x - 1) * (2 if np.isrealobj(x) else 3),
+        [((A(3, 4),), {}), ((A(),), {})],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "can_cast",
+        lambda x, to: x * int(np.can_cast(x, to)),
+        [((A(3), np.dtype(np.float32)), {}), ((A(3), np.dtype(np.float64)), {}), ((A(2, 3), np.dtype(np.int64)), {})],
+        dtypes=FLOAT + INT,
+    ),
+    fixed(
+        "can_cast_and_result_type_of_a_scalar_type",
+        lambda x: x.astype(np.result_type(x, np.float32)) * int(np.can_cast(x, np.float32)),
+        [((A(3),), {}), ((A(2, 3),), {})],
+        dtypes=(np.dtype(np.float64),),
+        known_failures=dict.fromkeys(
+            ("vmap", "array_api_strict", "grad"),
+            "bug: a NumPy scalar type (np.float32) beside a traced array: _dtype_only "
+            "(engine/numpy_api.py) reads the type's dtype descriptor; TypeError",
+        ),
+    ),
+    # counting, sorting and order statistics
+    reduction(
+        "count_nonzero",
+        np.count_nonzero,
+        calls=COUNT_NONZERO,
+        domain=Domain(-1, 1, discrete=True),
+        dtypes=FLOAT + INT + BOOL,
+        differentiable=False,
+        known_failures={"array_api_strict:bool": "bug: count_nonzero compares with a Python 0 "
+                        "(engine/numpy_api.py), which the standard does not promote with bool arrays"},
+    ),
+    reduction("sort", np.sort, calls=SORTS),
+    reduction("sort_ties", np.sort, calls=SORTS, dtypes=INT, domain=SMALL_INTS),
+    reduction("argsort", np.argsort, calls=SORTS, differentiable=False),
+    # ties, in the stable order (NumPy's default sort is not stable)
+    reduction("argsort_stable_ties", functools.partial(np.argsort, kind="stable"), calls=SORTS, dtypes=FLOAT + INT,
+              domain=SMALL_INTS, differentiable=False),
+    OpInfo(
+        "take_along_axis",
+        np.take_along_axis,
+        take_along_axis_samples,
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        integer_index_args=(1,),
+    ),
+    *(
+        OpInfo(
+            name + suffix,
+            function,
+            functools.partial(quantile_samples, calls=calls, scale=scale, nans=nans),
+            domain=(SOME_NAN if nans else ANY,),
+            known_failures=failures,
+        )
+        for name, function, scale, nans in [
+            ("quantile", np.quantile, 1, False),
+            ("nanquantile", np.nanquantile, 1, True),
+            ("percentile", np.percentile, 100, False),
+            ("nanpercentile", np.nanpercentile, 100, True),
+        ]
+        for suffix, calls, failures in [
+            ("", QUANTILES, {}),
+            (
+                "_levels",
+                QUANTILE_LEVELS,
+                dict.fromkeys(
+                    ("vmap:float32", "array_api_strict:float32"),
+                    "bug: a sequence of levels q is float64 in NumPy, so float32 data give a float64 "
+                    "result; the handler (engine/numpy_api.py) keeps float32",
+                ),
+            ),
+        ]
+        if not suffix or name in ("quantile", "nanpercentile")  # one handler serves the four
+    ),
+    # ufunc methods: reduce with options, and the plain reduce and accumulate
+    *(
+        reduction(f"{ufunc.__name__}_reduce", ufunc.reduce, calls=UFUNC_REDUCTIONS, nans=nans, dtypes=dtypes)
+        for ufunc, nans, dtypes in [
+            (np.add, False, FLOAT + INT),
+            (np.multiply, False, FLOAT),
+            (np.maximum, False, FLOAT + INT),
+            (np.minimum, False, FLOAT),
+            (np.fmax, True, FLOAT),
+            (np.fmin, True, FLOAT),
+        ]
+    ),
+    masked("add_reduce_where", np.add.reduce),
+    masked("maximum_reduce_where", np.maximum.reduce, initial=-0.5),
+    masked("fmin_reduce_where", np.fmin.reduce, initial=0.5, nans=True),
+    *(
+        fixed(f"{ufunc.__name__}_reduce_no_options", ufunc.reduce, [((A(3, 4),), {}), ((A(2, 3, 4),), {})],
+              domain=Domain(-1, 1, discrete=True), dtypes=BOOL + FLOAT, differentiable=False)
+        for ufunc in (np.logical_and, np.logical_or)
+    ),
+    *(
+        fixed(f"{ufunc.__name__}_accumulate", ufunc.accumulate, [((A(4),), {}), ((A(3, 4),), {})], domain=NEAR_ONE)
+        for ufunc in (np.add, np.multiply)
+    ),
+    # NumPy hands the axis of ufunc.accumulate and ufunc.reduce to __array_ufunc__ as a keyword
+    *(
+        fixed(
+            name,
+            function,
+            [((A(3, 4),), {"axis": 1}), ((A(2, 3, 4),), {"axis": -1})],
+            domain=Domain(-1, 1, discrete=True),
+            dtypes=dtypes,
+            differentiable=differentiable,
+            known_failures=dict.fromkeys(
+                ("vmap", "array_api_strict", "grad"),
+                "bug: dispatch_ufunc (engine/numpy_api.py) rejects the axis keyword of the ufunc "
+                "methods without a REDUCE_HANDLERS entry: UnsupportedOperationError",
+            ),
+        )
+        for name, function, dtypes, differentiable in [
+            ("add_accumulate_axis", np.add.accumulate, (np.dtype(np.float64),), True),
+            ("logical_or_reduce_axis", np.logical_or.reduce, BOOL, False),
+        ]
+    ),
+    # data-dependent shapes: under vmap a policy error where the values that fix the shape
+    # are mapped; a fixed condition (a static tuple) picks from a mapped array
+    *(
+        fixed(name, function, [((A(3, 4),), {}), ((A(5),), {}), ((A(2, 1, 3),), {})], domain=SMALL_INTS,
+              dtypes=FLOAT + INT + BOOL, differentiable=False, dynamic_shape_args=(0,))
+        for name, function in [("nonzero", np.nonzero), ("argwhere", np.argwhere), ("flatnonzero", np.flatnonzero)]
+    ),
+    *(
+        # continuous values: no ties, so that finite differences keep the output's shape
+        fixed(name, function, [((A(3, 4),), {}), ((A(5),), {}), *extra], dtypes=FLOAT, dynamic_shape_args=(0,))
+        for name, function, extra in [
+            ("unique", np.unique, [((A(2, 3),), {"return_index": True, "return_inverse": True, "return_counts": True}),
+                                   ((A(3, 2),), {"axis": 0})]),
+            ("unique_values", np.unique_values, []),
+            ("unique_counts", lambda x: tuple(np.unique_counts(x)), []),
+            ("unique_inverse", lambda x: tuple(np.unique_inverse(x)), []),
+            ("unique_all", lambda x: tuple(np.unique_all(x)), []),
+        ]
+    ),
+    fixed(
+        "unique_ties",
+        lambda x: tuple(np.unique_all(x)),
+        [((A(3, 4),), {}), ((A(6),), {})],
+        domain=SMALL_INTS,
+        dtypes=INT,
+        differentiable=False,
+        dynamic_shape_args=(0,),
+    ),
+    OpInfo(
+        "extract",
+        np.extract,
+        functools.partial(condition_samples, calls=[((3, 4), (3, 4)), ((5,), (5,)), ((2, 3), (6,))]),
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        dynamic_shape_args=(0,),
+    ),
+    OpInfo(
+        "compress",
+        np.compress,
+        functools.partial(
+            condition_samples,
+            calls=[((4,), (3, 4), {"axis": 1}), ((3,), (3, 2), {"axis": 0}), ((5,), (6,), {}), ((2,), (2, 3))],
+        ),
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+        dynamic_shape_args=(0,),
+    ),
+    fixed(
+        "extract_fixed_condition",
+        lambda x, *, condition: np.extract(np.asarray(condition), x),
+        [
+            ((A(3, 4),), {"condition": ((True, False, True, True), (False, False, True, False), (True, True, False, True))}),
+            ((A(5),), {"condition": (False, True, True, False, True)}),
+        ],
+        dtypes=FLOAT + INT,
+        strict_ok=False,  # the fixed condition is a NumPy array
+    ),
+    fixed(
+        "compress_fixed_condition",
+        lambda x, *, condition, **kw: np.compress(np.asarray(condition), x, **kw),
+        [((A(3, 4),), {"condition": (True, False, True, True), "axis": 1}),
+         ((A(3, 2),), {"condition": (False, True, True), "axis": 0}),
+         ((A(2, 3),), {"condition": (False, True, True, False)})],
+        dtypes=FLOAT + INT,
+        strict_ok=False,  # the fixed condition is a NumPy array
+    ),
+    fixed(
+        "trim_zeros",
+        # zeros written by a fixed mask stay zeros under finite differences
+        lambda x, *, zeros, **kw: np.trim_zeros(np.where(np.asarray(zeros), 0.0, x), **kw),
+        [
+            ((A(6),), {"zeros": (True, False, True, False, False, True)}),
+            ((A(5),), {"zeros": (True, True, False, False, True), "trim": "f"}),
+            ((A(5),), {"zeros": (False, True, False, True, True), "trim": "b"}),
+            ((A(3, 4),), {"zeros": ((True,) * 4, (True, False, True, True), (False, True, True, True))}),
+        ],
+        dynamic_shape_args=(0,),
+        strict_ok=False,  # the fixed mask is a NumPy array
+    ),
     # scipy.special's ufuncs (left out without SciPy; their impls call SciPy: NumPy and CuPy only)
     *(
         [
@@ -1558,6 +2130,16 @@ def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Call
 def placements(sample: SampleInput, choices: tuple = (0, -1, None)) -> list[tuple]:
     """Every assignment of ``choices`` to the sample's arrays with one batched at least."""
     return [p for p in itertools.product(choices, repeat=len(array_positions(sample))) if any(d is not None for d in p)]
+
+
+def case(op, suite, dtype=None, id=None):
+    """The pytest parameter of ``op`` (and ``dtype``) in ``suite``: a strict xfail where
+    ``op.known_failures`` names the suite (or the suite and the dtype)."""
+    reason = op.known_failures.get(f"{suite}:{np.dtype(dtype).name}") if dtype is not None else None
+    reason = reason or op.known_failures.get(suite)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    values = (op,) if dtype is None else (op, dtype)
+    return pytest.param(*values, id=id or (op.name if dtype is None else f"{op.name}-{dtype.name}"), marks=marks)
 
 
 def report(op, failures, calls, problem="failed"):

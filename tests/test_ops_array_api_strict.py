@@ -11,10 +11,11 @@ import numpy as np
 import pytest
 
 import labeled_func as lf
-from opinfo import OP_DB, SampleInput, array_positions, assert_same, examples, placements, stack_outputs, with_arrays
+from opinfo import (OP_DB, SampleInput, array_positions, assert_same, case, examples, placements, stack_outputs,
+                    with_arrays)
 
 STRICT_ARRAY = type(xp.asarray(0))
-CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype.name}") for op in OP_DB if op.strict_ok for dtype in op.dtypes]
+CASES = [case(op, "array_api_strict", dtype) for op in OP_DB if op.strict_ok for dtype in op.dtypes]
 BATCH_SIZE = 3
 
 
@@ -32,6 +33,10 @@ def test_vmap_on_array_api_strict_matches_numpy_loop(op, dtype):
                 continue
             calls += 1
             try:
+                if maps_a_shape_fixing_argument(op, sample, in_dims):
+                    with pytest.raises(lf.DynamicShapeError):
+                        lf.vmap(strict_call, in_dims=in_dims)(*strict_inputs(sample_examples, in_dims))
+                    continue
                 check_strict_vmap(op, sample_examples, in_dims, strict_call)
             except Exception as error:  # noqa: BLE001 - every failing call is listed
                 first_line = (str(error).strip().splitlines() or [""])[0]
@@ -53,12 +58,22 @@ def check_strict_vmap(op, sample_examples, in_dims, strict_call):
             for example in sample_examples
         ]
     )
-    inputs = [
-        xp.asarray(sample.args[j] if dim is None else np.stack([example.args[j] for example in sample_examples]))
-        for j, dim in zip(positions, in_dims)
-    ]
-    actual = lf.vmap(strict_call, in_dims=in_dims)(*inputs)
+    actual = lf.vmap(strict_call, in_dims=in_dims)(*strict_inputs(sample_examples, in_dims))
     assert_same(actual, expected, compare_values=op.compare_values, to_numpy=strict_to_numpy)
+
+
+def strict_inputs(sample_examples, in_dims):
+    """The arrays as array_api_strict arrays: stacked where mapped, the first example's where not."""
+    sample = sample_examples[0]
+    return [
+        xp.asarray(sample.args[j] if dim is None else np.stack([example.args[j] for example in sample_examples]))
+        for j, dim in zip(array_positions(sample), in_dims)
+    ]
+
+
+def maps_a_shape_fixing_argument(op, sample, in_dims):
+    """Whether an argument whose values fix the output's shape is mapped: a DynamicShapeError."""
+    return any(j in op.dynamic_shape_args and d is not None for j, d in zip(array_positions(sample), in_dims))
 
 
 def to_strict(value):

@@ -1,9 +1,10 @@
 """Derivatives of every entry of the operator table, in the style of JAX's ``check_grads``.
 
-Float64 only (``power_int``, without it, has nothing to differentiate). Each entry is
-differentiated with respect to its float array arguments; integer index arrays, boolean
-masks and Python scalars are held fixed. The oracles are independent of the rules under
-test:
+Float64 only (``power_int``, without it, has nothing to differentiate). Each entry's
+``differentiated`` function (its ``ad_op`` where set: eigh on ``A + A^T``, sign-free
+eigenvectors) is differentiated with respect to its float array arguments; integer
+index arrays, boolean masks and Python scalars are held fixed. The oracles are
+independent of the rules under test:
 
 1. the JVP in a random direction against central finite differences;
 2. the VJP by the inner-product identity <J^T u, v> = <u, J v> (J v from 1);
@@ -14,7 +15,8 @@ test:
 5. compositions through the public API: jacfwd == jacrev (and a Jacobian column
    against finite differences), vmap of grad / vjp / jvp against a loop, jvp of grad
    against finite differences of grad, grad of grad against calculus, and the Hessian
-   symmetric and equal to jacfwd(jacrev).
+   symmetric and equal to jacfwd(jacrev). vmap over a primal whose values fix the
+   output's shape (``dynamic_shape_args``: nonzero, unique) must raise DynamicShapeError.
 
 Parts 1-4 use the engine levels directly (``ad_helpers``), so they check the rules
 before and apart from the public transforms. One test per entry runs all of its samples
@@ -31,7 +33,7 @@ import pytest
 
 import labeled_func as lf
 from ad_helpers import central_difference, engine_jvp, engine_vjp
-from opinfo import OP_DB, examples, report
+from opinfo import OP_DB, case, examples, report
 
 F64 = np.dtype(np.float64)
 EPS = 1e-6  # central differences: truncation ~ EPS**2, rounding ~ 1e-16 / EPS
@@ -49,8 +51,8 @@ SKIP_SAMPLES = {
     ("*", "nanstd", "(float64[1, 4], axis=0)"): SINGLETON_STD,
 }
 
-DIFFERENTIABLE = [pytest.param(op, id=op.name) for op in OP_DB if op.differentiable and F64 in op.dtypes]
-NON_DIFFERENTIABLE = [pytest.param(op, id=op.name) for op in OP_DB if not op.differentiable and F64 in op.dtypes]
+DIFFERENTIABLE = [case(op, "grad") for op in OP_DB if op.differentiable and F64 in op.dtypes]
+NON_DIFFERENTIABLE = [case(op, "grad") for op in OP_DB if not op.differentiable and F64 in op.dtypes]
 
 
 # ------------------------------------------------------------- 1. JVP vs differences
@@ -140,7 +142,7 @@ def test_nondifferentiable_has_zero_derivatives(op):
             assert np.shape(g) == p.shape, f"cotangent shape {np.shape(g)} != input's {p.shape}"
             assert not np.any(np.asarray(g)), f"nonzero cotangent {g!r}"
 
-    run_samples(op, check, split_outputs=False)
+    run_samples(op, check)
 
 
 # ---------------------------------------------- 5. compositions through the public API
@@ -167,9 +169,11 @@ def test_jacfwd_equals_jacrev(op):
 
 @pytest.mark.parametrize("op", DIFFERENTIABLE)
 def test_vmap_of_grad_matches_loop(op):
-    def check(fn, batch, rng):
+    def check(fn, batch, rng, shape_fixing):
         gradient = lf.grad(scalarised(fn), argnums=tuple(range(len(batch))))
         for in_dims in mapped_choices(len(batch)):
+            if raises_dynamic_shape_error(gradient, batch, in_dims, shape_fixing):
+                continue
             vmapped = lf.vmap(gradient, in_dims=in_dims)(*mapped_inputs(batch, in_dims))
             looped = [gradient(*example_inputs(batch, in_dims, b)) for b in range(BATCH)]
             assert_matches_loop(vmapped, looped, f"vmap(grad, in_dims={in_dims})")
@@ -181,10 +185,12 @@ def test_vmap_of_grad_matches_loop(op):
 def test_vmap_of_vjp_matches_loop(op):
     """The cotangent is shared by all examples."""
 
-    def check(fn, batch, rng):
+    def check(fn, batch, rng, shape_fixing):
         u = cotangent_like(fn(*[x[0] for x in batch]), rng)
         pull = lambda *xs: lf.vjp(fn, *xs)[1](u)
         for in_dims in mapped_choices(len(batch)):
+            if raises_dynamic_shape_error(pull, batch, in_dims, shape_fixing):
+                continue
             vmapped = lf.vmap(pull, in_dims=in_dims)(*mapped_inputs(batch, in_dims))
             looped = [pull(*example_inputs(batch, in_dims, b)) for b in range(BATCH)]
             assert_matches_loop(vmapped, looped, f"vmap(vjp, in_dims={in_dims})")
@@ -196,12 +202,14 @@ def test_vmap_of_vjp_matches_loop(op):
 def test_vmap_of_jvp_matches_loop(op):
     """The tangents are mapped wherever their primals are."""
 
-    def check(fn, batch, rng):
+    def check(fn, batch, rng, shape_fixing):
         n = len(batch)
         tangents = directions(batch, rng)
         push = lambda *xs_and_ts: lf.jvp(fn, xs_and_ts[:n], xs_and_ts[n:])[1]
         for in_dims in mapped_choices(n):
             both = batch + tangents
+            if raises_dynamic_shape_error(push, both, in_dims * 2, shape_fixing):
+                continue
             vmapped = lf.vmap(push, in_dims=in_dims * 2)(*mapped_inputs(both, in_dims * 2))
             looped = [(push(*example_inputs(both, in_dims * 2, b)),) for b in range(BATCH)]
             assert_matches_loop((vmapped,), looped, f"vmap(jvp, in_dims={in_dims})")
@@ -268,30 +276,34 @@ def test_grad_of_grad_matches_calculus(f, second, x):
 # ------------------------------------------------------------------- sample plumbing
 
 
-def run_samples(op, check, *, batch=None, split_outputs=True, compositions=False):
+def run_samples(op, check, *, batch=None, compositions=False):
     """``check(fn, primals, rng)`` on every sample of ``op``, with
     ``fn`` a function of the sample's float arrays only and, where the op returns a
-    tuple or list, one call per output. With ``batch=n`` the primals are ``n`` examples
-    of the sample stacked along axis 0 (``fn`` keeps the first one's fixed arguments)."""
+    tuple or list, one call per output (with ``compositions``, per float64 output). With
+    ``batch=n`` the primals are ``n`` examples of the sample stacked along axis 0 (``fn``
+    keeps the first one's fixed arguments), and ``check`` gets a fourth argument: the
+    indices of the primals that fix the output's shape (``dynamic_shape_args``)."""
     failures, calls = [], 0
     for index, sample_examples in enumerate(examples(op, F64, batch or 1)):
         sample = sample_examples[0]
-        fn, primals = float_view(op, sample.args, sample.kwargs)
+        fn, primals, positions = float_view(op, sample.args, sample.kwargs)
         if not primals or skipped(check, op, sample):
             continue
-        out = op.op(*sample.args, **sample.kwargs)
-        # a batch keeps NaN outputs: the loop has the same NaNs where no derivative exists
-        if compositions and not composable(out, finite=batch is None):
-            continue
+        out = op.differentiated(*sample.args, **sample.kwargs)
+        parts = range(len(out)) if isinstance(out, (tuple, list)) else [None]
+        if compositions:
+            # a batch keeps NaN outputs: the loop has the same NaNs where no derivative exists
+            parts = [p for p in parts if composable(out if p is None else out[p], finite=batch is None)]
         if batch:
             per_example = [float_view(op, example.args, example.kwargs)[1] for example in sample_examples]
             primals = [np.stack(arrays) for arrays in zip(*per_example)]
-        parts = range(len(out)) if split_outputs and isinstance(out, (tuple, list)) else [None]
         for part in parts:
             calls += 1
             rng = np.random.default_rng([zlib.crc32(op.name.encode()), index, 0 if part is None else part])
+            # with a batch: which primals fix the output's shape (vmap over them is a policy error)
+            extra = ([k for k, j in enumerate(positions) if j in op.dynamic_shape_args],) if batch else ()
             try:
-                check(fn if part is None else output_part(fn, part), primals, rng)
+                check(fn if part is None else output_part(fn, part), primals, rng, *extra)
             except Exception as error:  # noqa: BLE001 - every failing call is listed
                 label = f"{sample!r}" + ("" if part is None else f" output {part}")
                 failures.append(describe(label, error))
@@ -304,7 +316,8 @@ def skipped(check, op, sample):
 
 
 def float_view(op, args, kwargs):
-    """``op`` as a function of its float array arguments, the rest held fixed."""
+    """``op.differentiated`` as a function of its float array arguments, the rest held
+    fixed; the float arrays, and their positions among the arguments."""
     positions = [
         j
         for j, a in enumerate(args)
@@ -315,9 +328,9 @@ def float_view(op, args, kwargs):
         call = list(args)
         for j, value in zip(positions, floats):
             call[j] = value
-        return op.op(*call, **kwargs)
+        return op.differentiated(*call, **kwargs)
 
-    return fn, [args[j] for j in positions]
+    return fn, [args[j] for j in positions], positions
 
 
 def mapped_choices(count):
@@ -325,6 +338,16 @@ def mapped_choices(count):
     if count == 1:
         return [(0,)]
     return [(0,) * count, (0,) + (None,) * (count - 1), (None,) * (count - 1) + (0,)]
+
+
+def raises_dynamic_shape_error(function, batch, in_dims, shape_fixing):
+    """Whether ``in_dims`` maps a primal that fixes the output's shape; if so, vmap of
+    ``function`` must raise a DynamicShapeError (the policy), checked here."""
+    if not any(in_dims[k] is not None for k in shape_fixing):
+        return False
+    with pytest.raises(lf.DynamicShapeError):
+        lf.vmap(function, in_dims=in_dims)(*mapped_inputs(batch, in_dims))
+    return True
 
 
 def mapped_inputs(batch, in_dims):
@@ -375,9 +398,11 @@ def assert_jvp_matches_differences(fn, primals, rng, what="J v"):
     tangent = np.zeros(out.shape) if tangent is None else np.asarray(tangent)  # None: a zero tangent
     assert tangent.shape == out.shape, f"{what}: tangent shape {tangent.shape} != output's {out.shape}"
     # float32 outputs (astype) round at ~1e-7: a longer step keeps the difference exact
-    eps = EPS if out.dtype == F64 else 1e-2
+    # (integer outputs, piecewise constant, keep the short one: a long one could cross a step)
+    single = out.dtype == np.float32
+    eps = 1e-2 if single else EPS
     differences = central_difference(fn, primals, tangents, eps)
-    rtol = RTOL if out.dtype == F64 else 1e-4
+    rtol = 1e-4 if single else RTOL
     defined = np.isfinite(out)
     assert_close(tangent[defined], differences[defined], rtol, f"{what} vs differences")
 

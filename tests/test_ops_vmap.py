@@ -5,6 +5,9 @@ here, the positive ``ndim`` in the nested test), or not batched, in every combin
 with one batched argument at least; batch sizes 1 and 3; then nested vmaps over an
 outer batch of 2. One test per (entry, dtype) runs all of its samples and
 lists every failing call, so one report shows the whole picture of an operation.
+Where the policy forbids a placement (a traced index into a raw array, a mapped value
+written into an unmapped one, a mapped argument that fixes the output's shape), vmap
+must raise the policy's error instead.
 """
 
 import itertools
@@ -13,9 +16,10 @@ import numpy as np
 import pytest
 
 import labeled_func as lf
-from opinfo import OP_DB, array_positions, assert_same, examples, placements, report, stack_outputs, with_arrays
+from opinfo import OP_DB, array_positions, assert_same, case, examples, placements, report, stack_outputs, with_arrays
 
 CASES = [pytest.param(op, dtype, id=f"{op.name}-{dtype.name}") for op in OP_DB for dtype in op.dtypes]
+TRANSFORM_CASES = [case(op, "vmap", dtype) for op in OP_DB for dtype in op.dtypes]
 BATCH_SIZES = (1, 3)
 OUTER_SIZE, INNER_SIZE = 2, 3
 # (outer in_dim, inner in_dim) of one argument in the nested test; "end" is its last axis
@@ -34,7 +38,7 @@ def test_samples_run_on_numpy(op, dtype):
             op.op(*example.args, **example.kwargs)
 
 
-@pytest.mark.parametrize("op, dtype", CASES)
+@pytest.mark.parametrize("op, dtype", TRANSFORM_CASES)
 def test_vmap_matches_loop(op, dtype):
     failures, calls = [], 0
     for batch_size in BATCH_SIZES:
@@ -49,7 +53,7 @@ def test_vmap_matches_loop(op, dtype):
     report(op, failures, calls, "differ from the loop")
 
 
-@pytest.mark.parametrize("op, dtype", CASES)
+@pytest.mark.parametrize("op, dtype", TRANSFORM_CASES)
 def test_nested_vmap_matches_double_loop(op, dtype):
     failures, calls = [], 0
     for sample_examples in examples(op, dtype, OUTER_SIZE * INNER_SIZE):
@@ -91,7 +95,7 @@ def check_vmap(op, sample_examples, in_dims, oracle):
         stacked = np.stack([example.args[j] for example in sample_examples])
         inputs.append(sample.args[j] if dim is None else np.moveaxis(stacked, 0, dim))
     vmapped = lf.vmap(call, in_dims=in_dims)
-    reason = expected_error(op, [in_dims])
+    reason = expected_error(op, sample, [in_dims])
     if reason:
         return assert_raises_transform_error(vmapped, inputs, reason)
     batch = range(len(sample_examples))
@@ -116,7 +120,7 @@ def check_nested_vmap(op, sample_examples, states, oracle):
         outer_dims.append(outer)
         inner_dims.append(None if inner is None else (np.ndim(sample.args[j]) if inner == "end" else 0))
     vmapped = lf.vmap(lf.vmap(call, in_dims=tuple(inner_dims)), in_dims=tuple(outer_dims))
-    reason = expected_error(op, [outer_dims, inner_dims])
+    reason = expected_error(op, sample, [outer_dims, inner_dims])
     if reason:
         return assert_raises_transform_error(vmapped, inputs, reason)
 
@@ -131,9 +135,13 @@ def check_nested_vmap(op, sample_examples, states, oracle):
     assert_same(vmapped(*inputs), expected, compare_values=op.compare_values, to_numpy=bare_ndarray)
 
 
-def expected_error(op, levels):
+def expected_error(op, sample, levels):
     """Why vmap must raise a TransformError here, or None. ``levels`` holds the in_dims
-    of each vmap level, outermost first; the first argument is the operand."""
+    of each vmap level (one per array of ``sample``), outermost first; the first argument
+    is the operand."""
+    shape_fixing = [k for k, j in enumerate(array_positions(sample)) if j in op.dynamic_shape_args]
+    if any(dims[k] is not None for dims in levels for k in shape_fixing):
+        return DYNAMIC_SHAPE
     others_batched = [any(d is not None for d in dims[1:]) for dims in levels]
     operand_batched = [dims[0] is not None for dims in levels]
     if op.index_into_first_arg and not any(operand_batched) and any(others_batched):
@@ -143,10 +151,17 @@ def expected_error(op, levels):
     return None
 
 
+DYNAMIC_SHAPE = "the output's shape follows the values of a mapped argument"
+
+
 def assert_raises_transform_error(vmapped, inputs, reason):
     try:
         vmapped(*inputs)
+    except lf.DynamicShapeError:
+        return
     except lf.TransformError:
+        if reason == DYNAMIC_SHAPE:
+            raise
         return
     except ValueError as error:
         # NumPy's one-element store (array[i] = v) swallows whatever the traced value
