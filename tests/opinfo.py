@@ -567,7 +567,7 @@ def operator(name, op, *, domain=ANY, dtypes=FLOAT, **fields) -> OpInfo:
     return binary(f"operator_{name}", op, domain=domain, dtypes=dtypes, operator_on_first_arg=True, **fields)
 
 
-# ------------------------------------------- samples of the functions of numpy_more.py
+# ------------------------------------------ samples of more NumPy functions (engine/numpy/)
 
 
 def knots(rng, n, dtype):
@@ -1766,22 +1766,8 @@ OP_DB: list[OpInfo] = [
     elementwise("conjugate", np.conjugate, dtypes=FLOAT + INT),
     elementwise("conj_method", lambda x: x.conj(), dtypes=FLOAT + INT),
     elementwise("real", lambda x: x.real, dtypes=FLOAT + INT),
-    elementwise(
-        "imag",
-        lambda x: x.imag,
-        dtypes=FLOAT + INT,
-        known_failures={"array_api_strict": "bug: the .imag of a real tracer is a NumPy zero "
-                        "(engine/tracer.py), whatever the array library: TypeError on array_api_strict"},
-    ),
-    elementwise(
-        "real_and_imag_functions",
-        lambda x: (np.real(x), np.imag(x)),
-        dtypes=(np.dtype(np.float64),),
-        known_failures=dict.fromkeys(
-            ("vmap", "array_api_strict", "grad"),
-            "gap: numpy.real and numpy.imag have no handler in the function table (UnsupportedOperationError)",
-        ),
-    ),
+    elementwise("imag", lambda x: x.imag, dtypes=FLOAT + INT),
+    elementwise("real_and_imag_functions", lambda x: (np.real(x), np.imag(x)), dtypes=(np.dtype(np.float64),)),
     # bitwise ufuncs and operators (on booleans NumPy's bitwise ufuncs are the logical ones)
     *(
         binary(name, fn, domain=SMALL_INTS, dtypes=INT + BOOL, differentiable=False, **fields)
@@ -1862,11 +1848,6 @@ OP_DB: list[OpInfo] = [
         lambda x: x.astype(np.result_type(x, np.float32)) * int(np.can_cast(x, np.float32)),
         [((A(3),), {}), ((A(2, 3),), {})],
         dtypes=(np.dtype(np.float64),),
-        known_failures=dict.fromkeys(
-            ("vmap", "array_api_strict", "grad"),
-            "bug: a NumPy scalar type (np.float32) beside a traced array: _dtype_only "
-            "(engine/numpy_api.py) reads the type's dtype descriptor; TypeError",
-        ),
     ),
     # counting, sorting and order statistics
     reduction(
@@ -1876,8 +1857,6 @@ OP_DB: list[OpInfo] = [
         domain=Domain(-1, 1, discrete=True),
         dtypes=FLOAT + INT + BOOL,
         differentiable=False,
-        known_failures={"array_api_strict:bool": "bug: count_nonzero compares with a Python 0 "
-                        "(engine/numpy_api.py), which the standard does not promote with bool arrays"},
     ),
     reduction("sort", np.sort, calls=SORTS),
     reduction("sort_ties", np.sort, calls=SORTS, dtypes=INT, domain=SMALL_INTS),
@@ -1915,7 +1894,7 @@ OP_DB: list[OpInfo] = [
                 dict.fromkeys(
                     ("vmap:float32", "array_api_strict:float32"),
                     "bug: a sequence of levels q is float64 in NumPy, so float32 data give a float64 "
-                    "result; the handler (engine/numpy_api.py) keeps float32",
+                    "result; the handler (engine/numpy/reductions.py) keeps float32",
                 ),
             ),
         ]
@@ -1954,11 +1933,6 @@ OP_DB: list[OpInfo] = [
             domain=Domain(-1, 1, discrete=True),
             dtypes=dtypes,
             differentiable=differentiable,
-            known_failures=dict.fromkeys(
-                ("vmap", "array_api_strict", "grad"),
-                "bug: dispatch_ufunc (engine/numpy_api.py) rejects the axis keyword of the ufunc "
-                "methods without a REDUCE_HANDLERS entry: UnsupportedOperationError",
-            ),
         )
         for name, function, dtypes, differentiable in [
             ("add_accumulate_axis", np.add.accumulate, (np.dtype(np.float64),), True),

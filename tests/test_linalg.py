@@ -59,7 +59,7 @@ def test_unsupported_svd_options_raise(call):
 @pytest.mark.xfail(
     strict=True,
     reason="known gap: eigh(UPLO='U') on a traced array is eigh(UPLO='L') of the transpose "
-    "(engine/numpy_api.py), whose eigenvectors may come with other signs than NumPy's "
+    "(engine/numpy/linalg.py), whose eigenvectors may come with other signs than NumPy's "
     "own; the op table compares them sign-free (linalg_eigh_upper)",
 )
 def test_eigh_upper_eigenvectors_under_vmap_are_numpys():

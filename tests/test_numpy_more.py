@@ -1,4 +1,4 @@
-"""The NumPy functions of ``engine/numpy_more.py`` where users meet them: through xarray,
+"""NumPy functions of ``engine/numpy/`` where users meet them: through xarray,
 in the formulas they unblock, and at the edges the operator table cannot express
 (per-example directions, sorters, ufunc methods, errors). Their generic checks (vmap vs
 loop, derivatives, array_api_strict) are entries of ``opinfo.py``."""

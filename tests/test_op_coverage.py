@@ -39,13 +39,13 @@ def registries():
     """
     import kernels
     from kernels import primitive
-    from labeled_func.engine import numpy_api
+    from labeled_func.engine.numpy import dispatch
 
     try:
         importlib.import_module("scipy.special")  # its ufuncs register once SciPy is imported
     except ImportError:  # pragma: no cover - SciPy is a test dependency
         pass
-    for register in list(numpy_api.LAZY_UFUNC_TABLES):
+    for register in list(dispatch.LAZY_REGISTRATIONS):
         register()
     found = {}
     for module_info in pkgutil.walk_packages(kernels.__path__, "kernels."):
@@ -53,9 +53,10 @@ def registries():
             if isinstance(value, primitive.Primitive):
                 found[id(value)] = value
     tables = {
-        "ufunc": numpy_api.UFUNCS,
-        "function": numpy_api.FUNCTIONS,
-        "ufunc.reduce": numpy_api.REDUCE_HANDLERS,
+        "ufunc": dispatch.UFUNCS,
+        "ufunc composition": dispatch.UFUNC_HANDLERS,
+        "ufunc method": dispatch.UFUNC_METHODS,
+        "function": dispatch.FUNCTIONS,
     }
     return list(found.values()), tables, primitive
 
@@ -84,7 +85,11 @@ def primitive_name(prim):
 
 
 def entry_name(kind, key):
-    """``function:numpy.linalg.solve``, ``ufunc:numpy.add``, ``ufunc:scipy.special.erf``."""
+    """``function:numpy.linalg.solve``, ``ufunc:numpy.add``, ``ufunc:scipy.special.erf``,
+    ``ufunc method:numpy.add.reduce``."""
+    if isinstance(key, tuple):  # (ufunc, method)
+        ufunc, method = key
+        return f"{entry_name(kind, ufunc)}.{method}"
     name = getattr(key, "__name__", repr(key))
     if isinstance(key, np.ufunc):
         home = "numpy" if getattr(np, name, None) is key else "scipy.special"

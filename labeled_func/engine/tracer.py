@@ -19,7 +19,7 @@ from kernels import elementwise as ew
 from kernels import indexing as ki
 from kernels import linalg as kl
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace
+from kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, numpy_namespace
 from kernels.primitive import Traced, bottom
 
 from . import diagnose
@@ -110,8 +110,12 @@ class Tracer(Traced):
     def imag(self):
         if dtype_kind(self.dtype) == "c":
             return ew.imag.bind(self)
-        # side-effect free: a read-only zero of the logical shape, not recorded anywhere
-        return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
+        # side-effect free: a read-only zero of the logical shape in the value's library,
+        # not recorded anywhere
+        xp = self._namespace()
+        if xp is numpy_namespace:
+            return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
+        return xp.broadcast_to(xp.zeros((), dtype=self.dtype, device=self._device()), self.shape)
 
     @property
     def T(self):

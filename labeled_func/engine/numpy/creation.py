@@ -81,6 +81,8 @@ def _isrealobj(x):
 
 
 def _dtype_only(value):
+    if isinstance(value, type):  # a scalar type (np.float32): NumPy's own answer
+        return value
     dtype = getattr(value, "dtype", None)
     if dtype is not None and not isinstance(value, np.ndarray):
         return np.dtype(getattr(dtype, "_np_dtype", dtype))

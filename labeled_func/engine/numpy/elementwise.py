@@ -146,6 +146,16 @@ def clip(x, lower=None, upper=None):
     return x
 
 
+@implements(np.real)
+def _real(val):
+    return asarray(val).real
+
+
+@implements(np.imag)
+def _imag(val):
+    return asarray(val).imag
+
+
 @implements(np.clip)
 def _clip(a, a_min=NO_VALUE, a_max=NO_VALUE, out=None, *, min=NO_VALUE, max=NO_VALUE, **kwargs):
     lower = a_min if a_min is not NO_VALUE else (min if min is not NO_VALUE else None)

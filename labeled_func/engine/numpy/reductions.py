@@ -356,7 +356,8 @@ implements(np.nancumprod)(_scan_handler(kr.cumprod, 1))
 
 @implements(np.count_nonzero)
 def _count_nonzero(a, axis=None, *, keepdims=False):
-    return total(ew.not_equal.bind(a, 0), axis, keepdims, dtype=np.intp)
+    nonzero = a if dtype_kind(a.dtype) == "b" else ew.not_equal.bind(a, 0)
+    return total(nonzero, axis, keepdims, dtype=np.intp)
 
 
 @implements(np.ptp)
