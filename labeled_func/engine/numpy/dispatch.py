@@ -50,29 +50,23 @@ _IGNORED_UFUNC_KWARGS = frozenset({"casting", "order", "subok"})
 
 def implements(*functions):
     """Register the decorated handler for NumPy's ``functions`` (same signature)."""
-    def register(handler):
-        for function in functions:
-            FUNCTIONS[function] = handler
-        return handler
-
-    return register
+    return _registrar(FUNCTIONS, functions)
 
 
 def implements_ufunc(*ufuncs):
     """Register the decorated ``handler(*inputs)`` as the call of ``ufuncs``."""
-    def register(handler):
-        for ufunc in ufuncs:
-            UFUNC_HANDLERS[ufunc] = handler
-        return handler
-
-    return register
+    return _registrar(UFUNC_HANDLERS, ufuncs)
 
 
 def implements_method(method, *ufuncs):
     """Register the decorated ``handler(ufunc, inputs, kwargs)`` for ``ufunc.<method>``."""
+    return _registrar(UFUNC_METHODS, [(ufunc, method) for ufunc in ufuncs])
+
+
+def _registrar(table, keys):
     def register(handler):
-        for ufunc in ufuncs:
-            UFUNC_METHODS[(ufunc, method)] = handler
+        for key in keys:
+            table[key] = handler
         return handler
 
     return register
