@@ -3,7 +3,8 @@ from .batching import BatchLevel, BatchTracer, any_example_true, batch_value, is
 from .forward import JVPLevel, JVPTracer
 from .reverse import VJPLevel, VJPTracer, backward, input_node
 from .stack import Level, active, current_levels
-from .tracer import Tracer, inplace_assign, register_conversion_sites
+from .diagnose import register_conversion_sites
+from .tracer import Tracer, inplace_assign
 from . import numpy_more  # noqa: F401,E402 (registers more NumPy functions into numpy_api's tables)
 
 __all__ = ["JVPLevel", "JVPTracer", "VJPLevel", "VJPTracer", "backward", "input_node",
