@@ -5,7 +5,7 @@
 >>> lf.vmap(lambda x: x.sum("t"), dim="sample")(x).dims
 ('sample',)
 """
-from . import accessor, random, sensitivity  # noqa: F401 (accessor registers .func)
+from . import accessor, diagnostics, random, sensitivity  # noqa: F401 (register .func; xarray's diagnostics)
 from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp

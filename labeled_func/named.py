@@ -13,7 +13,7 @@ import xarray as xr
 from kernels import shape as ks
 from kernels.indexing import getitem_static
 
-from .engine import batch_value, register_conversion_sites, traced_by, unbatch_value
+from .engine import batch_value, traced_by, unbatch_value
 from .engine.numpy import DEFERRING_TYPES
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
@@ -23,33 +23,6 @@ __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
 
 DEFERRING_TYPES.update({xr.DataArray, xr.Dataset, xr.Variable, xr.DataTree})
-
-
-def _register_conversion_sites():
-    from xarray.core.common import AbstractArray
-
-    sites = {}
-    for method, kind in (("__bool__", "bool"), ("__float__", "float"), ("__int__", "int"),
-                         ("__complex__", "complex"), ("__format__", "format")):
-        function = getattr(AbstractArray, method, None)
-        code = getattr(function, "__code__", None)
-        if code is None:  # xarray moved the method: the policy errors would be generic
-            raise ImportError(f"labeled_func: xarray's AbstractArray.{method} has no code object")
-        sites[code] = kind
-    # pandas-backed index coordinates: a mapped indexer cannot select their labels
-    from xarray.core import indexes, indexing
-
-    for owner, method in ((indexes.PandasIndex, "isel"), (indexes.PandasMultiIndex, "isel"),
-                          (indexing.PandasIndexingAdapter, "__getitem__"),
-                          (indexing.PandasIndexingAdapter, "_oindex_get"),
-                          (indexing.PandasIndexingAdapter, "_vindex_get")):
-        code = getattr(getattr(owner, method, None), "__code__", None)
-        if code is not None:
-            sites[code] = "index"
-    register_conversion_sites(sites)
-
-
-_register_conversion_sites()
 
 
 def is_labeled(value):

@@ -8,7 +8,8 @@ from .forward import JVPLevel, JVPTracer, tangent_of
 from .reverse import VJPLevel, VJPTracer, backward, input_node, node_of
 from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, current_levels, differentiated, inplace_assign,
                     is_batched, traced_by)
-from .tracer import Tracer, primal_of, register_conversion_sites
+from .diagnose import register_conversion_sites
+from .tracer import Tracer, primal_of
 
 __all__ = ["BatchLevel", "BatchTracer", "JVPLevel", "JVPTracer", "Level", "Tracer", "VJPLevel", "VJPTracer",
            "active", "any_example_true", "backward", "batch_value", "bind_custom_jvp", "bind_custom_vjp",

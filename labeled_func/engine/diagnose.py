@@ -1,32 +1,460 @@
-"""Which call of the user's led to a policy error: a walk up the Python stack.
+"""Why a traced value was converted to a concrete one, where the user asked for it, and what
+to write instead: everything a conversion's policy error needs, in one place.
 
-A tracer's ``__array__`` or ``__bool__`` is often called deep inside xarray, NumPy,
-SciPy or pandas: ``x.interp(t=...)`` hands the data to ``scipy.interpolate``, which
-calls ``np.asarray``; ``x.groupby(x > 0)`` builds a pandas index from the values.
-The error raised there would name nothing the user wrote.  :func:`call_site` walks
-from the innermost frame outwards, past labeled_func's own frames and the standard
-library, to the first frame of user code; the library frame just inside it is the
-public function the user called ("xarray's DataArray.interp"), and the other
-libraries on the way ("scipy.interpolate.interp1d") say why it needed a value.
+1. **Why** (:func:`conversion_kind`, :func:`number_kind`, :func:`confirmed`, :func:`storing`).
+   A tracer's ``__array__`` does not know who called it: ``np.asarray(x)``, ``if da > 0:``
+   (xarray's ``AbstractArray.__bool__`` calls ``np.asarray``), ``plain[i] = x`` and
+   ``table[x]`` all arrive there, and each has its own policy.  The bytecode of the calling
+   frame tells a store or a subscript; code objects that floor 3 registers
+   (:func:`register_conversion_sites`) tell xarray's dunders.  Opcodes change between
+   Python versions, so an import-time self-test drives a :class:`Probe`, which converts as a
+   Tracer does, through ``if p:``, ``float(p)``, ``np.asarray(p)``, ``buf[0] = p``, ``a[p]``...
+   (floor 3 adds its own checks: :func:`self_test`).  A conversion whose classification a
+   failing check could not confirm raises a generic ConversionError instead of a specific
+   error that might be wrong, and one RuntimeWarning names the Python version and the
+   checks that failed.
+2. **Where** (:func:`call_site`).  The error is often raised deep inside xarray, NumPy, SciPy
+   or pandas: ``x.interp(t=...)`` hands the data to ``scipy.interpolate``, which calls
+   ``np.asarray``; ``x.groupby(x > 0)`` builds a pandas index from the values.  The walk goes
+   from the innermost frame outwards, past labeled_func's own frames and the standard
+   library, to the first frame of user code; the library frame just inside it is the public
+   function the user called ("xarray's DataArray.interp"), and the other libraries on the way
+   ("scipy.interpolate.interp1d") say why it needed a value.
+3. **What instead** (:func:`explain`, :func:`conversion_message`, :func:`control_flow_message`,
+   :func:`dynamic_shape_message`).  The engine knows generic Python and NumPy; what to do
+   about a library's functions is registered by floor 3 (:func:`register_library`,
+   :func:`register_advice`, :func:`register_dynamic_shape`).
 
-Only called when an error is about to be raised: nothing here runs on the paths
-that work.  Floor 2: it never imports xarray, it only reads the module names of
-frames.
+And :func:`unwrap_conversion_error`: NumPy turns a policy error raised while it converts a
+value for ``plain[i] = x`` into a ValueError; ``stack.active`` gives the policy error back.
+
+Floor 2: it never imports xarray; it reads opcodes, code objects and module names of frames.
+The walk and the messages run only when an error is about to be raised; the classification
+runs on every conversion (``if x > 0:`` under grad is allowed), in about a microsecond.
 """
 from __future__ import annotations
 
+import dis
+import math
 import os
+import platform
 import sys
-from typing import NamedTuple
+import warnings
+from typing import Callable, NamedTuple
 
-__all__ = ["Site", "call_site", "explain", "conversion_message", "control_flow_message",
-           "dynamic_shape_message", "is_indexing"]
+import numpy as np
 
+from .errors import ConversionError, TransformError
+
+__all__ = [
+    "conversion_kind", "number_kind", "confirmed", "storing", "register_conversion_sites",
+    "Probe", "Check", "self_test", "unconfirmed", "unwrap_conversion_error",
+    "Site", "call_site",
+    "register_library", "register_advice", "register_dynamic_shape",
+    "explain", "conversion_message", "control_flow_message", "dynamic_shape_message", "is_indexing",
+]
+
+
+# === 1. why a value was converted ============================================================
+# Code objects of library functions that convert a value on the user's behalf, registered by
+# floor 3 (xarray's AbstractArray.__bool__/__float__/..., pandas index lookups): code -> kind.
+_CONVERSION_SITES: dict = {}
+_SITE_DEPTH = 10  # how many frames above __array__ may hold one of them
+_NUMBER_KINDS = frozenset(("float", "int", "complex"))
+
+
+def register_conversion_sites(sites):
+    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "format" | "index"}.
+
+    A conversion that ``__array__`` sees with one of these functions among its callers has
+    that kind: ``if da > 0:`` reaches ``__array__`` through ``AbstractArray.__bool__``.
+    """
+    _CONVERSION_SITES.update(sites)
+
+
+def _opcodes(*names):
+    return frozenset(dis.opmap[name] for name in names if name in dis.opmap)
+
+
+# What the calling frame executes.  A name this Python lacks is skipped (3.12 added
+# BINARY_SLICE/STORE_SLICE); the self-test finds what a missing or renamed one breaks.
+_STORE_OPS = _opcodes("STORE_SUBSCR", "STORE_SLICE")
+_LOAD_OPS = _opcodes("BINARY_SUBSCR", "BINARY_SLICE")
+# Python 3.14 folded BINARY_SUBSCR into BINARY_OP: there a subscript is BINARY_OP with the
+# argument that this Python compiles `a[k]` to.
+_BINARY_OP = dis.opmap.get("BINARY_OP", -1)
+
+
+def _subscript_args():
+    try:
+        code = compile("a[k]", "<subscript>", "eval")
+        return frozenset(ins.arg for ins in dis.get_instructions(code) if ins.opcode == _BINARY_OP)
+    except Exception:  # noqa: BLE001 - the self-test reports what is left undetected
+        return frozenset()
+
+
+_SUBSCRIPT_ARGS = _subscript_args()
+
+
+def _storing(frame):
+    """Whether ``frame`` is executing ``a[k] = value`` (NumPy converting the value)."""
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    return 0 <= lasti < len(code) and code[lasti] in _STORE_OPS
+
+
+def _array_kind(frame):
+    """Why ``__array__`` was called from ``frame``, unchecked (see :func:`conversion_kind`)."""
+    code = frame.f_code.co_code
+    lasti = frame.f_lasti
+    if 0 <= lasti < len(code) - 1:
+        op = code[lasti]
+        if op in _STORE_OPS:
+            return "setitem"
+        if op in _LOAD_OPS or (op == _BINARY_OP and code[lasti + 1] in _SUBSCRIPT_ARGS):
+            return "index"
+    for _ in range(_SITE_DEPTH):
+        if frame is None:
+            break
+        kind = _CONVERSION_SITES.get(frame.f_code)
+        if kind is not None:
+            if kind in _NUMBER_KINDS and frame.f_back is not None and _storing(frame.f_back):
+                return "setitem"  # `plain[i] = da`: NumPy calls float(da)
+            return kind
+        frame = frame.f_back
+    return "array"
+
+
+def _number_kind(frame, kind):
+    """Why ``__float__``/``__int__``/``__complex__`` was called from ``frame``, unchecked."""
+    return "setitem" if _storing(frame) else kind
+
+
+# The conversions whose classification the self-test confirms ("routes"), as the user meets
+# them, and the kinds each of them answers whatever it detects (a missed detection gives these).
+_ROUTES = {
+    "bool": "bool() (__bool__)",
+    "index": "indexing with a traced value (__index__)",
+    "number": "float()/int()/complex() (__float__, __int__, __complex__)",
+    "array": "np.asarray, .values, plain[...] = value, and bool()/float() of a DataArray (__array__)",
+}
+_DEFAULTS = {"bool": ("bool",), "index": ("index",), "array": ("array",),
+             "number": ("float", "int", "complex", "setitem")}
+_FAILURES: dict = {}  # source ("engine", "xarray") -> {statement: (why it failed, unconfirmed pairs)}
+# (route, kind) pairs a failed check could not confirm: its route's defaults, the kind it
+# expected and the kinds it got instead.  Positive answers that passed their checks stay
+# trusted (`if da > 0:` still reaches grad's primal when only the pandas index check fails).
+_UNCONFIRMED: frozenset = frozenset()
+
+
+def conversion_kind(frame):
+    """Why a tracer's ``__array__`` was called from ``frame`` (``sys._getframe(1)`` there).
+
+    "setitem" (``plain[...] = x``), "index" (``table[x]``), the kind of a registered caller
+    ("bool", "float", "int", "complex", "format", "index": ``if da > 0:``, ``float(da)``), or
+    "array" (``np.asarray(x)``, ``.values``).  Raises the generic ConversionError where the
+    self-test could not confirm this answer on this Python.
+    """
+    kind = _array_kind(frame)
+    if _UNCONFIRMED and ("array", kind) in _UNCONFIRMED:
+        raise _undetermined("array", kind)
+    return kind
+
+
+def number_kind(frame, kind):
+    """Why ``__float__``, ``__int__`` or ``__complex__`` (``kind``: "float", "int", "complex")
+    was called from ``frame``: "setitem" when NumPy converts the value for ``plain[i] = x``
+    (it would lose its derivative), else ``kind``.  Generic ConversionError if unconfirmed."""
+    kind = _number_kind(frame, kind)
+    if _UNCONFIRMED and ("number", kind) in _UNCONFIRMED:
+        raise _undetermined("number", kind)
+    return kind
+
+
+def confirmed(kind):
+    """``kind`` ("bool" for ``__bool__``, "index" for ``__index__``), which needs no
+    inspection; the self-test still drives it (``if p:``, ``a[p]``).  Generic ConversionError
+    if unconfirmed."""
+    if _UNCONFIRMED and (kind, kind) in _UNCONFIRMED:
+        raise _undetermined(kind, kind)
+    return kind
+
+
+def storing(frame):
+    """Whether ``frame`` executes ``a[k] = value``; False where the self-test could not
+    confirm that (the conversion NumPy makes next raises the generic error)."""
+    return ("number", "setitem") not in _UNCONFIRMED and _storing(frame)
+
+
+def unconfirmed():
+    """The answers of the classification that a failed self-test check could not confirm:
+    (route, kind) pairs, route one of "bool", "index", "number", "array" (the tracer's
+    ``__bool__``, ``__index__``, ``__float__``/``__int__``/``__complex__``, ``__array__``).
+    Those conversions raise the generic ConversionError."""
+    return _UNCONFIRMED
+
+
+def _python():
+    return f"{platform.python_implementation()} {platform.python_version()}"
+
+
+def _undetermined(route, kind):
+    failed = [statement for checks in _FAILURES.values()
+              for statement, (_, pairs) in checks.items() if (route, kind) in pairs]
+    head = _head(call_site(), "converts it")
+    problem = (
+        "a traced value cannot be converted to a concrete value inside a transform "
+        f"({_ROUTES[route]}), and the kind of conversion could not be determined on "
+        f"{_python()}: labeled_func's self-test failed{' for ' + ', '.join(failed) if failed else ''}. "
+        "Every such conversion raises this generic error, even where the specific policy would "
+        "allow it (bool() or float() of a value traced by grad uses the primal)."
+    )
+    fix = ("Keep working with the traced arrays (DataArray methods, NumPy functions), and "
+           "report this Python version to labeled_func.")
+    return ConversionError(f"{head}: {problem} {fix}" if head else f"{problem} {fix}")
+
+
+def unwrap_conversion_error(error):
+    """The policy error that NumPy wrapped into ``error``, or None.
+
+    ``plain[i] = traced``: NumPy calls ``float()`` on the value, and turns the error raised
+    there into "ValueError: setting an array element with a sequence" (the policy error is its
+    ``__cause__``).  ``stack.active`` raises the policy error instead.
+    """
+    cause = error.__cause__
+    if isinstance(error, ValueError) and isinstance(cause, TransformError):
+        return cause
+    return None
+
+
+# --- the self-test ----------------------------------------------------------------------------
+class _Converted(TransformError):
+    """What a probe raises when it is converted, as a mapped tracer does."""
+
+
+class Probe:
+    """Converts as a Tracer does, without being one.
+
+    Each conversion asks the classification a Tracer asks, from the same frame, appends the
+    kind to ``kinds`` and raises (as a mapped value does).  Like a Tracer it is a sequence
+    (``__len__``, ``__getitem__``: NumPy treats those differently) and a duck array that
+    xarray keeps as a DataArray's data (``shape``, ``dtype``, ``astype``,
+    ``__array_function__``); it has no operations.
+    """
+
+    __array_priority__ = 1000
+    __hash__ = None
+
+    def __init__(self, shape=(), dtype="float64"):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.kinds = []
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def _convert(self, kind):
+        self.kinds.append(kind)
+        raise _Converted(f"a probe converted for {kind}")
+
+    def __array__(self, dtype=None, copy=None):
+        self._convert(_array_kind(sys._getframe(1)))
+
+    def __bool__(self):
+        self._convert("bool")
+
+    def __float__(self):
+        self._convert(_number_kind(sys._getframe(1), "float"))
+
+    def __int__(self):
+        self._convert(_number_kind(sys._getframe(1), "int"))
+
+    def __complex__(self):
+        self._convert(_number_kind(sys._getframe(1), "complex"))
+
+    def __index__(self):
+        self._convert("index")
+
+    def __len__(self):
+        if not self.shape:
+            if _storing(sys._getframe(1)):
+                self._convert("setitem")
+            raise TypeError("len() of a 0-d probe")
+        return self.shape[0]
+
+    def __getitem__(self, key):
+        if not self.shape:
+            raise IndexError("a 0-d probe has no items")
+        return Probe(self.shape[1:], self.dtype)
+
+    def astype(self, dtype, *args, **kwargs):  # xarray casts indexers
+        return self
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return NotImplemented
+
+    def __array_function__(self, func, types, args, kwargs):
+        return NotImplemented
+
+    def __repr__(self):
+        return f"Probe(shape={self.shape}, dtype={self.dtype})"
+
+
+class Check(NamedTuple):
+    """One statement of the self-test.
+
+    ``run(probe)`` executes ``statement``; every conversion it makes of the probe must be
+    classified ``expected`` and the probe's error must come out (through
+    :func:`unwrap_conversion_error`); ``routes`` are the conversions ("bool", "index",
+    "number", "array": the tracer's ``__bool__``, ``__index__``, ``__float__``/``__int__``/
+    ``__complex__``, ``__array__``) whose classification the statement relies on; ``dtype``
+    and ``shape`` the probe's.
+    """
+
+    statement: str
+    run: Callable
+    expected: str
+    routes: tuple
+    dtype: str = "float64"
+    shape: tuple = ()
+
+
+def _if(p):
+    if p:
+        pass
+
+
+def _float(p):
+    float(p)
+
+
+def _int(p):
+    int(p)
+
+
+def _asarray(p):
+    np.asarray(p)
+
+
+def _store_element(p):
+    buf = np.zeros(2)
+    buf[0] = p  # NumPy calls float(p) from this frame
+
+
+def _store_all(p):
+    buf = np.zeros(2)
+    buf[...] = p
+
+
+def _store_slice(p):
+    buf, i, j = np.zeros(2), 0, 1
+    buf[i:j] = p  # STORE_SLICE from Python 3.12
+
+
+def _index_list(p):
+    a = [1.0, 2.0]
+    a[p]  # __index__
+
+
+def _index_array(p):
+    a = np.zeros(2)
+    a[p]  # __index__, then __array__ from this frame (BINARY_OP from Python 3.14)
+
+
+_CHECKS = (
+    Check("`if p:`", _if, "bool", ("bool",)),
+    Check("`float(p)`", _float, "float", ("number",)),
+    Check("`int(p)`", _int, "int", ("number",)),
+    Check("`np.asarray(p)`", _asarray, "array", ("array",)),
+    Check("`buf[0] = p`", _store_element, "setitem", ("number",)),
+    Check("`buf[...] = p`", _store_all, "setitem", ("array",)),
+    Check("`buf[i:j] = p`", _store_slice, "setitem", ("array",)),
+    Check("`a[p]` (a list)", _index_list, "index", ("index",), "int64"),
+    Check("`a[p]` (a NumPy array)", _index_array, "index", ("array",), "int64"),
+)
+
+
+def _run(check):
+    """``(why, kinds)``: why ``check`` fails on this Python (None if it passes), and the kinds
+    the classification gave."""
+    probe = Probe(check.shape, check.dtype)
+    raised = None
+    try:
+        check.run(probe)
+    except Exception as error:  # noqa: BLE001 - anything but the probe's own error fails it
+        raised = unwrap_conversion_error(error) or error
+    kinds = probe.kinds
+    if kinds and all(kind == check.expected for kind in kinds) and isinstance(raised, _Converted):
+        return None, kinds
+    got = ", ".join(kinds) or "no conversion"
+    if raised is None:
+        got += ", nothing raised"
+    elif not isinstance(raised, _Converted):
+        got += f", then {type(raised).__name__}: {raised}"
+    return f"{check.statement} gave {got} (expected {check.expected})", kinds
+
+
+def self_test(checks=None, *, source="engine", versions=""):
+    """Drive a :class:`Probe` through ``checks`` (default: the engine's own) and record the
+    result under ``source``, replacing that source's earlier one.
+
+    From then on the conversions whose classification a failed check could not confirm
+    raise the generic ConversionError, and a RuntimeWarning names this Python (and
+    ``versions``, e.g. "xarray 2026.9.0"), the checks that failed and what they gave.
+    Returns the failures, {statement: why}.  Floor 3 calls it with checks of its own
+    (``source="xarray"``: a DataArray wrapping a probe, through xarray's registered
+    dunders).  Never raises.
+    """
+    failed = {}
+    try:
+        for check in _CHECKS if checks is None else checks:
+            try:
+                why, kinds = _run(check)
+            except Exception as error:  # noqa: BLE001 - a check that cannot run failed
+                why, kinds = f"{check.statement} could not run ({type(error).__name__}: {error})", []
+            if why is not None:
+                pairs = {(route, kind) for route in check.routes
+                         for kind in (*_DEFAULTS[route], check.expected, *kinds)}
+                failed[check.statement] = (why, frozenset(pairs))
+    except Exception as error:  # noqa: BLE001 - never fail an import: confirm nothing
+        everything = {(route, kind) for route in _ROUTES
+                      for kind in (*_DEFAULTS[route], "bool", "float", "int", "complex",
+                                   "format", "index", "setitem")}
+        failed["the self-test"] = (f"the self-test could not run ({type(error).__name__}: {error})",
+                                   frozenset(everything))
+    _record(source, failed, versions)
+    return {statement: why for statement, (why, _) in failed.items()}
+
+
+def _record(source, failed, versions):
+    global _FAILURES, _UNCONFIRMED
+    _FAILURES = {**_FAILURES, source: failed}
+    _UNCONFIRMED = frozenset().union(*(pairs for checks in _FAILURES.values()
+                                       for _, pairs in checks.values()))
+    if failed:
+        routes = [route for route in _ROUTES
+                  if any(pair[0] == route for _, pairs in failed.values() for pair in pairs)]
+        on = f"{_python()}{' with ' + versions if versions else ''}"
+        warnings.warn(
+            f"labeled_func cannot tell why a traced value is converted on {on}: its self-test "
+            f"failed ({'; '.join(why for why, _ in failed.values())}). Inside transforms, such "
+            f"conversions by {'; '.join(_ROUTES[route] for route in routes)} raise a generic "
+            "ConversionError instead of the specific policy error.",
+            RuntimeWarning, stacklevel=3,
+        )
+
+
+# === 2. where: the user's call ================================================================
 # packages whose frames are "library": the user called into them
-_LIBRARIES = frozenset({
+_LIBRARIES = {
     "xarray", "numpy", "scipy", "pandas", "dask", "flox", "numbagg", "bottleneck",
     "cupy", "cupyx", "array_api_compat", "array_api_strict", "opt_einsum", "toolz",
-})
+}
 # frames that are neither library nor user code: ours and the standard library
 _OURS = frozenset({"labeled_func", "kernels"})
 _STDLIB = frozenset(sys.stdlib_module_names)
@@ -37,7 +465,57 @@ _WRAPPERS = frozenset({"inner", "wrapper", "wrapped", "_wrapper", "decorated", "
 # an entry that is one of these is an operation the user wrote on a DataArray
 _CONVERSION_DUNDERS = frozenset({"__array__", "__bool__", "__float__", "__int__", "__complex__",
                                  "__index__", "__format__", "__len__", "__iter__", "__contains__"})
-_OPTIONS = ("drop", "vectorize")
+
+
+class _Library(NamedTuple):
+    """How the walk and the messages read one library's frames (see :func:`register_library`)."""
+
+    flat_names: bool = False
+    options: tuple = ()
+    aliases: dict = {}
+    hidden: bool = False
+    indexing: frozenset = frozenset()
+    describe: Callable | None = None
+
+
+_PLAIN = _Library()
+_KNOWN: dict = {}  # library -> _Library
+_ADVICE: dict = {}  # library -> advice(site, kind) -> str | None
+_DYNAMIC: dict = {}  # library -> entry(site, culprit) -> (name, why, fix) | None
+
+
+def register_library(library, *, flat_names=False, options=(), aliases=None, hidden=False,
+                     indexing=(), describe=None):
+    """How :func:`call_site` and the messages read the frames of ``library`` (a package).
+
+    ``flat_names``: its public names are ``library.name`` (``xarray.apply_ufunc``), not the
+    module path; ``options``: keyword arguments of its functions to keep in ``Site.options``
+    (``drop``, ``vectorize``); ``aliases``: {class name: (public class, accessor)}, e.g. a
+    method of ``_LocIndexer`` is ``DataArray.loc[...]``; ``hidden``: its frames inside another
+    library's call only convert a labeled array for it, so ``Site.through`` never names it;
+    ``indexing``: names of its indexing methods (:func:`is_indexing`); ``describe(site)``: a
+    description of a call that its public name does not say
+    (``"xarray.apply_ufunc(..., vectorize=True)"``), or None.
+    """
+    _LIBRARIES.add(library)
+    _KNOWN[library] = _Library(bool(flat_names), tuple(options), dict(aliases or {}), bool(hidden),
+                               frozenset(indexing), describe)
+
+
+def register_advice(library, advice):
+    """``advice(site, kind)``: what to do instead when a call of ``library`` (``site``) needed a
+    concrete value, or None for the default fix.  ``kind`` is "conversion" (ConversionError,
+    ItemError) or "control_flow" (the library tested a mapped value with ``bool()``)."""
+    _LIBRARIES.add(library)
+    _ADVICE[library] = advice
+
+
+def register_dynamic_shape(library, entry):
+    """``entry(site, culprit)``: ``(name, why, fix)`` when the call ``site`` of ``library`` has
+    an output shape that depends on the values (``"xarray's DataArray.dropna"``, why, what to
+    write instead), else None.  ``culprit`` is what found it (``"numpy.nonzero"``) or None."""
+    _LIBRARIES.add(library)
+    _DYNAMIC[library] = entry
 
 
 class Site(NamedTuple):
@@ -45,8 +523,9 @@ class Site(NamedTuple):
 
     ``library``/``owner``/``method`` name the public function the user called
     (``"xarray"``, ``"DataArray"``, ``"interp"``), all ``None`` when the user's own
-    line touched the traced value directly; ``options`` holds a few of its keyword
-    arguments (``drop=``, ``vectorize=``; ``loc`` for ``x.loc[...]``); ``through`` the other libraries
+    line touched the traced value directly; ``options`` holds the keyword arguments its
+    library registered (xarray's ``drop=``, ``vectorize=``), ``accessor`` for ``x.loc[...]``,
+    and ``labeled`` for a NumPy function; ``through`` the other libraries
     it went through, outermost first, as public names; ``location`` the user's line
     (``"model.py:12"``) or ``None``.
     """
@@ -99,15 +578,15 @@ def call_site(frame=None):
     if entry is None:
         return Site(None, None, None, "", {}, (), location)
     library = _package(entry)
+    known = _KNOWN.get(library, _PLAIN)
     owner = _owner(entry)
     options = {}
-    if owner in ("_LocIndexer", "_LocIndexerDataset"):  # x.loc[...]
-        owner = "DataArray" if owner == "_LocIndexer" else "Dataset"
-        options["loc"] = True
+    if owner in known.aliases:  # x.loc[...]
+        owner, options["accessor"] = known.aliases[owner]
     names = entry.f_code.co_varnames[: entry.f_code.co_argcount + entry.f_code.co_kwonlyargcount]
-    if any(name in names for name in _OPTIONS):
+    if any(name in names for name in known.options):
         values = entry.f_locals
-        for name in _OPTIONS:
+        for name in known.options:
             value = values.get(name)
             if isinstance(value, (bool, str)):
                 options[name] = value
@@ -116,7 +595,8 @@ def call_site(frame=None):
         values = entry.f_locals
         options["labeled"] = any(_labeled(values.get(name)) for name in names)
     through = []
-    seen = {library, "xarray"}  # xarray below another library only converts the DataArray
+    # a hidden library (xarray) below another only converts the labeled array for it
+    seen = {library} | {name for name, lib in _KNOWN.items() if lib.hidden}
     # the outermost frame of each other library, in call order
     inner = libraries[: libraries.index(entry)]
     for frame in reversed(inner):
@@ -159,7 +639,7 @@ def _owner(frame):
 
 
 def _public_name(library, module, owner, name):
-    if library in ("xarray", "pandas"):
+    if _KNOWN.get(library, _PLAIN).flat_names:
         prefix = library
     else:
         parts = []
@@ -178,107 +658,7 @@ def _public_name(library, module, owner, name):
     return f"{possessive} {owner}.{name}"
 
 
-# --- what the user can do instead ------------------------------------------------------------
-_INTERP = (
-    "For linear interpolation at fixed new coordinates, pick the two neighbours with "
-    "x.isel at positions computed from the coordinate (np.searchsorted) and weight "
-    "them (see 'Interpolation' in docs/limitations.md), or interpolate outside the transform."
-)
-_INTERP_MAPPED = (
-    "An interpolation point that differs per example needs weights computed with traced "
-    "operations: on a uniform grid of spacing h, w = np.maximum(1 - abs(q - x[dim]) / h, 0) "
-    "(hat functions), then (x * w).sum(dim)."
-)
-_LABELS = (
-    "Label lookup goes through pandas, which needs concrete labels, and a label computed "
-    "per example would select a different position per example. Select with a mask "
-    "instead, e.g. x.where(x[dim] == label, 0).sum(dim), or use positions with "
-    "np.take_along_axis."
-)
-_XARRAY_ADVICE = {
-    "interp": _INTERP,
-    "interp_like": _INTERP,
-    "interpolate_na": (
-        "interpolate_na fills each gap through numpy.vectorize (apply_ufunc(vectorize=True)). "
-        "Fill NaNs with traced operations instead: x.fillna(value) or "
-        "xr.where(x.isnull(), other, x)."
-    ),
-    "sortby": (
-        "sortby orders the coordinate labels by the values. Sort the values alone: "
-        "np.sort on .data (xr.apply_ufunc(np.sort, x, input_core_dims=[[dim]], "
-        "output_core_dims=[[dim]]) after dropping the index coordinate), or "
-        "np.argsort with np.take_along_axis."
-    ),
-    "sel": _LABELS,
-    "loc": _LABELS,
-    "reindex": _LABELS,
-    "idxmax": "idxmax picks a coordinate label per example: use argmax (positions) instead.",
-    "idxmin": "idxmin picks a coordinate label per example: use argmin (positions) instead.",
-    "weighted": (
-        "With weights that differ per example xarray checks them with bool(); compute "
-        "(x * w).sum(dim) / w.sum(dim) instead, or pass weights that are not mapped."
-    ),
-    "polyfit": (
-        "polyfit tests values inside xarray; write the least-squares fit with traced "
-        "operations (xr.dot for the normal equations and np.linalg.solve)."
-    ),
-}
-_VECTORIZE = (
-    "vectorize=True runs func through numpy.vectorize, which converts every input with "
-    "np.asarray. Drop vectorize=True and write func for whole arrays (core dims last), "
-    "or vectorise it with lf.vmap."
-)
-# xarray methods whose output shape depends on the values: (culprit, why, fix)
-_ELEMENTS = "each example would keep a different number of elements"
-_XARRAY_DYNAMIC = {
-    "dropna": (
-        "dropna", "which labels are dropped depends on the values, so " + _ELEMENTS,
-        "Keep the shape: leave the NaNs in (reductions skip them, skipna=True), or fill "
-        "them with fillna / xr.where. Mask instead of dropping: x.where(mask)."
-    ),
-    "groupby": (
-        "groupby", "the groups are found from the values of a mapped array, so each "
-        "example would have its own groups (and group sizes)",
-        "Reduce per known group with a mask: x.where(labels == g).sum(dim) for each group "
-        "value g, or group by a coordinate that does not depend on the mapped input."
-    ),
-    "groupby_bins": (
-        "groupby_bins", "the bins are filled from the values of a mapped array, so each "
-        "example would have its own group sizes",
-        "Reduce per bin with a mask: x.where((x >= lo) & (x < hi)).sum(dim) for each bin."
-    ),
-    "sel": (
-        "sel with a boolean mask", _ELEMENTS,
-        "Keep the shape with masking: x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0)."
-    ),
-    "isel": (
-        "isel with a boolean mask", _ELEMENTS,
-        "Keep the shape with masking: x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0)."
-    ),
-    "__getitem__": (
-        "boolean-mask indexing x[mask]", _ELEMENTS,
-        "Keep the shape with masking: x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0)."
-    ),
-    "__setitem__": (
-        "boolean-mask assignment x[mask] = value",
-        "xarray turns the mask into the positions to write (np.nonzero), a different "
-        "number of them per example",
-        "Write it as a select: x = x.where(~mask, value) (or xr.where(mask, value, x)), or "
-        "assign on the arrays, x.data[mask.data] = value, which is traced as a select."
-    ),
-}
-_INDEXING = frozenset({"sel", "isel", "__getitem__", "__setitem__"})
-
-
-def is_indexing(site):
-    """True when ``site`` is xarray indexing (x[...], x.loc[...], sel, isel, assignment)."""
-    return site.library == "xarray" and site.method in _INDEXING
-_WHERE_DROP = (
-    "where(..., drop=True)",
-    "drop=True removes the labels where the condition is false everywhere, which "
-    "differ per example",
-    "Use x.where(cond) without drop=True (NaN where false), or xr.where(cond, x, 0).",
-)
+# === 3. what the user can do instead ==========================================================
 _NUMPY_DYNAMIC = frozenset({"nonzero", "argwhere", "flatnonzero", "unique", "unique_values",
                             "unique_counts", "unique_inverse", "unique_all", "extract",
                             "compress", "trim_zeros", "where"})
@@ -286,6 +666,12 @@ _NUMPY_FIX = (
     "Use a fixed-shape alternative: xr.where / np.where(condition, x, y), a mask "
     "multiplied in, or sorting with a fixed count."
 )
+
+
+def is_indexing(site):
+    """True when ``site`` is one of its library's indexing methods (xarray's x[...],
+    x.loc[...], sel, isel, assignment)."""
+    return site.method in _KNOWN.get(site.library, _PLAIN).indexing
 
 
 def _head(site, verb):
@@ -302,34 +688,30 @@ def _head(site, verb):
 
 
 def _short(site):
-    return "loc" if site.options.get("loc") else site.method
+    return site.options.get("accessor") or site.method
 
 
 def _describe(site):
-    target = f"x{'.loc' if site.options.get('loc') else ''}[...]"
+    accessor = site.options.get("accessor")
+    target = f"x{'.' + accessor if accessor else ''}[...]"
     on = f" on a {site.owner}" if site.owner else ""
     if site.method == "__getitem__":
         return f"indexing {target}{on}"
     if site.method == "__setitem__":
         return f"the assignment {target} = value{on}"
-    if site.method == "apply_ufunc" and site.options.get("vectorize"):
-        return "xarray.apply_ufunc(..., vectorize=True)"
-    if site.method == "where" and site.options.get("drop"):
-        return f"{site.public}(..., drop=True)"
-    return site.public
+    describe = _KNOWN.get(site.library, _PLAIN).describe
+    text = describe(site) if describe is not None else None
+    return site.public if text is None else text
 
 
-def _advice(site, default):
+def _advice(site, default, kind):
     if site.user_wrote_it:
         return default
-    if site.library == "xarray":
-        if site.method == "apply_ufunc" and site.options.get("vectorize"):
-            return _VECTORIZE
-        advice = _XARRAY_ADVICE.get(_short(site))
-        if advice is not None:
-            return advice
-        if any(name.startswith("numpy.vectorize") for name in site.through):
-            return _VECTORIZE
+    advice = _ADVICE.get(site.library)
+    if advice is not None:
+        text = advice(site, kind)
+        if text is not None:
+            return text
     if site.library == "numpy" and site.owner is None:
         if site.options.get("labeled"):
             return (f"{site.public} has no xarray version, so NumPy converts the DataArray with "
@@ -346,10 +728,11 @@ def _advice(site, default):
     return default
 
 
-def explain(site, problem, default_fix, verb="needs NumPy arrays"):
-    """``problem`` and a fix, led by where it happened (when known)."""
+def explain(site, problem, default_fix, verb="needs NumPy arrays", kind="conversion"):
+    """``problem`` and a fix, led by where it happened (when known).  ``kind`` picks the
+    registered advice: "conversion" or "control_flow"."""
     head = _head(site, verb)
-    fix = _advice(site, default_fix)
+    fix = _advice(site, default_fix, kind)
     return f"{head}: {problem} {fix}" if head else f"{problem} {fix}"
 
 
@@ -366,9 +749,7 @@ def control_flow_message(site, problem, default_fix):
     library = site.through[-1] if site.through else site.public
     problem = (f"{problem} You wrote no `if` here: {library} tests a value of the example "
                "itself, so the examples could take different paths through it.")
-    if site.library == "xarray" and site.method in ("interp", "interp_like"):
-        return f"{_head(site, 'tests a value with bool()')}: {problem} {_INTERP_MAPPED}"
-    return explain(site, problem, default_fix, verb="tests a value with bool()")
+    return explain(site, problem, default_fix, verb="tests a value with bool()", kind="control_flow")
 
 
 def dynamic_shape_message(site, culprit=None):
@@ -379,8 +760,6 @@ def dynamic_shape_message(site, culprit=None):
     where = f" (called from {site.location})" if site.location else ""
     if known is not None:
         name, why, fix = known
-        if site.library == "xarray" and not name.startswith(("boolean", "isel", "sel")):
-            name = f"xarray's {site.owner}.{name}" if site.owner else f"xarray.{name}"
         return f"{name} under vmap{where}: {why}, and a batch cannot hold arrays of different shapes. {fix}"
     if culprit is None:
         return None
@@ -393,12 +772,9 @@ def dynamic_shape_message(site, culprit=None):
 
 
 def _dynamic_entry(site, culprit):
-    if site.library == "xarray":
-        if site.method == "where" and site.options.get("drop"):
-            return _WHERE_DROP
-        if site.method in _INDEXING and culprit is None:
-            return None  # a conversion inside indexing is a mapped index, not a mask
-        return _XARRAY_DYNAMIC.get(site.method)
+    entry = _DYNAMIC.get(site.library)
+    if entry is not None:
+        return entry(site, culprit)
     if site.library == "numpy" and site.owner is None and site.method in _NUMPY_DYNAMIC:
         fix = _NUMPY_FIX
         if site.method in ("extract", "compress"):
@@ -407,3 +783,7 @@ def _dynamic_entry(site, culprit):
         return (f"numpy.{site.method}", "its output shape depends on the values of a "
                 "mapped input", fix)
     return None
+
+
+# the engine's own checks, once, at import (floor 3 adds xarray's when it registers them)
+self_test()

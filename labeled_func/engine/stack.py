@@ -78,12 +78,12 @@ def active(level):
     try:
         yield level
     except ValueError as error:
-        # `plain[i] = traced`: NumPy turns the InplaceError the tracer raised while
+        # `plain[i] = traced`: NumPy turns the policy error the tracer raised while
         # converting the value into "ValueError: setting an array element with a
         # sequence"; give the policy error back, with the traceback to the user's line
-        cause = error.__cause__
-        if isinstance(cause, InplaceError):
-            raise cause.with_traceback(error.__traceback__) from None
+        policy = diagnose.unwrap_conversion_error(error)
+        if policy is not None:
+            raise policy.with_traceback(error.__traceback__) from None
         raise
     finally:
         level.alive = False

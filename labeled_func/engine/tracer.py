@@ -7,7 +7,6 @@ primitive bound at its level.  Conversions to concrete values (``__array__``,
 """
 from __future__ import annotations
 
-import dis
 import math
 import sys
 
@@ -28,48 +27,7 @@ from .numpy import DEFERRING_TYPES, dispatch_function, dispatch_ufunc, getitem, 
 from .numpy.elementwise import bitwise_and, bitwise_or, bitwise_xor
 from .stack import inplace_assign
 
-__all__ = ["Tracer", "PrimalTracer", "register_conversion_sites", "refresh_view", "primal_of", "integral"]
-
-# code objects of xarray's AbstractArray.__bool__/__float__/... registered by floor 3,
-# so that __array__ can tell `if da > 0:` and `float(da)` from `np.asarray(da)`.
-_CONVERSION_SITES: dict = {}
-_STORE_OPS = {dis.opmap[name] for name in ("STORE_SUBSCR", "STORE_SLICE") if name in dis.opmap}
-_LOAD_OPS = {dis.opmap[name] for name in ("BINARY_SUBSCR", "BINARY_SLICE") if name in dis.opmap}
-
-
-def register_conversion_sites(sites):
-    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "format" | "index"}."""
-    _CONVERSION_SITES.update(sites)
-
-
-def _conversion_kind(frame):
-    """Why ``__array__`` was called: "setitem", "bool", "float", ... or "array"."""
-    code = frame.f_code.co_code
-    if frame.f_lasti < len(code):
-        if code[frame.f_lasti] in _STORE_OPS:
-            return "setitem"
-        if code[frame.f_lasti] in _LOAD_OPS:
-            return "index"
-    for _ in range(10):
-        if frame is None:
-            break
-        kind = _CONVERSION_SITES.get(frame.f_code)
-        if kind is not None:
-            if kind in _NUMBER_KINDS and frame.f_back is not None and _storing(frame.f_back):
-                return "setitem"  # `plain[i] = da`: NumPy calls float(da)
-            return kind
-        frame = frame.f_back
-    return "array"
-
-
-_NUMBER_KINDS = frozenset(("float", "int", "complex"))
-
-
-def _storing(frame):
-    """Whether ``frame`` is executing ``a[k] = value`` (NumPy converting the value)."""
-    code = frame.f_code.co_code
-    lasti = frame.f_lasti
-    return 0 <= lasti < len(code) and code[lasti] in _STORE_OPS
+__all__ = ["Tracer", "PrimalTracer", "refresh_view", "primal_of", "integral"]
 
 
 class Tracer(Traced):
@@ -130,7 +88,7 @@ class Tracer(Traced):
     def __len__(self):
         if not self.shape:
             # NumPy asks len() first when a 0-d value is stored into one element
-            if _conversion_kind(sys._getframe(1)) == "setitem":
+            if diagnose.storing(sys._getframe(1)):
                 self._concrete("setitem")
             raise TypeError("len() of a 0-d traced array")
         return self.shape[0]
@@ -153,30 +111,24 @@ class Tracer(Traced):
         return dispatch_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._concrete(_conversion_kind(sys._getframe(1))), dtype=dtype)
+        return np.asarray(self._concrete(diagnose.conversion_kind(sys._getframe(1))), dtype=dtype)
 
     def __bool__(self):
-        return bool(self._concrete("bool"))
+        return bool(self._concrete(diagnose.confirmed("bool")))
 
     # `plain[i] = traced` makes NumPy call float()/int()/complex() on the value: the
     # caller's frame is then at the store, and the value would lose its derivative.
     def __float__(self):
-        if _storing(sys._getframe(1)):
-            self._concrete("setitem")
-        return float(self._concrete("float"))
+        return float(self._concrete(diagnose.number_kind(sys._getframe(1), "float")))
 
     def __int__(self):
-        if _storing(sys._getframe(1)):
-            self._concrete("setitem")
-        return int(self._concrete("int"))
+        return int(self._concrete(diagnose.number_kind(sys._getframe(1), "int")))
 
     def __complex__(self):
-        if _storing(sys._getframe(1)):
-            self._concrete("setitem")
-        return complex(self._concrete("complex"))
+        return complex(self._concrete(diagnose.number_kind(sys._getframe(1), "complex")))
 
     def __index__(self):
-        return int(self._concrete("index"))
+        return int(self._concrete(diagnose.confirmed("index")))
 
     def item(self, *args):
         return self._concrete("item").item(*args)
