@@ -77,6 +77,10 @@ def dispatch_ufunc(ufunc, method, inputs, kwargs):
     for value in inputs:
         if type(value) in DEFERRING_TYPES:
             return NotImplemented
+    if not kwargs and method == "__call__":  # the common case, kept short: np.sin(x)
+        prim = UFUNCS.get(ufunc)
+        if prim is not None:
+            return prim.bind(*inputs)
     out = kwargs.pop("out", None)
     if any(type(value) in DEFERRING_TYPES for value in kwargs.values()):
         raise UnsupportedOperationError(f"{ufunc_name(ufunc)}.{method} with a labeled array as an option is not "
