@@ -155,7 +155,48 @@ multiply = _define("multiply")
 divide = _define("divide", semantics="floating")
 floor_divide = _define("floor_divide")
 remainder = _define("remainder")
-power = _define("power", "pow")
+def _power_impl(x, y):
+    """``x ** y``; a small integer (or one half) exponent that leaves ``x``'s floating dtype
+    as it is becomes products (``x**3`` is ``x * x * x``, ``x**-1`` is ``1 / x``,
+    ``x**0.5`` is ``sqrt(x)``): the library's ``pow`` is ~20 times slower, ~70 for a
+    negative base, and rules ask for such powers constantly (d/dx x**4 is 4 x**3)."""
+    exponent = small_exponent(x, y)
+    if exponent is None:
+        return _pow(x, y)
+    xp = namespace(x)
+    if exponent == 0.5:
+        return xp.sqrt(x)
+    count = abs(int(exponent))
+    if count == 0:
+        return xp.ones_like(x)
+    square = x * x if count > 1 else None
+    value = {1: lambda: xp.asarray(x, copy=True), 2: lambda: square, 3: lambda: square * x,
+             4: lambda: square * square}[count]()
+    return 1 / value if exponent < 0 else value
+
+
+_pow = _from_namespace("pow")
+_SMALL_EXPONENTS = frozenset((-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0))
+
+
+def small_exponent(x, y):
+    """The exponent ``y`` as a float when ``x ** y`` is computed by products: ``y`` a
+    Python number or a 0-d constant in ``_SMALL_EXPONENTS`` that does not change the
+    dtype of a real floating ``x``; else None."""
+    if type(y) in (int, float):
+        value = y
+    elif isinstance(y, (np.ndarray, np.generic)) and y.ndim == 0 and dtype_kind(y.dtype) in "iuf":
+        if not hasattr(x, "dtype") or np.result_type(np.dtype(getattr(x.dtype, "_np_dtype", x.dtype)), y.dtype) != x.dtype:
+            return None
+        value = float(y)
+    else:
+        return None
+    if value not in _SMALL_EXPONENTS or not hasattr(x, "dtype") or dtype_kind(x.dtype) != "f":
+        return None
+    return float(value)
+
+
+power = elementwise_primitive("power", _power_impl)
 equal = _define("equal")
 not_equal = _define("not_equal")
 less = _define("less", semantics="number")
@@ -340,7 +381,7 @@ _BINARY = {
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
     power: (lambda x, y, out: (
-        multiply.bind(y, power.bind(x, subtract.bind(y, 1) if _is_array(y) else y - 1)),
+        _power_partial(x, y),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
         where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
         if _is_array(y) else None,
@@ -370,6 +411,18 @@ _BINARY = {
 
 for _prim, (_partials, _safe) in _BINARY.items():
     partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+
+
+def _power_partial(x, y):
+    """d/dx x**y = y x**(y - 1), and 0 where y = 0: x**0 is constant, and the formula would
+    read 0 * x**-1 (NaN at x = 0) from the second order on (d/dx of x**1 = 1 x**0)."""
+    if not _is_array(y):
+        if y == 0:
+            return None
+        if y == 1:
+            return _ONE
+        return multiply.bind(y, power.bind(x, y - 1))
+    return where.bind(equal.bind(y, 0), 0.0, multiply.bind(y, power.bind(x, subtract.bind(y, 1))))
 
 
 def _where_jvp(primals, tangents):

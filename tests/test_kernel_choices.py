@@ -1,0 +1,69 @@
+"""The kernels a rule chooses: cheaper ones must give NumPy's values and the same
+derivatives (issue: speed, part 1).
+
+- Small integer and one-half exponents are computed by products, sqrt and reciprocals;
+  the values stay within a few ulps of NumPy's ``power`` (special values exactly as
+  NumPy gives them), for Python and 0-d exponents, and derivatives of every order stay
+  finite where the calculus says they are (d/dx x**1 = 1 at x = 0, not NaN).
+"""
+import numpy as np
+import pytest
+import xarray as xr
+
+import labeled_func as lf
+from kernels import elementwise as ew
+
+SPECIAL = np.array([-np.inf, -3.5, -1.0, -0.0, 0.0, 1e-3, 0.7, 1.0, 2.5, 1e150, np.inf, np.nan])
+EXPONENTS = [-2, -1, 0, 0.5, 1, 2, 3, 4, -2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("exponent", EXPONENTS, ids=repr)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_small_powers_match_numpy(exponent, dtype):
+    with np.errstate(all="ignore"):
+        x = SPECIAL.astype(dtype)  # 1e150 is inf in float32
+        expected = np.power(x, exponent)
+        got = ew.power.bind(x, exponent)
+        got_0d = ew.power.bind(x, np.asarray(exponent, dtype=dtype))  # a 0-d constant of x's dtype
+    for value in (got, got_0d):
+        assert value.dtype == expected.dtype
+        np.testing.assert_array_equal(np.isnan(value), np.isnan(expected))
+        finite = np.isfinite(expected)
+        np.testing.assert_array_equal(value[~finite], expected[~finite])
+        np.testing.assert_allclose(value[finite], expected[finite], rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+def test_a_0d_exponent_that_promotes_keeps_numpys_dtype():
+    x = np.linspace(-2.0, 2.0, 5, dtype=np.float32)
+    got = ew.power.bind(x, np.float64(2.0))  # a NumPy float64 scalar is not weak: float64 result
+    expected = np.power(x, np.float64(2.0))
+    assert got.dtype == expected.dtype == np.float64
+    np.testing.assert_allclose(got, expected, rtol=1e-15)
+
+
+def test_integer_bases_keep_numpys_integer_power():
+    x = np.arange(-3, 4)
+    np.testing.assert_array_equal(ew.power.bind(x, 3), np.power(x, 3))
+    assert ew.power.bind(x, 3).dtype == np.power(x, 3).dtype
+
+
+@pytest.mark.parametrize("exponent", [1.0, 2.0, 3.0, 4.0, 0.5])
+def test_per_sample_power_derivatives_match_calculus(exponent):
+    x = xr.DataArray(np.linspace(0.1, 3.0, 7), dims="sample")
+    first = lf.vmap(lf.grad(lambda v: v ** exponent), dim="sample")(x)
+    second = lf.vmap(lf.grad(lf.grad(lambda v: v ** exponent)), dim="sample")(x)
+    np.testing.assert_allclose(first.values, exponent * x.values ** (exponent - 1), rtol=1e-13)
+    np.testing.assert_allclose(second.values, exponent * (exponent - 1) * x.values ** (exponent - 2), rtol=1e-13)
+
+
+@pytest.mark.parametrize("exponent", [1.0, np.array([1.0, 2.0, 3.0])], ids=["python", "array"])
+def test_second_derivative_of_a_power_at_zero_is_finite(exponent):
+    """d2/dx2 x**y = y (y - 1) x**(y - 2): 0 at x = 0 for y = 1 and y >= 2 (the rule's
+    x**(y - 1) of y = 1 is constant, and its own derivative must not read 0 * 0**-1)."""
+    x = xr.DataArray(np.zeros(3), dims="i")
+    with np.errstate(all="ignore"):  # 0**-1 is inf where y = 0: masked by the rule
+        hessian = lf.hessian(lambda v: (v ** exponent).sum())(x)
+        gradient = lf.grad(lambda v: (v ** exponent).sum())(x)
+    y = np.broadcast_to(exponent, (3,))
+    np.testing.assert_array_equal(np.diagonal(hessian.values), np.where(y == 2, 2.0, 0.0))
+    np.testing.assert_array_equal(gradient.values, np.where(y == 1, 1.0, 0.0))
