@@ -15,7 +15,7 @@ import numpy as np
 
 from .primitive import Traced, bottom
 
-__all__ = ["any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
+__all__ = ["all_finite", "any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
@@ -98,6 +98,19 @@ def any_true(mask):
     if library in ("cupy", "array_api_strict"):
         return bool(namespace(mask).any(mask))
     return True
+
+
+def all_finite(value):
+    """Whether every element of ``value`` is finite, across every example of every transform
+    level; False when that cannot be known without computing (a lazy array)."""
+    value = bottom(value)
+    library = library_of(value)
+    if library in ("numpy", None):
+        return bool(np.isfinite(value).all())
+    if library in ("cupy", "array_api_strict"):
+        xp = namespace(value)
+        return bool(xp.all(xp.isfinite(value)))
+    return False
 
 
 def is_array(value):

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype, numpy_namespace
+from .backend import (all_finite, device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
+                      numpy_namespace)
 from .core import broadcast_to, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive
+from .primitive import Primitive, differentiated
 
 __all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "safe_multiply"]
 
@@ -273,8 +274,16 @@ def _is_array(value):
 
 
 def safe_multiply(g, d):
-    """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite."""
-    return where.bind(equal.bind(g, 0), 0.0, multiply.bind(g, d))
+    """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite.
+
+    The mask costs two passes over the data, and is needed only where the product has a
+    non-finite element: the plain product is kept when every element (of every example)
+    is finite.  Not where a derivative is traced: the mask's own derivative masks too.
+    """
+    product = multiply.bind(g, d)
+    if not differentiated((g, d)) and all_finite(product):
+        return product
+    return where.bind(equal.bind(g, 0), 0.0, product)
 
 
 def partial_rules(prim, partials, safe=False):

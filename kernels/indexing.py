@@ -25,7 +25,7 @@ from .core import (broadcast_batch, broadcast_to, differentiable_input, linear_r
 from .creation import zeros_like
 from .primitive import Primitive
 
-__all__ = ["Slot", "getitem", "setitem", "index_add", "getitem_static", "split_key", "normalize_key"]
+__all__ = ["Slot", "getitem", "setitem", "index_add", "pad", "getitem_static", "split_key", "normalize_key"]
 
 
 class Slot:
@@ -145,10 +145,45 @@ def _getitem_batch(axis_size, values, batched, *, template):
     return _restore_layout(out, block_rank, start, adjacent, x_batched), True
 
 
-getitem = linear_rules(
-    Primitive("getitem", _getitem_impl, _getitem_batch),
-    lambda g, x, *arrays, template: index_add.bind(zeros_like.bind(x), g, *arrays, template=template),
-)
+def _getitem_transpose(g, x, *arrays, template):
+    """``g`` put back where ``x[key]`` read it, zeros elsewhere: zeros around ``g`` (a pad)
+    for a key of ints and unit-step slices, else a scatter-add into zeros (repeated
+    positions add up)."""
+    layout = None if arrays else _block_layout(template, tuple(x.shape))
+    if layout is None:
+        return index_add.bind(zeros_like.bind(x), g, *arrays, template=template)
+    block_shape, pad_width = layout
+    if tuple(g.shape) != block_shape:  # ints drop axes, None adds them: x's axes, each kept
+        g = reshape.bind(g, shape=block_shape)
+    return pad.bind(g, pad_width=pad_width, constant_values=((0, 0),) * len(pad_width))
+
+
+def _block_layout(template, shape):
+    """For a key of ints, unit-step slices, None and Ellipsis: the shape of the block it
+    reads, one size per axis of ``x``, and the ``(before, after)`` zeros around it; None for
+    any other key."""
+    block, widths = [], []
+    axis = 0
+    for item in normalize_key(template, len(shape)):
+        if item is None:
+            continue
+        size = shape[axis]
+        if isinstance(item, slice):
+            start, stop, step = item.indices(size)
+            if step != 1:
+                return None
+            length = max(stop - start, 0)
+        elif isinstance(item, int) and not isinstance(item, bool) and -size <= item < size:
+            start, length = item % size, 1
+        else:
+            return None
+        block.append(length)
+        widths.append((start, size - start - length))
+        axis += 1
+    return tuple(block), tuple(widths)
+
+
+getitem = linear_rules(Primitive("getitem", _getitem_impl, _getitem_batch), _getitem_transpose)
 
 
 def getitem_static(x, key):
@@ -391,3 +426,39 @@ def _value_cotangent(g, value, arrays, template):
 
 index_add = Primitive("index_add", _index_add_impl, None, _index_add_jvp, _index_add_vjp)
 index_add.batch = functools.partial(_batch_update, index_add)
+
+
+# --- pad: zeros around a block, the transpose of a slice ------------------------------------
+def _pad_impl(x, *, pad_width, constant_values):
+    """Constant padding with array-API concatenation, axis by axis."""
+    xp = namespace(x)
+    for axis, ((before, after), (low, high)) in enumerate(zip(pad_width, constant_values)):
+        pieces = []
+        for count, value in ((before, low), (after, high)):
+            shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
+            pieces.append(xp.full(shape, value, dtype=x.dtype, device=device_of(x)) if count else None)
+        if pieces[0] is not None or pieces[1] is not None:
+            x = xp.concat([p for p in (pieces[0], x, pieces[1]) if p is not None], axis=axis)
+    return x
+
+
+def _pad_batch(axis_size, values, batched, *, pad_width, constant_values):
+    return pad.bind(values[0], pad_width=((0, 0),) + tuple(pad_width),
+                             constant_values=((0, 0),) + tuple(constant_values)), True
+
+
+def _pad_jvp(primals, tangents, *, pad_width, constant_values):
+    """The border is constant: the tangent is padded with zeros."""
+    out = pad.bind(primals[0], pad_width=pad_width, constant_values=constant_values)
+    tangent = tangents[0]
+    if tangent is None:
+        return out, None
+    return out, pad.bind(tangent, pad_width=pad_width, constant_values=((0, 0),) * len(pad_width))
+
+
+def _pad_transpose(g, x, *, pad_width, constant_values):
+    return getitem_static(g, tuple(slice(before, before + size) for (before, _), size in zip(pad_width, x.shape)))
+
+
+pad = linear_rules(Primitive("pad", _pad_impl, _pad_batch), _pad_transpose)
+pad.jvp = _pad_jvp

@@ -9,15 +9,15 @@ Rules are written with ``bind`` themselves, so that transforms compose.
 """
 from __future__ import annotations
 
-__all__ = ["Primitive", "Traced", "bind", "bottom", "top_level"]
+__all__ = ["Primitive", "Traced", "bind", "bottom", "differentiated", "top_level"]
 
 
 class Traced:
     """Base class of the values a transform level traces.
 
     The engine subclasses it; kernels only need two things of an instance: its
-    ``_level`` (with ``depth``, ``alive``, ``process(prim, args, params)`` and
-    ``escaped(operation)``) and its ``_value`` (the value one level down).
+    ``_level`` (with ``depth``, ``alive``, ``differentiates``, ``process(prim, args,
+    params)`` and ``escaped(operation)``) and its ``_value`` (the value one level down).
     """
 
     __slots__ = ()
@@ -29,6 +29,16 @@ def bottom(value):
     while isinstance(value, Traced):
         value = value._value
     return value
+
+
+def differentiated(values):
+    """Whether a differentiating level (jvp, grad) traces any of ``values``, at any depth."""
+    for value in values:
+        while isinstance(value, Traced):
+            if value._level.differentiates:
+                return True
+            value = value._value
+    return False
 
 
 class Primitive:

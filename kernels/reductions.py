@@ -22,9 +22,9 @@ from .backend import extra, namespace, numpy_namespace
 from .core import (axes_last, axis_reduction, broadcast_batch, differentiable_input, expand_dims, keep_reduced,
                    linear_rules, moveaxis, reduce_sum, reduced_size, reshape, unreduce)
 from .creation import zeros_like
-from .indexing import getitem_static, index_add, split_key
+from .indexing import getitem_static, index_add, pad, split_key
 from .primitive import Primitive
-from .shape import flip, pad
+from .shape import flip
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_mean", "reduce_var", "reduce_std", "reduce_max", "reduce_min",

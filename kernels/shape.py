@@ -1,5 +1,5 @@
-"""Shape primitives beyond the core: join, pad, roll, flip, sliding windows, diagonals
-and triangles of the last two axes.
+"""Shape primitives beyond the core: join, roll, flip, sliding windows, diagonals and
+triangles of the last two axes (``pad``, the transpose of a slice, is in indexing.py).
 
 Batch rules shift axes by one (the batch axis is physically first) and never
 broadcast an unbatched value unless the result needs it (concatenate, stack).
@@ -14,10 +14,10 @@ from .backend import device_of, extra, namespace, namespace_library
 from .core import broadcast_batch, differentiable_input, expand_dims, linear_rules, reshape, shifted
 from .creation import zeros_like
 from .elementwise import add, where
-from .indexing import getitem_static
+from .indexing import getitem_static, pad
 from .primitive import Primitive
 
-__all__ = ["concatenate", "stack", "pad", "roll", "flip", "sliding_window_view", "matrix_diagonal", "tril",
+__all__ = ["concatenate", "stack", "roll", "flip", "sliding_window_view", "matrix_diagonal", "tril",
            "triu"]
 
 
@@ -93,42 +93,6 @@ def _stack_vjp(g, primals, out, *, axis):
 stack = Primitive("stack", _stack_impl, _stack_batch)
 stack.jvp = _join_jvp(stack)
 stack.vjp = _stack_vjp
-
-
-# --- pad ----------------------------------------------------------------------
-def _pad_impl(x, *, pad_width, constant_values):
-    """Constant padding with array-API concatenation, axis by axis."""
-    xp = namespace(x)
-    for axis, ((before, after), (low, high)) in enumerate(zip(pad_width, constant_values)):
-        pieces = []
-        for count, value in ((before, low), (after, high)):
-            shape = x.shape[:axis] + (count,) + x.shape[axis + 1:]
-            pieces.append(xp.full(shape, value, dtype=x.dtype, device=device_of(x)) if count else None)
-        if pieces[0] is not None or pieces[1] is not None:
-            x = xp.concat([p for p in (pieces[0], x, pieces[1]) if p is not None], axis=axis)
-    return x
-
-
-def _pad_batch(axis_size, values, batched, *, pad_width, constant_values):
-    return pad.bind(values[0], pad_width=((0, 0),) + tuple(pad_width),
-                             constant_values=((0, 0),) + tuple(constant_values)), True
-
-
-def _pad_jvp(primals, tangents, *, pad_width, constant_values):
-    """The border is constant: the tangent is padded with zeros."""
-    out = pad.bind(primals[0], pad_width=pad_width, constant_values=constant_values)
-    tangent = tangents[0]
-    if tangent is None:
-        return out, None
-    return out, pad.bind(tangent, pad_width=pad_width, constant_values=((0, 0),) * len(pad_width))
-
-
-def _pad_transpose(g, x, *, pad_width, constant_values):
-    return getitem_static(g, tuple(slice(before, before + size) for (before, _), size in zip(pad_width, x.shape)))
-
-
-pad = linear_rules(Primitive("pad", _pad_impl, _pad_batch), _pad_transpose)
-pad.jvp = _pad_jvp
 
 
 # --- roll / flip ----------------------------------------------------------------

@@ -13,7 +13,8 @@ from kernels import creation as kc
 
 from .errors import UnsupportedOperationError
 from .stack import Level
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, primal_of, refresh_view
+from .tracer import PrimalTracer, integral, primal_of
+from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
 __all__ = ["JVPLevel", "JVPTracer", "split_tangent", "tangent_of"]
 

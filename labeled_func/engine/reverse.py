@@ -16,7 +16,8 @@ from kernels import elementwise as ew
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active
-from .tracer import VIEW_PRIMITIVES, PrimalTracer, assign_value, integral, make_view, primal_of, refresh_view
+from .tracer import PrimalTracer, integral, primal_of
+from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
 __all__ = ["VJPLevel", "VJPTracer", "Node", "CustomNode", "backward", "input_node", "node_of"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from kernels.primitive import Traced, top_level
+from kernels.primitive import Traced, differentiated, top_level
 
 from . import diagnose
 from .errors import EscapedTracerError, InplaceError
@@ -106,16 +106,6 @@ def is_batched(value):
         if value._level.batches:
             return True
         value = value._value
-    return False
-
-
-def differentiated(values):
-    """Whether a differentiating level traces any of ``values``, at any depth."""
-    for value in values:
-        while isinstance(value, Traced):
-            if value._level.differentiates:
-                return True
-            value = value._value
     return False
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from kernels import core as kcore
 from kernels import elementwise as ew
 from kernels import linalg as kl
+from kernels import indexing as ki
 from kernels import shape as ks
 from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
 from kernels.creation import ones_like, zeros_like
@@ -504,7 +505,7 @@ def _sliding_products(a, v, start, length):
     a = a if a.dtype == common else ew.astype.bind(a, dtype=common)
     v = v if v.dtype == common else ew.astype.bind(v, dtype=common)
     size = v.shape[0]
-    padded = ks.pad.bind(a, pad_width=((size - 1, size - 1),), constant_values=((0, 0),))
+    padded = ki.pad.bind(a, pad_width=((size - 1, size - 1),), constant_values=((0, 0),))
     padded = getitem_static(padded, (slice(start, start + length + size - 1),))
     windows = ks.sliding_window_view.bind(padded, window_shape=(size,), axis=(0,))
     return kl.matmul.bind(windows, v)

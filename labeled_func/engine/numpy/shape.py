@@ -14,11 +14,13 @@ import numpy as np
 
 from kernels import core as kcore
 from kernels import elementwise as ew
+from kernels import indexing as ki
 from kernels import shape as ks
 from kernels.backend import device_of, dtype_kind, namespace, normalize_axis
-from kernels.indexing import getitem, getitem_static, split_key
+from kernels.indexing import getitem, getitem_static, normalize_key, split_key
 
 from ..errors import UnsupportedOperationError
+from ..views import static_slice
 from .dispatch import NO_VALUE, FUNCTIONS, asarray, given, implements
 from .dynamic import fixed
 
@@ -118,8 +120,44 @@ def _concatenate(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     arrays = [asarray(a) for a in arrays]
     if axis is not None:
         axis = normalize_axis(axis, arrays[0].ndim)[0]
-    result = ks.concatenate.bind(*arrays, axis=axis)
+    rotation = _rotation(arrays, axis)
+    if rotation is not None:  # xarray's roll: the same values, and the VJP is one roll back
+        result = ks.roll.bind(rotation[0], shift=(rotation[1],), axis=(axis,))
+    else:
+        result = ks.concatenate.bind(*arrays, axis=axis)
     return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+def _rotation(arrays, axis):
+    """``(base, shift)`` when ``arrays`` are views of one base that, joined along ``axis``,
+    give ``np.roll(base, shift, axis)``: slices whole on the other axes, consecutive (cyclically)
+    along ``axis`` and covering it once (``concatenate([x[-c:], x[:-c]])``, xarray's roll).
+    Only the differentiating levels track views; elsewhere None."""
+    if axis is None or len(arrays) < 2:
+        return None
+    pieces = [static_slice(a) for a in arrays]
+    if any(piece is None for piece in pieces) or any(piece[0] is not pieces[0][0] for piece in pieces):
+        return None
+    base = pieces[0][0]
+    shape = tuple(base.shape)
+    spans = []
+    for _, template in pieces:
+        key = normalize_key(template, len(shape))
+        if len(key) != len(shape) or not all(isinstance(item, slice) for item in key):
+            return None
+        if any(item.indices(size) != (0, size, 1) for d, (item, size) in enumerate(zip(key, shape)) if d != axis):
+            return None
+        start, stop, step = key[axis].indices(shape[axis])
+        if step != 1 or stop <= start:
+            return None
+        spans.append((start, stop))
+    size = shape[axis]
+    if sum(stop - start for start, stop in spans) != size:
+        return None
+    ends = [stop % size for _, stop in spans]
+    if [start for start, _ in spans[1:]] + [spans[0][0]] != ends:
+        return None
+    return base, -spans[0][0] % size
 
 
 @implements(np.stack)
@@ -144,7 +182,7 @@ def _pad(array, pad_width, mode="constant", **kwargs):
     pad_width = _pairs(pad_width, array.ndim, int)
     if mode == "constant":
         constant = _pairs(constant, array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
-        return ks.pad.bind(array, pad_width=pad_width, constant_values=constant)
+        return ki.pad.bind(array, pad_width=pad_width, constant_values=constant)
     x = array
     for axis, (before, after) in enumerate(pad_width):
         if before or after:
@@ -441,7 +479,7 @@ def _diag(v, k):
     length = v.shape[0]
     size = length + abs(k)
     first_row = max(-k, 0)
-    column = ks.pad.bind(v, pad_width=((first_row, size - first_row - length),), constant_values=((0, 0),))
+    column = ki.pad.bind(v, pad_width=((first_row, size - first_row - length),), constant_values=((0, 0),))
     xp = namespace(v)
     mask = xp.eye(size, size, k=k, dtype=xp.bool, device=device_of(v))
     zero = False if dtype_kind(v.dtype) == "b" else 0

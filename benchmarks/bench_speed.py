@@ -1,0 +1,203 @@
+"""The speed goals: per-sample gradients, a time-stepping model and a Jacobian at sizes
+where the time is in the NumPy kernels, against NumPy written by hand.
+
+- Ishigami per-sample gradients, N = 1e6: `lf.vmap(lf.grad(f), dim="sample")` against
+  the closed-form gradient written in NumPy with `**` (as a person writes it).
+- Advection-diffusion: 64 periodic cells, 200 explicit Euler steps, the gradient of the
+  mean squared final field with respect to 3 parameters per sample (velocity,
+  diffusivity, decay), N = 2,000 samples: `lf.vmap(lf.grad(model), dim="sample")` of
+  the model written for one example in xarray, against forward finite differences of
+  the same model written in NumPy for the whole batch (4 evaluations).
+- Lorenz-96 Jacobian, M = 2,000 sites: `lf.jacrev` and `lf.jacfwd` of the tendency
+  written in xarray, against a loop of forward finite differences of the NumPy tendency
+  (M + 1 evaluations).
+- Peak memory of the Ishigami gradients at N = 4e6 (no chunk_size) over the NumPy
+  gradient's, both measured with tracemalloc (NumPy reports its buffers to it).
+
+Every result is first checked against an independent oracle (the closed form, central
+differences); every figure is the best of several repeats, baselines in the same run.
+
+    python -m benchmarks.bench_speed
+"""
+import tracemalloc
+
+import numpy as np
+import xarray as xr
+
+import labeled_func as lf
+from benchmarks.bench_autodiff import ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami
+from benchmarks.bench_vmap import best_time
+
+ISHIGAMI_N = 1_000_000
+MEMORY_N = 4_000_000
+CELLS, STEPS, DX, DT = 64, 200, 1.0 / 64, 0.005
+FLOW_N = 2_000
+FLOW_PARAMS = ("velocity", "diffusivity", "decay")
+SITES, FORCING = 2_000, 8.0
+FD_STEP = 1e-7
+REPEATS = 3
+
+
+def main() -> list[dict]:
+    return [ishigami_row(), *memory_rows(), advection_diffusion_row(), *lorenz96_rows()]
+
+
+def row(benchmark, value_s, baseline_s, target, goal):
+    ratio = value_s / baseline_s
+    return {"benchmark": benchmark, "value": value_s * 1e3, "baseline": baseline_s * 1e3, "unit": "ms",
+            "ratio": ratio, "target": f"ratio <= {goal}", "met": ratio <= goal}
+
+
+# --- Ishigami -----------------------------------------------------------------------------------
+def ishigami_gradient_power(x1, x2, x3):
+    """The closed-form gradient in NumPy, written with ** as a person writes it."""
+    return (np.cos(x1) * (1 + ISHIGAMI_B * x3**4), 2 * ISHIGAMI_A * np.sin(x2) * np.cos(x2),
+            4 * ISHIGAMI_B * x3**3 * np.sin(x1))
+
+
+def ishigami_samples(n, seed=0):
+    rng = np.random.default_rng(seed)
+    values = {name: rng.uniform(-np.pi, np.pi, n) for name in PARAMS}
+    return values, xr.Dataset({name: ("sample", v) for name, v in values.items()})
+
+
+def ishigami_row():
+    values, samples = ishigami_samples(ISHIGAMI_N)
+    per_sample_grad = lf.vmap(lf.grad(ishigami), dim="sample")
+    exact = ishigami_gradient_power(*values.values())
+    got = per_sample_grad(samples)
+    for name, expected in zip(PARAMS, exact):
+        np.testing.assert_allclose(got[name].values, expected, rtol=1e-12, atol=1e-12)
+    lf_s = best_time(lambda: per_sample_grad(samples), REPEATS)
+    numpy_s = best_time(lambda: ishigami_gradient_power(*values.values()), REPEATS)
+    return row(f"Ishigami per-sample grads, vmap(grad) / NumPy gradient written with ** (N={ISHIGAMI_N:.0e})",
+               lf_s, numpy_s, "ratio", 0.8)
+
+
+def peak_bytes(func):
+    """The peak of the memory traced by tracemalloc during ``func()``, above the start."""
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        func()
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+
+
+def memory_rows():
+    values, samples = ishigami_samples(MEMORY_N, seed=1)
+    per_sample_grad = lf.vmap(lf.grad(ishigami), dim="sample")
+    lf_bytes = peak_bytes(lambda: per_sample_grad(samples))
+    numpy_bytes = peak_bytes(lambda: ishigami_gradient_power(*values.values()))
+    ratio = lf_bytes / numpy_bytes
+    return [{
+        "benchmark": f"peak extra memory, Ishigami per-sample grads (N={MEMORY_N:.0e}) / NumPy gradient",
+        "value": lf_bytes / 2**20, "baseline": numpy_bytes / 2**20, "unit": "MiB",
+        "ratio": ratio, "target": "ratio <= 3", "met": ratio <= 3,
+    }]
+
+
+# --- advection-diffusion -----------------------------------------------------------------------------
+def initial_field():
+    cells = (np.arange(CELLS) + 0.5) * DX
+    return np.exp(-((cells - 0.3) / 0.08) ** 2)
+
+
+U0 = xr.DataArray(initial_field(), dims="cell")
+
+
+def advection_diffusion(p):
+    """One example: upwind advection, diffusion and decay of a bump, explicit Euler."""
+    u = U0
+    for _ in range(STEPS):
+        left, right = u.roll(cell=1), u.roll(cell=-1)
+        u = u + DT * (-p.velocity * (u - left) / DX + p.diffusivity * (right - 2 * u + left) / DX**2
+                      - p.decay * u)
+    return (u**2).mean("cell")
+
+
+def advection_diffusion_numpy(velocity, diffusivity, decay):
+    """The same model for a whole batch in NumPy: parameters (N,), field (N, cells)."""
+    c, k, r = velocity[:, None], diffusivity[:, None], decay[:, None]
+    u = np.broadcast_to(initial_field(), (velocity.shape[0], CELLS))
+    for _ in range(STEPS):
+        left, right = np.roll(u, 1, axis=1), np.roll(u, -1, axis=1)
+        u = u + DT * (-c * (u - left) / DX + k * (right - 2 * u + left) / DX**2 - r * u)
+    return (u**2).mean(axis=1)
+
+
+def flow_parameters(n, seed=2):
+    rng = np.random.default_rng(seed)
+    return {"velocity": rng.uniform(0.5, 1.5, n), "diffusivity": rng.uniform(5e-4, 2e-3, n),
+            "decay": rng.uniform(0.0, 1.0, n)}
+
+
+def forward_differences(values, step=FD_STEP):
+    base = advection_diffusion_numpy(**values)
+    return {name: (advection_diffusion_numpy(**{**values, name: values[name] + step}) - base) / step
+            for name in FLOW_PARAMS}
+
+
+def advection_diffusion_row():
+    values = flow_parameters(FLOW_N)
+    samples = xr.Dataset({name: ("sample", v) for name, v in values.items()})
+    per_sample_grad = lf.vmap(lf.grad(advection_diffusion), dim="sample")
+    got = per_sample_grad(samples)
+    for name in FLOW_PARAMS:  # central differences as the oracle
+        h = 1e-6 * np.abs(values[name]).max()
+        plus = advection_diffusion_numpy(**{**values, name: values[name] + h})
+        minus = advection_diffusion_numpy(**{**values, name: values[name] - h})
+        np.testing.assert_allclose(got[name].values, (plus - minus) / (2 * h), rtol=1e-5, atol=1e-9)
+    lf_s = best_time(lambda: per_sample_grad(samples), REPEATS)
+    fd_s = best_time(lambda: forward_differences(values), REPEATS)
+    return row(f"advection-diffusion {CELLS} cells x {STEPS} steps, vmap(grad) / NumPy forward FD "
+               f"(N={FLOW_N:,}, 3 params, 4 evaluations)", lf_s, fd_s, "ratio", 1.6)
+
+
+# --- Lorenz-96 --------------------------------------------------------------------------------------
+def lorenz96(x):
+    """The cyclic Lorenz-96 tendency of a state with dim "site"."""
+    return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + FORCING
+
+
+def lorenz96_numpy(x):
+    return (np.roll(x, -1) - np.roll(x, 2)) * np.roll(x, 1) - x + FORCING
+
+
+def lorenz96_jacobian(x):
+    m = x.size
+    rows = np.arange(m)
+    jac = np.zeros((m, m))
+    np.add.at(jac, (rows, (rows + 1) % m), x[(rows - 1) % m])
+    np.add.at(jac, (rows, (rows - 2) % m), -x[(rows - 1) % m])
+    np.add.at(jac, (rows, (rows - 1) % m), x[(rows + 1) % m] - x[(rows - 2) % m])
+    np.add.at(jac, (rows, rows), -1.0)
+    return jac
+
+
+def finite_difference_loop(x):
+    """Forward differences of the NumPy tendency, one column per site."""
+    base = lorenz96_numpy(x)
+    jac = np.empty((x.size, x.size))
+    for k in range(x.size):
+        shifted = x.copy()
+        shifted[k] += FD_STEP
+        jac[:, k] = (lorenz96_numpy(shifted) - base) / FD_STEP
+    return jac
+
+
+def lorenz96_rows():
+    rng = np.random.default_rng(1)
+    state = xr.DataArray(FORCING + rng.normal(size=SITES), dims="site")
+    exact = lorenz96_jacobian(state.values)
+    np.testing.assert_allclose(finite_difference_loop(state.values), exact, atol=1e-5)
+    fd_s = best_time(lambda: finite_difference_loop(state.values), REPEATS)
+    rows = []
+    for name, transform, goal in (("jacrev", lf.jacrev, 0.5), ("jacfwd", lf.jacfwd, 0.5)):
+        jacobian = transform(lorenz96)
+        np.testing.assert_allclose(jacobian(state).values, exact, rtol=1e-14, atol=1e-14)
+        lf_s = best_time(lambda: jacobian(state), REPEATS)
+        rows.append(row(f"Lorenz-96 Jacobian, {name} / NumPy forward-FD loop (M={SITES:,})", lf_s, fd_s,
+                        "ratio", goal))
+    return rows
