@@ -7,6 +7,7 @@ does not have goes through :func:`extra`: the library's own function when it has
 """
 from __future__ import annotations
 
+import cmath
 import numbers
 
 import array_api_compat
@@ -104,6 +105,8 @@ def all_finite(value):
     """Whether every element of ``value`` is finite, across every example of every transform
     level; False when that cannot be known without computing (a lazy array)."""
     value = bottom(value)
+    if type(value) in _PYTHON_NUMBERS:
+        return cmath.isfinite(value)
     library = library_of(value)
     if library in ("numpy", None):
         return bool(np.isfinite(value).all())

@@ -276,14 +276,14 @@ def _is_array(value):
 def safe_multiply(g, d):
     """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite.
 
-    The mask costs two passes over the data, and is needed only where the product has a
-    non-finite element: the plain product is kept when every element (of every example)
-    is finite.  Not where a derivative is traced: the mask's own derivative masks too.
+    The mask costs two passes over the data and is needed only where ``d`` (a partial
+    derivative, often unbatched and smaller than ``g``) has a non-finite element: the
+    plain product is used when every element of ``d`` (of every example) is finite.  Not
+    where a derivative is traced: the mask's own derivative masks too.
     """
-    product = multiply.bind(g, d)
-    if not differentiated((g, d)) and all_finite(product):
-        return product
-    return where.bind(equal.bind(g, 0), 0.0, product)
+    if not differentiated((g, d)) and all_finite(d):
+        return multiply.bind(g, d)
+    return where.bind(equal.bind(g, 0), 0.0, multiply.bind(g, d))
 
 
 def partial_rules(prim, partials, safe=False):

@@ -9,14 +9,12 @@ from __future__ import annotations
 import copy
 
 from kernels import core as kcore
-from kernels.backend import dtype_kind, namespace
+from kernels.backend import namespace
 from kernels.primitive import bottom
 
-from . import diagnose
-from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
-                     InplaceError, ItemError, UnsupportedOperationError)
+from .errors import DynamicShapeError, UnsupportedOperationError
 from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, differentiated, inplace_assign, traced_by
-from .tracer import Tracer
+from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value"]
 
@@ -143,55 +141,26 @@ class BatchTracer(Tracer):
         return tuple(self._value.shape[1:])
 
     def _concrete(self, what):
-        if not self._level.alive:
-            self._level.escaped(what)
-        if what == "setitem":
-            raise InplaceError(
-                "writing a mapped value into an unmapped array (array[...] = value): it "
-                "would need more elements than it has. Build the buffer from the mapped "
-                "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
-            )
-        # raised deep inside xarray/NumPy/SciPy as often as in user code: say where
-        site = diagnose.call_site()
-        if what == "bool":
-            raise DataDependentControlFlowError(diagnose.control_flow_message(
-                site,
-                "bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "
-                "under vmap each example may take a different branch.",
-                "Use xr.where / np.where to select, lf.cond for branches or lf.while_loop for loops.",
-            ))
-        if what in ("index", "array"):
-            # a mapped boolean used as an index is a mask: its selection has no fixed size
-            mask = dtype_kind(self.dtype) == "b" and (what == "index" or diagnose.is_indexing(site))
-            dynamic = diagnose.dynamic_shape_message(site, "boolean-mask indexing x[mask]" if mask else None)
-            if dynamic is not None:
-                raise DynamicShapeError(dynamic)
-        if what == "index":
-            raise ConversionError(diagnose.conversion_message(
-                site,
-                "indexing an unmapped array, or a dim with an index coordinate, with a "
-                "mapped index (array[i], idxmax, x.isel(t=i) with i computed per example): "
-                "NumPy and pandas need concrete indices there, and coordinate labels "
-                "would differ per example.",
-                "For arrays use np.take_along_axis(array, i, axis=...), for labels use "
-                "positions (argmax), or drop the index coordinate (x.drop_vars(name)).",
-            ))
-        if what == "array":
-            raise ConversionError(diagnose.conversion_message(
-                site,
-                "converting a traced value to a concrete array (.values, np.asarray, "
-                ".to_numpy(), or a function that calls them) is not possible inside a transform.",
-                "Keep working with the DataArray (or its .data) and NumPy functions.",
-            ))
-        raise ItemError(diagnose.explain(
-            site,
-            f"{what}() of a mapped value (.item(), float(), int()): inside vmap a "
-            "value stands for a whole batch, so it has no single Python number.",
-            "Keep it as an array (a 0-d DataArray works in arithmetic), or return it.",
-        ))
+        return unknown_value_policy(self, what, VMAP_WORDS)
 
     def __repr__(self):
         return f"BatchTracer(vmap level {self._level.depth}, batch of {self._level.axis_size}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
+
+
+VMAP_WORDS = Wording(
+    transform="vmap",
+    setitem=("writing a mapped value into an unmapped array (array[...] = value): it "
+             "would need more elements than it has. Build the buffer from the mapped "
+             "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."),
+    bool=("bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "
+          "under vmap each example may take a different branch."),
+    index=("indexing an unmapped array, or a dim with an index coordinate, with a "
+           "mapped index (array[i], idxmax, x.isel(t=i) with i computed per example): "
+           "NumPy and pandas need concrete indices there, and coordinate labels "
+           "would differ per example."),
+    item=("{what}() of a mapped value (.item(), float(), int()): inside vmap a "
+          "value stands for a whole batch, so it has no single Python number."),
+)
 
 
 def _unbatched(level, value):

@@ -752,12 +752,20 @@ def control_flow_message(site, problem, default_fix):
     return explain(site, problem, default_fix, verb="tests a value with bool()", kind="control_flow")
 
 
-def dynamic_shape_message(site, culprit=None):
+def dynamic_shape_message(site, culprit=None, transform="vmap"):
     """The message of a DynamicShapeError if ``site`` is an operation whose output shape
     depends on the data, else None.  ``culprit`` (``"numpy.nonzero"``) names the NumPy
-    function that found it, when the site names no such operation."""
+    function that found it, when the site names no such operation.  ``transform="jit"``:
+    the values are those of later calls of a compiled function."""
     known = _dynamic_entry(site, culprit)
     where = f" (called from {site.location})" if site.location else ""
+    if transform == "jit":
+        if known is None and culprit is None:
+            return None
+        name, fix = (known[0], known[2]) if known is not None else (culprit, _NUMPY_FIX)
+        return (f"{name} under lf.jit{where}: its output shape would depend on the values of a traced "
+                "input, and lf.jit records one program of fixed shapes for the values of every later "
+                f"call. {fix} Or compute it outside the jitted function and pass it in.")
     if known is not None:
         name, why, fix = known
         return f"{name} under vmap{where}: {why}, and a batch cannot hold arrays of different shapes. {fix}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,13 +21,14 @@ from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, 
 from kernels.primitive import Traced, bottom
 
 from . import diagnose
-from .errors import ConversionError, InplaceError, UnsupportedOperationError
+from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError, InplaceError, ItemError,
+                     UnsupportedOperationError)
 from .numpy import DEFERRING_TYPES, dispatch_function, dispatch_ufunc, getitem, setitem
 from .numpy.elementwise import bitwise_and, bitwise_or, bitwise_xor
 from .stack import inplace_assign
 from .views import refresh_view
 
-__all__ = ["Tracer", "PrimalTracer", "primal_of", "integral"]
+__all__ = ["Tracer", "PrimalTracer", "primal_of", "integral", "Wording", "unknown_value_policy"]
 
 
 class Tracer(Traced):
@@ -419,6 +421,57 @@ def primal_of(value, level):
     if isinstance(value, PrimalTracer) and value._level is level:
         return refresh_view(value)._value
     return value
+
+
+class Wording(NamedTuple):
+    """What the policy errors of a level whose values stand for many values say (one per
+    example under vmap, one per later call under jit)."""
+
+    transform: str
+    setitem: str
+    bool: str
+    index: str
+    item: str
+
+
+def unknown_value_policy(tracer, what, words):
+    """``tracer``'s concrete value, which a level of many values cannot give: the policy
+    error of the conversion ``what``, raised deep inside xarray/NumPy/SciPy as often as
+    in user code, so it says where."""
+    if not tracer._level.alive:
+        tracer._level.escaped(what)
+    if what == "setitem":
+        raise InplaceError(words.setitem)
+    site = diagnose.call_site()
+    if what == "bool":
+        raise DataDependentControlFlowError(diagnose.control_flow_message(
+            site, words.bool,
+            "Use xr.where / np.where to select, lf.cond for branches or lf.while_loop for loops.",
+        ))
+    if what in ("index", "array"):
+        # a boolean used as an index is a mask: its selection has no fixed size
+        mask = dtype_kind(tracer.dtype) == "b" and (what == "index" or diagnose.is_indexing(site))
+        dynamic = diagnose.dynamic_shape_message(site, "boolean-mask indexing x[mask]" if mask else None,
+                                                 words.transform)
+        if dynamic is not None:
+            raise DynamicShapeError(dynamic)
+    if what == "index":
+        raise ConversionError(diagnose.conversion_message(
+            site, words.index,
+            "For arrays use np.take_along_axis(array, i, axis=...), for labels use "
+            "positions (argmax), or drop the index coordinate (x.drop_vars(name)).",
+        ))
+    if what == "array":
+        raise ConversionError(diagnose.conversion_message(
+            site,
+            "converting a traced value to a concrete array (.values, np.asarray, "
+            ".to_numpy(), or a function that calls them) is not possible inside a transform.",
+            "Keep working with the DataArray (or its .data) and NumPy functions.",
+        ))
+    raise ItemError(diagnose.explain(
+        site, words.item.format(what=what),
+        "Keep it as an array (a 0-d DataArray works in arithmetic), or return it.",
+    ))
 
 
 def concrete_policy(tracer, what):
