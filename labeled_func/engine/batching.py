@@ -146,9 +146,11 @@ class BatchTracer(Tracer):
         if not self._level.alive:
             self._level.escaped(what)
         if what == "setitem":
+            site = diagnose.call_site()
+            where = f" at {site.location}" if site.location else ""
             raise InplaceError(
-                "writing a mapped value into an unmapped array (array[...] = value): it "
-                "would need more elements than it has. Build the buffer from the mapped "
+                f"writing a mapped value into an unmapped array ({diagnose.store_description()}{where}): "
+                "it would need more elements than it has. Build the buffer from the mapped "
                 "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."
             )
         # raised deep inside xarray/NumPy/SciPy as often as in user code: say where
