@@ -65,8 +65,8 @@ reduce_prod = _reduction_rules(axis_reduction("reduce_prod", "prod"),
                                lambda x, out, *, axis, **_: _product_of_others(x, axis))
 reduce_var = _reduction_rules(axis_reduction("reduce_var", "var"), lambda x, out, *, axis, correction=0: ew.divide.bind(
     ew.multiply.bind(2.0, _deviation(x, axis)), reduced_size(x, axis) - correction))
-reduce_std = _reduction_rules(axis_reduction("reduce_std", "std"), lambda x, out, *, axis, correction=0: ew.divide.bind(
-    _deviation(x, axis), ew.multiply.bind(out, reduced_size(x, axis) - correction)), safe=True)
+reduce_std = _reduction_rules(axis_reduction("reduce_std", "std"),
+                              lambda x, out, *, axis, correction=0: _std_partial(x, out, axis, correction), safe=True)
 reduce_max = _reduction_rules(axis_reduction("reduce_max", "max"), lambda x, out, *, axis: _tie_share(x, out, axis))
 reduce_min = _reduction_rules(axis_reduction("reduce_min", "min"), lambda x, out, *, axis: _tie_share(x, out, axis))
 reduce_any = axis_reduction("reduce_any", "any")
@@ -196,6 +196,16 @@ del _prim
 # --- helpers of the derivative rules ---------------------------------------------------------
 def _deviation(x, axis):
     return ew.subtract.bind(x, reduce_mean.bind(x, axis=axis, keepdims=True))
+
+
+def _std_partial(x, out, axis, correction):
+    """d std / d x_i = (x_i - mean) / (std (n - correction)).  Where the spread is zero
+    (all values equal, or only one) std is not differentiable: the rule gives 0 there, a
+    subgradient (autograd's choice; JAX gives NaN), and so do its own derivatives (the
+    0 is a constant, selected by ``where``)."""
+    flat = ew.equal.bind(out, 0)
+    scale = ew.multiply.bind(ew.where.bind(flat, 1.0, out), reduced_size(x, axis) - correction)
+    return ew.where.bind(flat, 0.0, ew.divide.bind(_deviation(x, axis), scale))
 
 
 def _tie_share(x, out, axis):

@@ -19,7 +19,7 @@ from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, numpy_namespace
+from kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_dtype, numpy_namespace
 from kernels.indexing import getitem_static
 
 from .backends import check_one_backend
@@ -143,8 +143,27 @@ def jvp(func, primals, tangents, *, has_aux=False):
 
 
 def linearize(func, *primals):
-    """``(output, jvp_fn)`` with ``jvp_fn(*tangents)`` the JVP of ``func`` at ``primals``."""
-    output = func(*primals)
+    """``(output, jvp_fn)`` with ``jvp_fn(*tangents)`` the JVP of ``func`` at ``primals``.
+
+    ``func`` runs on traced copies of the primals, as under ``jvp``: a function that
+    writes into its argument leaves the caller's array alone, so ``jvp_fn`` differentiates
+    at the point the caller gave.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray([1.0, 2.0], dims="i")
+    >>> out, jvp_fn = lf.linearize(lambda x: x ** 3, x)
+    >>> out.values.tolist(), jvp_fn(xr.ones_like(x)).values.tolist()
+    ([1.0, 8.0], [3.0, 12.0])
+    """
+    labels = [_label(func, i) for i in range(len(primals))]
+    check_one_backend(primals, labels, transform="linearize")
+    slots = [FlatArrays(p, label, "linearize") for p, label in zip(primals, labels)]
+    level = JVPLevel()
+    level.label = "linearize"
+    with active(level):
+        # traced without a tangent: in-place writes stay on the tracer, nothing is differentiated
+        args = [slot.rebuild([JVPTracer(level, a, None) for a in slot.arrays]) for slot in slots]
+        output = _strip(_strip_coords(func(*args), level), level, "linearize", "output")
 
     def jvp_fn(*tangents):
         return jvp(func, primals, tangents)[1]
@@ -187,7 +206,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
                     piece = kcore.reshape.bind(getitem_static(row, (slice(start, start + size), Ellipsis)), shape=shape)
                     seeds.append((node, piece))
                 start += size
-            return run.pull(seeds)
+            return run.pull(seeds, cast=False)
 
         basis = _eye(total, output.arrays)
         if chunk_size == 1:
@@ -197,10 +216,10 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
             columns = vmap(pull_row, in_dims=(0,), chunk_size=chunk_size)(basis)
         blocks = []
         start = 0
-        for shape, size in zip(shapes, sizes):
+        for out_array, shape, size in zip(output.arrays, shapes, sizes):
             blocks.append([
-                kcore.reshape.bind(getitem_static(column, (slice(start, start + size), Ellipsis)),
-                                shape=shape + tuple(array.shape))
+                _jacobian_cast(kcore.reshape.bind(getitem_static(column, (slice(start, start + size), Ellipsis)),
+                                                  shape=shape + tuple(array.shape)), out_array, array, reverse=True)
                 for column, array in zip(columns, run.arrays)
             ])
             start += size
@@ -258,13 +277,14 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
         columns, primals, aux_arrays = vmap(push_row, in_dims=(0,), randomness=randomness)(basis)
         output = seen["output"]
         blocks = []
-        for column in columns:
+        for column, out_array in zip(columns, primals):
             out_shape = tuple(column.shape[1:])
             row, start = [], 0
-            for shape, size in zip(shapes, sizes):
+            for array, shape, size in zip(arrays, shapes, sizes):
                 part = getitem_static(column, (slice(start, start + size), Ellipsis))
                 part = kcore.moveaxis(part, 0, -1)
-                row.append(kcore.reshape.bind(part, shape=out_shape + shape))
+                row.append(_jacobian_cast(kcore.reshape.bind(part, shape=out_shape + shape), out_array, array,
+                                          reverse=False))
                 start += size
             blocks.append(row)
         result = _label_jacobian(output, slots, blocks, wrt_suffix, isinstance(argnums, int))
@@ -313,14 +333,15 @@ class _Reverse:
             self.primal_output = _strip(self.output, level, name, "output")
             self.aux = _strip(aux, level, name)
 
-    def pull(self, seeds):
-        """Cotangents of the traced arrays (zeros where the output does not depend on them)."""
+    def pull(self, seeds, cast=True):
+        """Cotangents of the traced arrays (zeros where the output does not depend on them),
+        in the arrays' dtypes (``cast=False``: as computed)."""
         grads = backward(seeds, self.nodes) if seeds else [None] * len(self.nodes)
         out = []
         for g, a in zip(grads, self.arrays):
             if g is None:
                 g = kc.zeros_like.bind(a)
-            elif g.dtype != a.dtype:
+            elif cast and g.dtype != a.dtype:
                 g = ew.astype.bind(g, dtype=a.dtype)
             out.append(g)
         return out
@@ -428,6 +449,29 @@ def _eye(size, like):
         xp = numpy_namespace
     device = device_of(reference) if reference is not None else None
     return xp.eye(size, dtype=reference.dtype if reference is not None else np.float64, device=device)
+
+
+def _jacobian_cast(block, out_array, in_array, reverse):
+    """One Jacobian block in NumPy's promotion of the output's and the argument's dtypes
+    (a float32 argument and a float64 output give float64), by either mode; an integer or
+    boolean output, which carries no derivative, gives the argument's dtype.  A complex
+    output or argument keeps what its mode computes (reverse mode: the argument's dtype)."""
+    out_dtype = getattr(out_array, "dtype", np.dtype(np.float64))
+    out_kind, in_kind = dtype_kind(out_dtype), dtype_kind(in_array.dtype)
+    if out_kind in "biu":
+        target = in_array.dtype
+    elif out_kind == "f" and in_kind == "f":
+        promoted = np.result_type(_numpy_dtype(out_dtype), _numpy_dtype(in_array.dtype))
+        target = namespace_dtype(namespace(in_array), promoted)
+    elif reverse:
+        target = in_array.dtype
+    else:
+        return block
+    return block if block.dtype == target else ew.astype.bind(block, dtype=target)
+
+
+def _numpy_dtype(dtype):
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
 
 
 # --- labeled Jacobians ------------------------------------------------------------------------

@@ -229,6 +229,11 @@ def _store_element(p):
     buf[0] = da  # NumPy calls float(da) from this frame
 
 
+def _fill(p):
+    buf, da = np.zeros(2), _wrap(p)
+    buf.fill(da)  # NumPy calls float(da) from this frame, at the call
+
+
 def _index_isel(p):
     import pandas as pd
     from xarray.core.indexes import PandasIndex
@@ -244,6 +249,7 @@ _CHECKS = (
     diagnose.Check("`complex(da)`", _complex, "complex", ("array",)),
     diagnose.Check("`np.asarray(da)`", _asarray, "array", ("array",)),
     diagnose.Check("`buf[0] = da`", _store_element, "setitem", ("array",)),
+    diagnose.Check("`buf.fill(da)`", _fill, "setitem", ("array",)),
     diagnose.Check("`PandasIndex.isel(t=p)`", _index_isel, "index", ("array",), "int64", (1,)),
 )
 

@@ -7,6 +7,8 @@ outputs; other coordinates that contain the dim are mapped like data.
 """
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import xarray as xr
 
@@ -281,9 +283,30 @@ def unmap_leaf(value, dim, level, position, coords, label):
         return _unmap_variable(value, dim, level, position)
     if value is None:
         return None
+    _check_array_output(value, label)
     if not hasattr(value, "shape"):
         value = np.asarray(value)
     return unbatch_value(level, value, _position(position, value.ndim, label))
+
+
+def _check_array_output(value, label):
+    """An output leaf that vmap can stack: an array or a number (a string, a method or a
+    function would become an object or string array, one copy per example)."""
+    if isinstance(value, np.generic):
+        if value.dtype.kind in "biufcmM":
+            return
+    elif (hasattr(value, "shape") and hasattr(value, "dtype")) or isinstance(value, numbers.Number):
+        return
+    hint = ""
+    if callable(value):
+        hint = (" It is callable: call it (a method such as Dataset.values must be called; "
+                "the data of a DataArray is .data, of a Dataset's variable ds[name].data).")
+    raise TypeError(
+        f"vmap: the function returned {label} of type {type(value).__module__}.{type(value).__qualname__}, "
+        "which is not an array: vmap can only stack arrays, DataArrays, Datasets, DataTrees and "
+        f"numbers (and passes None through), in tuples, lists and dicts.{hint} Return only "
+        "those from the vmapped function; compute anything else outside it."
+    )
 
 
 def shadowing(value, coords, dim, traced):

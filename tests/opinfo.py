@@ -1878,7 +1878,6 @@ OP_DB: list[OpInfo] = [
             function,
             functools.partial(quantile_samples, calls=calls, scale=scale, nans=nans),
             domain=(SOME_NAN if nans else ANY,),
-            known_failures=failures,
         )
         for name, function, scale, nans in [
             ("quantile", np.quantile, 1, False),
@@ -1886,18 +1885,7 @@ OP_DB: list[OpInfo] = [
             ("percentile", np.percentile, 100, False),
             ("nanpercentile", np.nanpercentile, 100, True),
         ]
-        for suffix, calls, failures in [
-            ("", QUANTILES, {}),
-            (
-                "_levels",
-                QUANTILE_LEVELS,
-                dict.fromkeys(
-                    ("vmap:float32", "array_api_strict:float32"),
-                    "bug: a sequence of levels q is float64 in NumPy, so float32 data give a float64 "
-                    "result; the handler (engine/numpy/reductions.py) keeps float32",
-                ),
-            ),
-        ]
+        for suffix, calls in [("", QUANTILES), ("_levels", QUANTILE_LEVELS)]
         if not suffix or name in ("quantile", "nanpercentile")  # one handler serves the four
     ),
     # ufunc methods: reduce with options, and the plain reduce and accumulate

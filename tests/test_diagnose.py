@@ -144,6 +144,28 @@ def test_missing_store_opcodes_are_found_and_make_conversions_generic(isolated):
         lf.vmap(lambda v: v if v > 0 else -v, dim="s")(mapped([1.0, 2.0]))
 
 
+def test_an_unreadable_callee_is_found_and_makes_storing_calls_generic(isolated):
+    # a Python without source positions (python -X no_debug_ranges): the name of what a
+    # call calls cannot be read, so buf.fill(p) could not be told from float(p)
+    isolated.setattr(diagnose, "_CALLEES", {})
+    isolated.setattr(diagnose, "_read_callee", lambda instructions, k: None)
+    with pytest.warns(RuntimeWarning, match=PYTHON):
+        failed = diagnose.self_test()
+    assert set(failed) == {"`np.zeros(2).fill(p)`", "`buf.__setitem__(0, p)`", "`buf.__setitem__(slice(0, 2), p)`",
+                           "`np.fromiter(values, float)`"}
+    assert "gave float (expected setitem)" in failed["`np.zeros(2).fill(p)`"]
+
+    def fill(v):
+        buf = np.zeros(2)
+        buf.fill(v.data[0])
+        return (v * xr.DataArray(buf, dims="t")).sum()
+
+    # the generic error, never the silent primal (a derivative that would miss buf)
+    with pytest.raises(lf.ConversionError) as excinfo:
+        lf.grad(fill)(xr.DataArray([1.0, 2.0], dims="t"))
+    assert_generic(excinfo)
+
+
 def test_missing_subscript_opcodes_are_found(isolated):
     # Python 3.14 has no BINARY_SUBSCR: a Python whose subscript this engine does not know
     isolated.setattr(diagnose, "_LOAD_OPS", frozenset())
@@ -165,7 +187,8 @@ def test_a_broken_classifier_is_found(isolated):
     isolated.setattr(diagnose, "_array_kind", lambda frame: "array")
     with pytest.warns(RuntimeWarning, match=PYTHON):
         failed = diagnose.self_test()
-    assert {"`buf[...] = p`", "`buf[i:j] = p`", "`a[p]` (a NumPy array)"} == set(failed)
+    assert {"`buf[...] = p`", "`buf[i:j] = p`", "`buf.__setitem__(slice(0, 2), p)`",
+            "`a[p]` (a NumPy array)"} == set(failed)
     with pytest.warns(RuntimeWarning, match="xarray " + xr.__version__):
         failed = diagnostics.self_test()
     assert "`if da:`" in failed and "`np.asarray(da)`" not in failed

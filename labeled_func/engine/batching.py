@@ -149,7 +149,7 @@ class BatchTracer(Tracer):
 
 VMAP_WORDS = Wording(
     transform="vmap",
-    setitem=("writing a mapped value into an unmapped array (array[...] = value): it "
+    setitem=("writing a mapped value into an unmapped array ({store}{where}): it "
              "would need more elements than it has. Build the buffer from the mapped "
              "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."),
     bool=("bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "

@@ -97,10 +97,96 @@ _SUBSCRIPT_ARGS = _subscript_args()
 
 
 def _storing(frame):
-    """Whether ``frame`` is executing ``a[k] = value`` (NumPy converting the value)."""
+    """Whether ``frame`` is executing ``a[k] = value`` (NumPy converting the value), or
+    calling a function that stores a value into an array (``buf.fill(value)``,
+    ``buf.__setitem__(i, value)``, ``np.fromiter(values)``: :data:`_STORING_CALLS`)."""
     code = frame.f_code.co_code
     lasti = frame.f_lasti
-    return 0 <= lasti < len(code) and code[lasti] in _STORE_OPS
+    if not 0 <= lasti < len(code):
+        return False
+    op = code[lasti]
+    return op in _STORE_OPS or (op in _CALL_OPS and _callee(frame.f_code, lasti) in _STORING_CALLS)
+
+
+# Functions and methods written in C that store a value into a NumPy array: the array
+# converts the value (__float__, __array__...) with no Python frame of its own, so the
+# tracer sees the frame that calls them, stopped at the call.  Keyed by the name the call
+# loads (``buf.fill``: "fill"; ``np.fromiter``: "fromiter"), with how messages show them.
+_STORING_CALLS = {
+    "fill": "plain.fill(value)",
+    "__setitem__": "plain.__setitem__(key, value)",
+    "setitem": "operator.setitem(plain, key, value)",
+    "itemset": "plain.itemset(index, value)",
+    "put": "plain.put(indices, values)",
+    "fromiter": "np.fromiter(values, dtype)",
+}
+_CALL_OPS = _opcodes("CALL", "CALL_KW", "CALL_FUNCTION_EX", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW")
+_CALLEES: dict = {}  # code object -> (its instructions, {offset: index}, {offset of a call: callee})
+
+
+def _callee(code, lasti):
+    """The name by which the call at offset ``lasti`` of ``code`` loads what it calls
+    (``buf.fill(v)``: "fill", ``float(v)``: "float"), or None where it cannot be read.
+
+    The callee is the expression that starts where the call starts and ends before its
+    arguments: of the instructions that load a name inside the call's source span and
+    start at its first column, the one whose span ends last (``np.zeros(3).fill``, not
+    ``np`` or ``zeros``).  Needs the source positions of Python 3.11+; the self-test
+    checks it.  Read once per call site.
+    """
+    entry = _CALLEES.get(code)
+    if entry is None:
+        try:
+            instructions = list(dis.get_instructions(code))
+        except Exception:  # noqa: BLE001 - an unreadable code object: no callee known
+            instructions = []
+        entry = _CALLEES[code] = (instructions, {ins.offset: k for k, ins in enumerate(instructions)}, {})
+    instructions, index, found = entry
+    if lasti not in found:
+        found[lasti] = _read_callee(instructions, index.get(lasti))
+    return found[lasti]
+
+
+def _read_callee(instructions, k):
+    span = getattr(instructions[k], "positions", None) if k is not None else None
+    if span is None or None in (span.lineno, span.col_offset, span.end_lineno, span.end_col_offset):
+        return None
+    start, end = (span.lineno, span.col_offset), (span.end_lineno, span.end_col_offset)
+    best, best_end = None, None
+    for load in reversed(instructions[:k]):  # back from the call, through its arguments
+        where = getattr(load, "positions", None)
+        if where is None or None in (where.lineno, where.col_offset, where.end_lineno, where.end_col_offset):
+            continue
+        if (where.lineno, where.col_offset) < start:
+            break  # before the call
+        load_end = (where.end_lineno, where.end_col_offset)
+        if ((where.lineno, where.col_offset) == start and load.opname.startswith("LOAD_")
+                and isinstance(load.argval, str) and load_end < end and (best_end is None or load_end > best_end)):
+            best, best_end = load.argval, load_end
+    return best
+
+
+def store_description(frame=None):
+    """How the user's code stored a traced value into a plain array, for messages:
+    "plain[...] = value", "plain.fill(value)", "np.fromiter(values, dtype)"...  Read from
+    the innermost frame outside labeled_func (and the standard library) above ``frame``
+    (default: the caller) that stores; "plain[...] = value" if none does."""
+    frame = sys._getframe(1) if frame is None else frame
+    for _ in range(_MAX_FRAMES):
+        if frame is None:
+            break
+        if _package(frame) not in _OURS and _package(frame) not in _STDLIB:
+            code = frame.f_code.co_code
+            lasti = frame.f_lasti
+            if 0 <= lasti < len(code):
+                if code[lasti] in _STORE_OPS:
+                    return "plain[...] = value"
+                if code[lasti] in _CALL_OPS:
+                    name = _callee(frame.f_code, lasti)
+                    if name in _STORING_CALLS:
+                        return _STORING_CALLS[name]
+        frame = frame.f_back
+    return "plain[...] = value"
 
 
 def _array_kind(frame):
@@ -109,7 +195,7 @@ def _array_kind(frame):
     lasti = frame.f_lasti
     if 0 <= lasti < len(code) - 1:
         op = code[lasti]
-        if op in _STORE_OPS:
+        if op in _STORE_OPS or (op in _CALL_OPS and _callee(frame.f_code, lasti) in _STORING_CALLS):
             return "setitem"
         if op in _LOAD_OPS or (op == _BINARY_OP and code[lasti + 1] in _SUBSCRIPT_ARGS):
             return "index"
@@ -119,7 +205,7 @@ def _array_kind(frame):
         kind = _CONVERSION_SITES.get(frame.f_code)
         if kind is not None:
             if kind in _NUMBER_KINDS and frame.f_back is not None and _storing(frame.f_back):
-                return "setitem"  # `plain[i] = da`: NumPy calls float(da)
+                return "setitem"  # `plain[i] = da`, `plain.fill(da)`: NumPy calls float(da)
             return kind
         frame = frame.f_back
     return "array"
@@ -181,7 +267,8 @@ def confirmed(kind):
 
 
 def storing(frame):
-    """Whether ``frame`` executes ``a[k] = value``; False where the self-test could not
+    """Whether ``frame`` executes ``a[k] = value`` (or calls ``a.fill(value)``,
+    ``np.fromiter``...: :data:`_STORING_CALLS`); False where the self-test could not
     confirm that (the conversion NumPy makes next raises the generic error)."""
     return ("number", "setitem") not in _UNCONFIRMED and _storing(frame)
 
@@ -356,6 +443,24 @@ def _store_slice(p):
     buf[i:j] = p  # STORE_SLICE from Python 3.12
 
 
+def _fill(p):
+    np.zeros(2).fill(p)  # float(p) from this frame, at the call
+
+
+def _setitem_call(p):
+    buf = np.zeros(2)
+    buf.__setitem__(0, p)
+
+
+def _setitem_call_slice(p):
+    buf = np.zeros(2)
+    buf.__setitem__(slice(0, 2), p)  # __array__ from this frame, at the call
+
+
+def _fromiter(p):
+    np.fromiter((v for v in (p, p)), float)
+
+
 def _index_list(p):
     a = [1.0, 2.0]
     a[p]  # __index__
@@ -374,6 +479,10 @@ _CHECKS = (
     Check("`buf[0] = p`", _store_element, "setitem", ("number",)),
     Check("`buf[...] = p`", _store_all, "setitem", ("array",)),
     Check("`buf[i:j] = p`", _store_slice, "setitem", ("array",)),
+    Check("`np.zeros(2).fill(p)`", _fill, "setitem", ("number",)),
+    Check("`buf.__setitem__(0, p)`", _setitem_call, "setitem", ("number",)),
+    Check("`buf.__setitem__(slice(0, 2), p)`", _setitem_call_slice, "setitem", ("array",)),
+    Check("`np.fromiter(values, float)`", _fromiter, "setitem", ("number",)),
     Check("`a[p]` (a list)", _index_list, "index", ("index",), "int64"),
     Check("`a[p]` (a NumPy array)", _index_array, "index", ("array",), "int64"),
 )

@@ -180,7 +180,17 @@ class Tracer(Traced):
         return kcore.reshape.bind(self, shape=tuple(shape))
 
     def copy(self, order="C"):
+        if _dask_frame(sys._getframe(1)):
+            # dask.array.from_array copies its input (also with name= given, where it
+            # does not tokenize it)
+            _refuse_dask(self)
         return kcore.copy.bind(self)
+
+    def __dask_tokenize__(self):
+        # Dask names the graph of dask.array.from_array / asarray (and so of da.stack,
+        # da.concatenate, x.chunk(), map_blocks...) after its inputs: a traced value is
+        # about to go into a Dask graph
+        _refuse_dask(self)
 
     def __copy__(self):
         return kcore.copy.bind(self)
@@ -251,7 +261,18 @@ class Tracer(Traced):
         return np.cumprod(self, *args, **kwargs)
 
     def fill(self, value):
-        inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
+        if not isinstance(value, Traced):
+            inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
+            return
+        # a traced value (a mapped or differentiated scalar): broadcast, so that it keeps
+        # its batch and its derivative, and cast as NumPy casts it into the array
+        if getattr(value, "ndim", 0):
+            if value.size != 1:
+                raise ValueError(f"fill: the value must be a scalar (one element), got shape {tuple(value.shape)}")
+            value = kcore.reshape.bind(value, shape=())
+        if value.dtype != self.dtype:
+            value = ew.astype.bind(value, dtype=self.dtype)
+        inplace_assign(self, kcore.broadcast_to.bind(value, shape=tuple(self.shape)), "fill")
 
     def view(self, dtype=None, type=None):
         """A new view of the same values (written through, like NumPy's); no reinterpretation."""
@@ -309,6 +330,31 @@ class Tracer(Traced):
 
     def __imatmul__(self, other):
         return _inplace(kl.matmul.bind, self, other, "@=")
+
+
+def _dask_frame(frame):
+    return (frame.f_globals.get("__name__") or "").startswith("dask.")
+
+
+def _refuse_dask(tracer):
+    """A Dask array is being built from ``tracer``: refuse at once.  Dask would compute
+    with the value later, after its transform returned, so grad would see a constant
+    (zero derivative) and vmap a value that escaped."""
+    level = tracer._level
+    if not level.alive:
+        level.escaped("a Dask array")
+    transform = level.label or level.name
+    lost = ("its derivative would be lost (the derivative would come back as zeros)" if level.differentiates
+            else "the value would escape the transform (the result would fail when computed)")
+    raise ConversionError(diagnose.explain(
+        diagnose.call_site(),
+        f"a Dask array cannot be built from a value traced by lf.{transform}: Dask computes "
+        f"later, after lf.{transform} has returned, so {lost}.",
+        "Inside a transform combine traced values with NumPy or xarray (np.stack, "
+        "np.concatenate, xr.concat), and do not .chunk() them; to use Dask, give lf.vmap "
+        "Dask-chunked inputs (see docs/dask.md).",
+        verb="would put it into a Dask graph",
+    ))
 
 
 def _scalar_key(key, ndim):
@@ -440,9 +486,10 @@ def unknown_value_policy(tracer, what, words):
     in user code, so it says where."""
     if not tracer._level.alive:
         tracer._level.escaped(what)
-    if what == "setitem":
-        raise InplaceError(words.setitem)
     site = diagnose.call_site()
+    if what == "setitem":
+        where = f" at {site.location}" if site.location else ""
+        raise InplaceError(words.setitem.format(store=diagnose.store_description(), where=where))
     if what == "bool":
         raise DataDependentControlFlowError(diagnose.control_flow_message(
             site, words.bool,
@@ -493,9 +540,11 @@ def concrete_policy(tracer, what):
             "Keep working with the DataArray (or its .data) and NumPy functions.",
         ))
     if what == "setitem":
+        site = diagnose.call_site()
+        where = f" at {site.location}" if site.location else ""
         raise InplaceError(
             f"a value traced by {level.name} cannot be written into a plain NumPy array "
-            "(plain[i] = value, plain[...] = value): NumPy would store its primal value and "
+            f"({diagnose.store_description()}{where}): NumPy would store its primal value and "
             "its derivative would be lost. Write into a traced buffer instead, made from the "
             "traced input: buf = xr.zeros_like(x) or np.zeros_like(x.data); or collect the "
             "values in a list and combine them with np.stack / xr.concat."

@@ -18,7 +18,8 @@ import numpy as np
 from kernels import core as kcore
 from kernels import elementwise as ew
 from kernels import reductions as kr
-from kernels.backend import (any_true, device_of, dtype_kind, is_integer_dtype, namespace, normalize_axis)
+from kernels.backend import (any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
+                             normalize_axis)
 from kernels.creation import full_like
 from kernels.indexing import getitem_static
 from kernels.primitive import Traced
@@ -28,8 +29,8 @@ from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, asarray, flag, given, implements, implements_method, reject
 from .elementwise import clip
 
-__all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quantile", "average", "searchsorted",
-           "nan_mask"]
+__all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quantile", "median", "average",
+           "searchsorted", "nan_mask"]
 
 
 # --- NumPy's axis and dtype conventions over the primitives -------------------------------------
@@ -153,7 +154,12 @@ def _nanvar(x, axis=None, keepdims=False, ddof=0, dtype=None):
 
 
 def _nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):
-    return ew.sqrt.bind(_nanvar(x, axis, keepdims, ddof, dtype))
+    """sqrt of the variance; at zero variance 0 with derivatives 0 at every order (the
+    subgradient convention of ``kernels.reductions.reduce_std``), not sqrt's infinite
+    slope times a zero tangent (NaN)."""
+    variance = _nanvar(x, axis, keepdims, ddof, dtype)
+    flat = ew.equal.bind(variance, 0)
+    return ew.where.bind(flat, 0.0, ew.sqrt.bind(ew.where.bind(flat, 1.0, variance)))
 
 
 def _nan_extreme(extreme, fill):
@@ -441,53 +447,170 @@ def _gather_last(x, axis, keepdims):
     return merged, out_shape
 
 
-def quantile(x, q, axis=None, keepdims=False, skip_nan=False):
-    """Linear-interpolation quantiles (NumPy's default method): NaN where a slice has NaN,
-    or with ``skip_nan`` the quantiles of the values that are not NaN (NaN where a slice
-    has none)."""
-    x = _float(x)
+def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None):
+    """Linear-interpolation quantiles (NumPy's default method) at the static levels ``q``
+    (fractions in [0, 1]): NaN where a slice has NaN, or with ``skip_nan`` the quantiles
+    of the values that are not NaN (NaN where a slice has none).
+
+    As NumPy computes them, so that dtypes and infinities agree: the virtual index
+    ``(n - 1) q`` is computed in the dtype of ``q``; an integer one picks an element
+    (the result keeps the data's dtype); otherwise ``a + (b - a) t`` interpolates between
+    the neighbours ``a <= b``, from the upper one, ``b - (b - a)(1 - t)``, where the
+    fraction ``t >= 0.5`` (so a quantile next to an infinity is that infinity, not NaN).
+    The result's dtype is NumPy's promotion of the data with ``q`` (``weak``: ``q`` was a
+    Python int or float, which promotes weakly; default: whether ``q`` is one).
+    """
+    levels = np.asarray(q)
+    weak = type(q) in (int, float) if weak is None else weak
+    dtype = _quantile_dtype(x.dtype, levels, weak)
+    xp = namespace(x)
     merged, out_shape = _gather_last(x, axis, keepdims)
     last = merged.ndim - 1
     size = merged.shape[-1]
-    ordered = kr.sort.bind(merged, axis=last)  # NaNs sort last
-    nan = ew.isnan.bind(merged)
-    levels = np.asarray(q, dtype=float)
-    if skip_nan:
-        missing = kcore.reduce_sum.bind(nan, axis=(last,), keepdims=True, dtype=_index_dtype(x))
-        count = ew.subtract.bind(size, missing)
-        top = ew.maximum.bind(ew.subtract.bind(count, 1), 0)
-    results = []
-    for level in levels.reshape(-1).tolist():
+    if dtype_kind(levels.dtype) in "biu":  # integer virtual indices: an element, no interpolation
+        ordered = kr.sort.bind(merged, axis=last)
+        results = [_pick(ordered, merged, level, size, last, skip_nan) for level in levels.reshape(-1).tolist()]
+    else:
+        data = _float(merged)
+        ordered = kr.sort.bind(data, axis=last)  # NaNs sort last
+        target = namespace_dtype(xp, dtype)
         if skip_nan:
-            position = ew.multiply.bind(level, ew.astype.bind(top, dtype=x.dtype))
-            low_index = ew.astype.bind(ew.floor.bind(position), dtype=_index_dtype(x))
-            high_index = ew.minimum.bind(ew.add.bind(low_index, 1), top)
-            fraction = ew.subtract.bind(position, ew.astype.bind(low_index, dtype=x.dtype))
-            low = kr.take_along_axis.bind(ordered, low_index, axis=last)
-            high = kr.take_along_axis.bind(ordered, high_index, axis=last)
-            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
-            value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
-            value = kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+            count = ew.subtract.bind(size, kcore.reduce_sum.bind(ew.isnan.bind(data), axis=(last,), keepdims=True,
+                                                                 dtype=_index_dtype(x)))
+            results = [_interpolate_present(ordered, count, level, last, target)
+                       for level in levels.reshape(-1)]
         else:
-            position = level * (size - 1)
-            low_index = math.floor(position)
-            high_index = low_index + 1 if low_index + 1 < size else size - 1
-            fraction = position - low_index
-            low = getitem_static(ordered, (Ellipsis, low_index))
-            high = getitem_static(ordered, (Ellipsis, high_index))
-            value = ew.add.bind(low, ew.multiply.bind(fraction, ew.subtract.bind(high, low)))
-            has_nan = kr.reduce_any.bind(nan, axis=(last,), keepdims=False)
-            value = ew.where.bind(has_nan, math.nan, value)
-        results.append(kcore.reshape.bind(value, shape=out_shape))
+            has_nan = kr.reduce_any.bind(ew.isnan.bind(data), axis=(last,), keepdims=False)
+            results = [ew.where.bind(has_nan, math.nan, _interpolate(ordered, level, size, target))
+                       for level in levels.reshape(-1)]
+    results = [kcore.reshape.bind(value, shape=out_shape) for value in results]
     if levels.ndim == 0:
         return results[0]
     stacked = stack.bind(*results, axis=0)
     return kcore.reshape.bind(stacked, shape=levels.shape + tuple(out_shape))
 
 
+def _quantile_dtype(dtype, levels, weak):
+    """NumPy's result dtype for data of ``dtype`` at ``levels`` (see :func:`quantile`)."""
+    data = np.dtype(getattr(dtype, "_np_dtype", dtype))
+    if levels.dtype.kind in "biu":
+        return data
+    return np.result_type(data, 1.0) if weak else np.result_type(data, levels.dtype)
+
+
+def _lerp(low, high, fraction, complement, upper, target):
+    """NumPy's interpolation between ``low <= high`` in dtype ``target``: ``low + (high -
+    low) fraction``, or where ``upper`` (the fraction is at least one half) ``high - (high
+    - low) complement``.  ``complement`` is 1 - fraction, computed in the levels' dtype;
+    ``fraction``, ``complement`` and ``upper`` are Python numbers or arrays."""
+    difference = ew.subtract.bind(high, low)  # in the data's dtype, as NumPy
+    if low.dtype != target:
+        low, high, difference = (ew.astype.bind(v, dtype=target) for v in (low, high, difference))
+    if upper is True or upper is False:
+        if upper:
+            return ew.subtract.bind(high, ew.multiply.bind(difference, complement))
+        return ew.add.bind(low, ew.multiply.bind(difference, fraction))
+    if fraction.dtype != target:
+        fraction, complement = ew.astype.bind(fraction, dtype=target), ew.astype.bind(complement, dtype=target)
+    return ew.where.bind(upper, ew.subtract.bind(high, ew.multiply.bind(difference, complement)),
+                         ew.add.bind(low, ew.multiply.bind(difference, fraction)))
+
+
+def _interpolate(ordered, level, size, target):
+    """One quantile of the sorted slices ``ordered`` (``size`` values each) at ``level``
+    (a NumPy scalar: the virtual index takes its dtype)."""
+    virtual = (size - 1) * level
+    if virtual >= size - 1:  # the last value; NumPy measures the fraction from index -1
+        low_index = high_index = size - 1
+        floor = -1
+    else:
+        floor = math.floor(virtual)
+        low_index, high_index = floor, floor + 1
+    fraction = virtual - level.dtype.type(floor)
+    complement = level.dtype.type(1) - fraction
+    low = getitem_static(ordered, (Ellipsis, low_index))
+    high = getitem_static(ordered, (Ellipsis, high_index))
+    return _lerp(low, high, float(fraction), float(complement), bool(fraction >= 0.5), target)
+
+
+def _interpolate_present(ordered, count, level, last, target):
+    """One quantile of the values that are not NaN (the first ``count`` of each sorted
+    slice), as NumPy's nan* forms compute it slice by slice; NaN where there are none."""
+    xp = namespace(ordered)
+    levels_dtype = namespace_dtype(xp, level.dtype)
+    index_dtype = count.dtype
+    top = ew.subtract.bind(count, 1)
+    virtual = ew.multiply.bind(ew.astype.bind(ew.maximum.bind(top, 0), dtype=levels_dtype), level.item())
+    above = ew.greater_equal.bind(virtual, ew.astype.bind(top, dtype=levels_dtype))
+    floor = ew.where.bind(above, -1, ew.astype.bind(ew.floor.bind(virtual), dtype=index_dtype))
+    last_present = ew.maximum.bind(top, 0)
+    low_index = ew.where.bind(above, last_present, floor)
+    high_index = ew.where.bind(above, last_present, ew.minimum.bind(ew.add.bind(floor, 1), last_present))
+    fraction = ew.subtract.bind(virtual, ew.astype.bind(floor, dtype=levels_dtype))
+    complement = ew.subtract.bind(1.0, fraction)
+    low = kr.take_along_axis.bind(ordered, low_index, axis=last)
+    high = kr.take_along_axis.bind(ordered, high_index, axis=last)
+    value = _lerp(low, high, fraction, complement, ew.greater_equal.bind(fraction, 0.5), target)
+    value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+    return kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+
+
+def _pick(ordered, merged, level, size, last, skip_nan):
+    """The quantile at an integer virtual index ``(n - 1) * level`` (``level`` 0 or 1): an
+    element of the sorted slices, in the data's dtype; NaN as in :func:`quantile`."""
+    if is_integer_dtype(merged.dtype):
+        return getitem_static(ordered, (Ellipsis, (size - 1) * level))
+    nan = ew.isnan.bind(merged)
+    if not skip_nan:
+        value = getitem_static(ordered, (Ellipsis, (size - 1) * level))
+        return ew.where.bind(kr.reduce_any.bind(nan, axis=(last,), keepdims=False), math.nan, value)
+    count = ew.subtract.bind(size, kcore.reduce_sum.bind(nan, axis=(last,), keepdims=True, dtype=_index_dtype(merged)))
+    index = ew.multiply.bind(ew.maximum.bind(ew.subtract.bind(count, 1), 0), level)
+    value = kr.take_along_axis.bind(ordered, index, axis=last)
+    value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+    return kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+
+
+def median(x, axis=None, keepdims=False, skip_nan=False):
+    """NumPy's median: the middle value of each sorted slice, or the mean of the two
+    middle values, ``(a + b) / 2`` (so that, unlike the 0.5 quantile, the median next to
+    an infinity is that infinity); NaN as in :func:`quantile`."""
+    x = _float(x)
+    merged, out_shape = _gather_last(x, axis, keepdims)
+    last = merged.ndim - 1
+    size = merged.shape[-1]
+    ordered = kr.sort.bind(merged, axis=last)
+    nan = ew.isnan.bind(merged)
+    if skip_nan:
+        count = ew.subtract.bind(size, kcore.reduce_sum.bind(nan, axis=(last,), keepdims=True,
+                                                             dtype=_index_dtype(x)))
+        top = ew.maximum.bind(ew.subtract.bind(count, 1), 0)
+        low = kr.take_along_axis.bind(ordered, ew.floor_divide.bind(top, 2), axis=last)
+        high = kr.take_along_axis.bind(ordered, ew.floor_divide.bind(ew.add.bind(top, 1), 2), axis=last)
+        odd = ew.equal.bind(ew.remainder.bind(count, 2), 1)
+        value = ew.where.bind(odd, low, _mean_of_two(low, high))
+        value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+        value = kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+    else:
+        low = getitem_static(ordered, (Ellipsis, (size - 1) // 2))
+        value = low if size % 2 else _mean_of_two(low, getitem_static(ordered, (Ellipsis, size // 2)))
+        value = ew.where.bind(kr.reduce_any.bind(nan, axis=(last,), keepdims=False), math.nan, value)
+    return kcore.reshape.bind(value, shape=out_shape)
+
+
+def _mean_of_two(a, b):
+    """``np.mean`` of two values: their sum halved (float16 summed in float32, as NumPy)."""
+    if dtype_kind(a.dtype) == "f" and np.dtype(getattr(a.dtype, "_np_dtype", a.dtype)).itemsize == 2:
+        xp = namespace(a)
+        wide = namespace_dtype(xp, np.float32)
+        total_ = ew.add.bind(ew.astype.bind(a, dtype=wide), ew.astype.bind(b, dtype=wide))
+        return ew.astype.bind(ew.divide.bind(total_, 2.0), dtype=a.dtype)
+    return ew.divide.bind(ew.add.bind(a, b), 2.0)
+
+
 def _median_handler(skip_nan):
     def handler(a, axis=None, out=None, overwrite_input=False, keepdims=False):
-        return quantile(asarray(a), 0.5, axis, keepdims, skip_nan)
+        return median(asarray(a), axis, keepdims, skip_nan)
 
     return handler
 
@@ -504,7 +627,14 @@ def _quantile_handler(scale, skip_nan):
             raise UnsupportedOperationError(f"numpy.{name}: only method='linear' without weights is supported on traced arrays")
         if isinstance(q, Traced):
             raise UnsupportedOperationError(f"numpy.{name}: the quantile levels q must not be traced")
-        return quantile(asarray(a), np.asarray(q, dtype=float) / scale, axis, keepdims, skip_nan)
+        # NumPy's levels: q / 100 for percentiles (a float dtype), q as given for quantiles
+        levels = np.asarray(np.true_divide(q, 100) if scale == 100 else q)
+        if levels.dtype.kind not in "biuf":
+            raise TypeError(f"numpy.{name}: the levels q must be real numbers, got dtype {levels.dtype}")
+        if not (levels.size == 0 or bool(((levels >= 0) & (levels <= 1)).all())):
+            raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100
+                             else "Quantiles must be in the range [0, 1]")
+        return quantile(asarray(a), levels, axis, keepdims, skip_nan, weak=type(q) in (int, float))
 
     return handler
 
