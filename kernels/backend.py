@@ -14,7 +14,7 @@ import array_api_compat
 import array_api_compat.numpy as numpy_namespace  # noqa: F401 (re-exported)
 import numpy as np
 
-from .primitive import Traced, bottom
+from .primitive import Traced, bottom, known
 
 __all__ = ["all_finite", "any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
@@ -92,6 +92,8 @@ def device_of(value):
 def any_true(mask):
     """Whether any element of a boolean mask is true, across every example of every
     transform level; True when that cannot be known without computing (a lazy array)."""
+    if not known(mask):
+        return True
     mask = bottom(mask)
     library = library_of(mask)
     if library in ("numpy", None):
@@ -104,6 +106,8 @@ def any_true(mask):
 def all_finite(value):
     """Whether every element of ``value`` is finite, across every example of every transform
     level; False when that cannot be known without computing (a lazy array)."""
+    if not known(value):
+        return False
     value = bottom(value)
     if type(value) in _PYTHON_NUMBERS:
         return cmath.isfinite(value)

@@ -12,7 +12,7 @@ from .backend import (all_finite, device_of, dtype_kind, is_integer_dtype, libra
                       numpy_namespace)
 from .core import broadcast_to, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive, differentiated
+from .primitive import Primitive
 
 __all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "safe_multiply"]
 
@@ -273,17 +273,38 @@ def _is_array(value):
     return hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def safe_multiply(g, d):
-    """``g * d`` where a zero ``g`` gives zero even if ``d`` is infinite.
+def _safe_multiply_impl(g, d):
+    """``g * d``, and 0 where ``g`` is 0 if ``d`` has a non-finite element (the mask costs two
+    passes over the data, so it is applied only where ``d``, often an unbatched partial
+    smaller than ``g``, needs it; the choice is made on the values of this call)."""
+    product = _multiply(g, d)
+    if all_finite(d):
+        return product
+    return _where(_equal(g, 0), 0.0, product)
 
-    The mask costs two passes over the data and is needed only where ``d`` (a partial
-    derivative, often unbatched and smaller than ``g``) has a non-finite element: the
-    plain product is used when every element of ``d`` (of every example) is finite.  Not
-    where a derivative is traced: the mask's own derivative masks too.
-    """
-    if not differentiated((g, d)) and all_finite(d):
-        return multiply.bind(g, d)
-    return where.bind(equal.bind(g, 0), 0.0, multiply.bind(g, d))
+
+def _safe_multiply_jvp(primals, tangents):
+    """The derivative of ``where(g == 0, 0, g * d)``: the product rule, masked the same way."""
+    g, d = primals
+    out = safe_multiply.bind(g, d)
+    terms = [multiply.bind(t, other) for t, other in zip(tangents, (d, g)) if t is not None]
+    if not terms:
+        return out, None
+    total = terms[0] if len(terms) == 1 else add.bind(terms[0], terms[1])
+    tangent = where.bind(equal.bind(g, 0), 0.0, total)
+    return out, broadcast_to.bind(tangent, shape=tuple(out.shape)) if tuple(tangent.shape) != tuple(out.shape) else tangent
+
+
+def _safe_multiply_vjp(cotangent, primals, out):
+    g, d = primals
+    masked = where.bind(equal.bind(g, 0), 0.0, cotangent)
+    return tuple(unbroadcast(safe_multiply.bind(masked, other), x.shape) if _differentiable(x) else None
+                 for x, other in ((g, d), (d, g)))
+
+
+_multiply, _where, _equal = multiply.impl, where.impl, equal.impl
+safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
+safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 
 
 def partial_rules(prim, partials, safe=False):
@@ -315,7 +336,7 @@ def partial_rules(prim, partials, safe=False):
             elif derivative is _MINUS_ONE:
                 term = negative.bind(g)
             else:
-                term = safe_multiply(g, derivative) if safe else multiply.bind(g, derivative)
+                term = (safe_multiply if safe else multiply).bind(g, derivative)
             cotangents.append(unbroadcast(term, primal.shape))
         return tuple(cotangents)
 

@@ -9,15 +9,16 @@ Rules are written with ``bind`` themselves, so that transforms compose.
 """
 from __future__ import annotations
 
-__all__ = ["Primitive", "Traced", "bind", "bottom", "differentiated", "top_level"]
+__all__ = ["Primitive", "Traced", "bind", "bottom", "differentiated", "known", "top_level"]
 
 
 class Traced:
     """Base class of the values a transform level traces.
 
     The engine subclasses it; kernels only need two things of an instance: its
-    ``_level`` (with ``depth``, ``alive``, ``differentiates``, ``process(prim, args,
-    params)`` and ``escaped(operation)``) and its ``_value`` (the value one level down).
+    ``_level`` (with ``depth``, ``alive``, ``differentiates``, ``abstract``,
+    ``process(prim, args, params)`` and ``escaped(operation)``) and its ``_value`` (the
+    value one level down).
     """
 
     __slots__ = ()
@@ -29,6 +30,17 @@ def bottom(value):
     while isinstance(value, Traced):
         value = value._value
     return value
+
+
+def known(value):
+    """Whether the concrete values under ``value`` are the ones being computed: False under
+    an abstract level (jit records a program for the values of later calls), where a
+    kernel must not be chosen by peeking at them."""
+    while isinstance(value, Traced):
+        if value._level.abstract:
+            return False
+        value = value._value
+    return True
 
 
 def differentiated(values):

@@ -52,7 +52,7 @@ def _reduction_rules(prim, partials, safe=False):
             return (None,)
         partial = partials(x, keep_reduced(out, x, axis, keepdims), axis=axis, **params)
         spread = unreduce(g, x, axis, keepdims)
-        return (ew.safe_multiply(spread, partial) if safe else ew.multiply.bind(spread, partial),)
+        return ((ew.safe_multiply if safe else ew.multiply).bind(spread, partial),)
 
     prim.jvp = jvp
     prim.vjp = vjp

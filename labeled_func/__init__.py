@@ -9,6 +9,7 @@ from . import accessor, diagnostics, random, sensitivity  # noqa: F401 (register
 from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp
+from .jit import jit
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
                      RandomnessError, TransformError, UnsupportedOperationError)
@@ -18,7 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
-    "cond", "while_loop", "custom_jvp", "custom_vjp", "random", "sensitivity",
+    "jit", "cond", "while_loop", "custom_jvp", "custom_vjp", "random", "sensitivity",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError",

@@ -15,7 +15,10 @@ import xarray as xr
 
 from kernels import elementwise as ew
 
+from kernels.primitive import known
+
 from .engine import any_example_true, is_batched
+from .engine.errors import UnsupportedOperationError
 
 __all__ = ["cond", "while_loop"]
 
@@ -45,8 +48,10 @@ def cond(pred, true_fn, false_fn, *operands):
     array([0., 3.])
     """
     data = _data(pred)
-    if not is_batched(data):
+    if not is_batched(data) and known(data):
         return true_fn(*operands) if bool(data) else false_fn(*operands)
+    # mapped (one predicate per example) or recorded by lf.jit (one per later call): both
+    # branches run and the predicate selects
     _check_scalar(pred, "cond")
     # Both branches run: each gets its own copy of the operands, so that an in-place
     # update in one branch is not seen by the other (nor by the caller).
@@ -68,6 +73,13 @@ def while_loop(cond_fn, body_fn, init_val):
     while True:
         pred = cond_fn(value)
         data = _data(pred)
+        if not known(data):
+            raise UnsupportedOperationError(
+                "lf.while_loop with a condition traced by lf.jit: the number of iterations would depend "
+                "on the values of later calls, and lf.jit cannot record such a loop yet. Call lf.jit on "
+                "the loop body instead (lf.while_loop(cond, lf.jit(body), x)), or loop a fixed number of "
+                "times (for _ in range(n)) and select with lf.cond / xr.where."
+            )
         if not is_batched(data):
             if not bool(data):
                 return value

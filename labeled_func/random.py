@@ -6,6 +6,7 @@ draws independently per example, "same" draws once and shares it.  NumPy's own
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -60,6 +61,16 @@ def uniform(sizes=None, *, like=None, low=0.0, high=1.0, rng=None):
     return _draw("uniform", lambda g, shape: g.uniform(low, high, shape), sizes, like, rng)
 
 
+def _sample(sample, rng, shape, dtype):
+    """Draws of ``shape`` from ``rng`` or the default generator (as it is at the call)."""
+    generator = rng if rng is not None else _generator
+    with _lock:
+        value = sample(generator, shape)
+    if dtype is not None and dtype != value.dtype:  # float32 like float32 (drawn in float64)
+        value = value.astype(dtype)
+    return value
+
+
 def _draw(name, sample, sizes, like, rng):
     if like is not None and sizes is not None:
         raise ValueError(f"lf.random.{name}: give sizes= or like=, not both (the draws take "
@@ -73,7 +84,8 @@ def _draw(name, sample, sizes, like, rng):
     else:
         sizes = dict(sizes or {})
         dims, shape, coords = tuple(sizes), tuple(sizes.values()), None
-    levels = [level for level in current_levels() if level.batches]
+    active_levels = current_levels()
+    levels = [level for level in active_levels if level.batches]
     for level in levels:
         if level.randomness == "error":
             raise RandomnessError(
@@ -84,12 +96,12 @@ def _draw(name, sample, sizes, like, rng):
                 "function and pass the draws in."
             )
     different = [level for level in levels if level.randomness == "different"]
-    generator = rng if rng is not None else _generator
-    with _lock:
-        value = sample(generator, tuple(level.axis_size for level in different) + shape)
+    full_shape = tuple(level.axis_size for level in different) + shape
     dtype = np.dtype(like.dtype) if like is not None and np.dtype(like.dtype).kind == "f" else None
-    if dtype is not None and dtype != value.dtype:  # float32 like float32 (drawn in float64)
-        value = value.astype(dtype)
+    value = _sample(sample, rng, full_shape, dtype)
+    recording = next((level for level in active_levels if level.abstract), None)
+    if recording is not None:  # lf.jit: drawn afresh at every call of the compiled program
+        value = recording.source(functools.partial(_sample, sample, rng, full_shape, dtype), value)
     for level in different:  # outermost first: each wraps the one before
         value = BatchTracer(level, value)
     return xr.DataArray(value, dims=dims, coords=coords)

@@ -29,7 +29,8 @@ class Level:
     """One active transform.  ``depth`` orders nesting; ``alive`` turns off on exit.
 
     ``batches``: the level maps a function over examples (vmap); ``differentiates``: it
-    carries derivatives (jvp, grad).  Subclasses define ``process`` (one primitive),
+    carries derivatives (jvp, grad); ``abstract``: its values stand for those of later
+    calls (jit), so nothing may be decided from them.  Subclasses define ``process`` (one primitive),
     ``assign`` (an in-place update of one of its tracers) and, where they treat them
     specially, ``process_custom_jvp`` / ``process_custom_vjp``.
     """
@@ -37,6 +38,7 @@ class Level:
     name = "transform"
     batches = False
     differentiates = False
+    abstract = False
     __slots__ = ("depth", "alive", "label", "__weakref__")
 
     def __init__(self):

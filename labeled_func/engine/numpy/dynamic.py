@@ -1,8 +1,8 @@
 """Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros...
 
 The output shape follows the values.  Under vmap a mapped value has one set of values
-per example, hence one shape per example: that is a policy error (DynamicShapeError,
-naming the function).  A constant, or a value traced only by grad/jvp, has one
+per example, hence one shape per example, and under jit a traced value stands for the
+values of later calls: both are policy errors (DynamicShapeError, naming the function).  A constant, or a value traced only by grad/jvp, has one
 concrete value (the primal) that fixes the shape, as torch.func's grad allows:
 positions are computed from it and the values picked with getitem, so derivatives
 flow through them.  :func:`fixed` is that rule, used by the other families too
@@ -17,7 +17,7 @@ import numpy as np
 from kernels import core as kcore
 from kernels import indexing as ki
 from kernels.backend import library_of, normalize_axis
-from kernels.primitive import bottom, top_level
+from kernels.primitive import bottom, known, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError
@@ -31,8 +31,9 @@ def fixed(value, culprit):
     """The concrete values that fix a data-dependent shape; DynamicShapeError if mapped."""
     if top_level((value,), culprit) is None:  # not traced (a traced value is checked for escape)
         return _host(value)
-    if is_batched(value):
-        raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit))
+    if is_batched(value) or not known(value):
+        transform = "vmap" if is_batched(value) else "jit"
+        raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit, transform))
     return _host(bottom(value))
 
 

@@ -17,6 +17,7 @@ from kernels import elementwise as ew
 from kernels import indexing as ki
 from kernels import reductions as kr
 from kernels.backend import namespace, normalize_axis
+from kernels.primitive import known
 
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
@@ -79,7 +80,7 @@ def setitem(x, key, value):
     key = _prepare_key(key)
     value = asarray(unlabeled(value))
     if any(_is_boolean_index(item) for item in key):
-        if any(_is_boolean_index(item) and is_batched(item) for item in key):
+        if any(_is_boolean_index(item) and (is_batched(item) or not known(item)) for item in key):
             inplace_assign(x, _masked_select(x, key, value), "x[mask] = value")
             return
         key = _masks_as_positions(key, "boolean-mask assignment x[mask] = value")

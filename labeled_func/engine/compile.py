@@ -1,0 +1,256 @@
+"""The compiler level: record the primitives a function applies, replay them later.
+
+``lf.jit`` runs a function once under a :class:`JitLevel`, the outermost level, with
+its inputs wrapped in :class:`JitTracer` s.  Every primitive that reaches the level (the
+batched and differentiated computation that the transforms inside produce) runs on the
+real values and is recorded in a :class:`Program`: a flat list of nodes, each a
+callable with its parameters, reading input slots, earlier nodes' outputs and
+constants.  Later calls with the same signature run ``Program.run`` on new arrays: one
+Python loop over pre-bound callables, no call of the function, no xarray.
+
+Inside, a traced value stands for the values of every later call: nothing may be
+decided from it (Python ``if``, ``float()``, a shape from the data, a kernel chosen by
+peeking at it) — the level is ``abstract``, and the policy errors say so.  Random
+draws are program nodes (``source``), drawn anew at each run.
+
+Simplifications at record time: primitives of constants only run once (constant
+folding, by construction: they never reach the level), a node identical to an earlier
+one (same callable, parameters and inputs) reuses its output (common subexpression
+elimination), and ``Program.prune`` drops the nodes no output needs (dead code).
+"""
+from __future__ import annotations
+
+import threading
+
+from kernels import core as kcore
+from kernels.primitive import Traced
+
+from .errors import UnsupportedOperationError
+from .stack import Level
+from .tracer import PrimalTracer, Wording, unknown_value_policy
+from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
+
+__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS"]
+
+JIT_WORDS = Wording(
+    transform="jit",
+    setitem=("writing a traced value into a plain NumPy array ({store}{where}) inside lf.jit: the "
+             "array would keep the value of the first call only. Build the buffer from a traced "
+             "input, e.g. xr.zeros_like(x) / np.zeros_like(x.data), or use out-of-place ops."),
+    bool=("bool() of a traced value (an `if`, `while`, `and`/`or` or assert on it) inside "
+          "lf.jit: it stands for the value of every later call, so the path taken cannot be "
+          "recorded once."),
+    index=("indexing an array that lf.jit does not trace, or a dim with an index coordinate, with "
+           "a traced index: NumPy and pandas need concrete indices there, and lf.jit records one "
+           "program for the values of every later call."),
+    item=("{what}() of a traced value (.item(), float(), int()) inside lf.jit: it stands for the "
+          "value of every later call, so it has no single Python number."),
+)
+
+
+class JitLevel(Level):
+    """One recording: the program grows as primitives reach the level."""
+
+    name = "jit"
+    abstract = True
+    __slots__ = ("program", "_slots", "_seen")
+
+    def __init__(self):
+        super().__init__()
+        self.program = Program()
+        self._slots = 0
+        self._seen = {}  # (callable, params, refs) -> slot: common subexpressions
+
+    # --- values -------------------------------------------------------------------------------
+    def new_slot(self):
+        self._slots += 1
+        return self._slots - 1
+
+    def input(self, value):
+        """A traced input of the program."""
+        tracer = JitTracer(self, value, self.new_slot())
+        self.program.inputs.append(tracer._slot)
+        return tracer
+
+    def source(self, draw, value):
+        """A value computed afresh at every run by ``draw()`` (random draws); ``value`` is
+        this run's."""
+        slot = self.new_slot()
+        self.program.nodes.append(Node(draw, {}, (), slot))
+        return JitTracer(self, value, slot)
+
+    def output_slot(self, value):
+        """The slot of a traced output (a view first brought up to date)."""
+        if type(value) is JitTracer and value._level is self:
+            if value._view is not None:
+                refresh_view(value)
+            return value._slot
+        return None
+
+    # --- primitives ----------------------------------------------------------------------------
+    def process(self, prim, args, params):
+        values, refs = [], []
+        for arg in args:
+            if type(arg) is JitTracer and arg._level is self:
+                if arg._view is not None:
+                    refresh_view(arg)
+                values.append(arg._value)
+                refs.append(arg._slot)
+            else:
+                values.append(arg)
+                refs.append(Constant(arg))
+        out = prim.impl(*values, **params)
+        if isinstance(out, tuple):
+            raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
+        key = _node_key(prim, params, refs)
+        slot = self._seen.get(key) if key is not None else None
+        if slot is None:
+            slot = self.new_slot()
+            self.program.nodes.append(Node(prim.impl, params, tuple(refs), slot, prim))
+            if key is not None:
+                self._seen[key] = slot
+        result = JitTracer(self, out, slot)
+        if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
+            result._view = make_view(prim, args, params, out)
+        return result
+
+    # --- in place ---------------------------------------------------------------------------------
+    def assign(self, dest, src, operation):
+        assign_value(self, dest, src)
+
+    def set_value(self, dest, src):
+        """Rebind ``dest`` to the value (and slot) of ``src``."""
+        shape = tuple(dest.shape)
+        if tuple(getattr(src, "shape", ())) != shape:
+            src = kcore.broadcast_to.bind(src, shape=shape)
+        if type(src) is JitTracer and src._level is self:
+            dest._value, dest._slot = src._value, src._slot
+        else:  # a constant written over a traced buffer: a constant of the program
+            slot = self.new_slot()
+            self.program.nodes.append(Node(_identity, {}, (Constant(src),), slot))
+            dest._value, dest._slot = src, slot
+
+
+def _identity(value):
+    return value
+
+
+def _node_key(prim, params, refs):
+    """A hashable key of a node for common subexpression elimination, or None when a
+    parameter or a constant input cannot be compared cheaply (arrays are compared by
+    identity)."""
+    try:
+        constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
+                                                        else ref.value) for ref in refs)
+        key = (prim, tuple(sorted(params.items())), constants)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+class JitTracer(PrimalTracer):
+    """A value recorded by a :class:`JitLevel`: this run's value and its slot."""
+
+    __slots__ = ("_slot",)
+
+    def __init__(self, level, value, slot):
+        self._level = level
+        self._value = value
+        self._slot = slot
+        self._view = None
+        self._cell = None
+
+    def _concrete(self, what):
+        return unknown_value_policy(self, what, JIT_WORDS)
+
+    def __repr__(self):
+        return f"JitTracer(slot {self._slot}, shape={self.shape}, dtype={self.dtype})"
+
+
+# --- the program -------------------------------------------------------------------------------------
+class Constant:
+    """A value the program reads as it was when recorded."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+class Node:
+    """``function(*inputs, **params)`` into ``slot``; ``refs`` are slots or Constants."""
+
+    __slots__ = ("function", "params", "refs", "slot", "prim")
+
+    def __init__(self, function, params, refs, slot, prim=None):
+        self.function = function
+        self.params = params
+        self.refs = refs
+        self.slot = slot
+        self.prim = prim
+
+
+class Program:
+    """Input slots, nodes in order, output slots; ``run(arrays)`` replays it."""
+
+    def __init__(self):
+        self.inputs = []
+        self.nodes = []
+        self.outputs = []
+        self._plan = None
+        self._lock = threading.Lock()
+
+    def prune(self):
+        """Drop the nodes that no output reads (dead code), then lay the program out for
+        runs: each node a pre-bound callable, the slots it reads, and the slots whose last
+        reader it is (freed as soon as it has run: a run holds only the live arrays)."""
+        needed = set(self.outputs)
+        kept = []
+        for node in reversed(self.nodes):
+            if node.slot in needed:
+                kept.append(node)
+                needed.update(ref for ref in node.refs if type(ref) is int)
+        self.nodes = kept[::-1]
+        last_reader = {}
+        for index, node in enumerate(self.nodes):
+            for ref in node.refs:
+                if type(ref) is int:
+                    last_reader[ref] = index
+        frees = [[] for _ in self.nodes]
+        for slot, index in last_reader.items():
+            if slot not in self.outputs:
+                frees[index].append(slot)
+        self._plan = [(_bound(node), tuple(ref if type(ref) is int else None for ref in node.refs),
+                       tuple(None if type(ref) is int else ref.value for ref in node.refs), node.slot,
+                       tuple(free))
+                      for node, free in zip(self.nodes, frees)]
+        return self
+
+    def run(self, arrays):
+        """The outputs for new input ``arrays`` (in the order of the inputs)."""
+        env = dict(zip(self.inputs, arrays))
+        for function, reads, constants, slot, frees in self._plan:
+            env[slot] = function(*[env[r] if r is not None else c for r, c in zip(reads, constants)])
+            for dead in frees:
+                del env[dead]
+        return [env[slot] for slot in self.outputs]
+
+    def __len__(self):
+        return len(self.nodes)
+
+
+def _bound(node):
+    if not node.params:
+        return node.function
+    function, params = node.function, node.params
+    return lambda *args: function(*args, **params)
+
+
+def is_recorded(value):
+    """Whether an abstract (recording) level traces ``value`` at any depth."""
+    while isinstance(value, Traced):
+        if value._level.abstract:
+            return True
+        value = value._value
+    return False

@@ -1,0 +1,329 @@
+"""``lf.jit``: trace a function once, replay it without xarray.
+
+The first call with a given signature runs the function under the compiler level
+(``engine/compile.py``), which records the primitives it applies; the outputs' labels
+(dims, coords, attrs, names) are kept as a template.  Later calls with the same
+signature replay the recorded program on the new arrays and put the results back in
+the template: the function is not called, and no xarray operation runs inside.
+"""
+from __future__ import annotations
+
+import collections
+import copy
+import functools
+import inspect
+import numbers
+import threading
+
+import numpy as np
+import optree
+import xarray as xr
+
+from kernels.backend import library_of
+
+from .engine import active, current_levels
+from .engine.compile import JitLevel, JitTracer
+
+__all__ = ["jit", "CACHE_SIZE"]
+
+CACHE_SIZE = 32
+"""Programs kept per jitted function (the least recently used is dropped)."""
+
+
+def jit(func, *, static_argnames=()):
+    """``func`` compiled: traced once per signature, then replayed.
+
+    The first call runs ``func`` on traced arrays and records the primitives it applies
+    (inside ``vmap``, ``grad``, ``jacrev``... the batched and differentiated computation
+    they produce); later calls whose arguments have the same signature replay that program
+    on the new arrays and return outputs labeled as the first call's were.
+
+    The signature of a call is the structure of its arguments (pytrees of DataArrays,
+    Datasets, arrays, numbers), the dims, shapes and dtypes of their arrays, their
+    coordinates, names and attrs, and the values of Python numbers, ``None`` and the
+    arguments named in ``static_argnames`` (hashable; a new value traces again).  Pass a
+    0-d array or DataArray for a number that changes from call to call.  Up to
+    ``CACHE_SIZE`` programs are kept per function.
+
+    Inside, a traced value stands for the values of every later call: a Python ``if``,
+    ``bool()``, ``float()`` or ``.item()`` on it raises the same errors as under ``vmap``
+    (use ``xr.where`` / ``lf.cond``), and so does a shape that depends on its values.
+    ``lf.random`` draws are made afresh at every call.  Other side effects (``print``,
+    appending to a list) happen while tracing only, as in JAX.  Called inside another
+    transform, ``jit`` runs ``func`` as it is.
+
+    >>> import numpy as np, xarray as xr, labeled_func as lf
+    >>> x = xr.DataArray(np.linspace(0.0, 1.0, 5), dims="sample")
+    >>> per_sample = lf.jit(lf.vmap(lf.grad(lambda v: v ** 3), dim="sample"))
+    >>> per_sample(x).values.tolist()
+    [0.0, 0.1875, 0.75, 1.6875, 3.0]
+    >>> per_sample(x + 1).values.tolist()  # the same signature: replayed
+    [3.0, 4.6875, 6.75, 9.1875, 12.0]
+    """
+    if isinstance(static_argnames, str):
+        static_argnames = (static_argnames,)
+    return Jitted(func, tuple(static_argnames))
+
+
+class Jitted:
+    """A function with its recorded programs, one per signature."""
+
+    def __init__(self, func, static_argnames):
+        self.func = func
+        self.static_argnames = static_argnames
+        try:
+            self.signature = inspect.signature(func)
+        except (TypeError, ValueError):
+            self.signature = None
+        if static_argnames:
+            known = set(self.signature.parameters) if self.signature is not None else set()
+            unknown = [name for name in static_argnames if name not in known]
+            if unknown:
+                raise ValueError(f"lf.jit: static_argnames names {unknown}, which are not parameters of "
+                                 f"{getattr(func, '__name__', 'the function')} (it has {sorted(known)})")
+        self.cache = collections.OrderedDict()
+        self.lock = threading.Lock()
+        self.traces = 0  # how many times the function was traced (for tests and curiosity)
+        functools.update_wrapper(self, func, updated=())
+
+    def __call__(self, *args, **kwargs):
+        if current_levels():  # inside another transform: the function as it is
+            return self.func(*args, **kwargs)
+        call = _Call(self, args, kwargs)
+        with self.lock:
+            compiled = self.cache.get(call.key)
+            if compiled is not None:
+                self.cache.move_to_end(call.key)
+        if compiled is None or not compiled.matches(call):
+            compiled, result = self._trace(call)
+            with self.lock:
+                self.cache[call.key] = compiled
+                self.cache.move_to_end(call.key)
+                while len(self.cache) > CACHE_SIZE:
+                    self.cache.popitem(last=False)
+            return result
+        return compiled.outputs.build(compiled.program.run(call.arrays))
+
+    def _trace(self, call):
+        level = JitLevel()
+        level.label = "jit"
+        with active(level):
+            traced = [level.input(array) for array in call.arrays]
+            args, kwargs = call.rebuild(traced)
+            out = self.func(*args, **kwargs)
+            outputs = _Outputs(out, level)
+        program = level.program
+        program.outputs = outputs.slots
+        program.prune()
+        self.traces += 1
+        return _Compiled(call, program, outputs), outputs.build(outputs.values)
+
+    def __repr__(self):
+        return f"<lf.jit of {getattr(self.func, '__name__', self.func)!r}: {len(self.cache)} program(s)>"
+
+
+class _Compiled:
+    def __init__(self, call, program, outputs):
+        self.program = program
+        self.outputs = outputs
+        self.check = call.check
+
+    def matches(self, call):
+        """Whether ``call``'s labels equal those of the traced call (the key holds their
+        shapes; coordinate values and attrs are compared here)."""
+        if len(call.check) != len(self.check):
+            return False
+        for mine, theirs in zip(self.check, call.check):
+            if mine[0] == "coords":
+                if not mine[1].equals(theirs[1]):
+                    return False
+            elif not _same_attrs(mine[1], theirs[1]):
+                return False
+        return True
+
+
+def _same_attrs(a, b):
+    if a.keys() != b.keys():
+        return False
+    for key in a:
+        x, y = a[key], b[key]
+        if x is y:
+            continue
+        try:
+            if not bool(np.all(x == y)):
+                return False
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+# --- a call: its signature, its arrays, and how to rebuild its arguments -----------------------------
+class _Call:
+    def __init__(self, jitted, args, kwargs):
+        self.jitted = jitted
+        statics = ()
+        self.bound = None
+        if jitted.static_argnames:
+            self.bound = jitted.signature.bind(*args, **kwargs)
+            self.bound.apply_defaults()
+            arguments = self.bound.arguments
+            statics = tuple((name, _hashable(name, arguments[name])) for name in jitted.static_argnames)
+            tree = {name: value for name, value in arguments.items() if name not in jitted.static_argnames}
+        else:
+            tree = (tuple(args), dict(kwargs))
+        paths, self.leaves, self.treedef = optree.tree_flatten_with_path(tree, none_is_leaf=True)
+        self.arrays, self.check, self.counts, key = [], [], [], []
+        for path, leaf in zip(paths, self.leaves):
+            kind, arrays = self._leaf(leaf, self._where(path))
+            self.counts.append(len(arrays))
+            self.arrays.extend(arrays)
+            key.append(kind)
+        self.key = (self.treedef, tuple(key), statics)
+
+    def _where(self, path):
+        """``argument 'x'``, ``argument 'params'['a']``, ``keyword argument 'scale'``."""
+        if self.bound is not None:
+            return f"argument {path[0]!r}" + "".join(f"[{k!r}]" for k in path[1:])
+        kind, rest = path[0], path[1:]
+        if kind == 0:
+            names = list(self.jitted.signature.parameters) if self.jitted.signature is not None else []
+            label = f"argument {names[rest[0]]!r}" if rest[0] < len(names) else f"argument {rest[0]}"
+        else:
+            label = f"keyword argument {rest[0]!r}"
+        return label + "".join(f"[{k!r}]" for k in rest[1:])
+
+    def _leaf(self, leaf, where):
+        if isinstance(leaf, xr.DataArray):
+            self.check.append(("coords", leaf.coords.to_dataset()))
+            self.check.append(("attrs", leaf.attrs))
+            return ("DataArray", leaf.dims, leaf.shape, str(leaf.dtype), leaf.name, _coord_key(leaf)), [leaf.data]
+        if isinstance(leaf, xr.Dataset):
+            self.check.append(("coords", leaf.coords.to_dataset()))
+            self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": leaf[name].attrs for name in leaf.data_vars}}))
+            layout = tuple((name, v.dims, v.shape, str(v.dtype)) for name, v in leaf.data_vars.items())
+            return ("Dataset", layout, _coord_key(leaf)), [leaf[name].data for name in leaf.data_vars]
+        if isinstance(leaf, (xr.DataTree, xr.Variable)):
+            raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}, which lf.jit does not take yet; "
+                            "pass its DataArrays or Datasets")
+        if isinstance(leaf, (bool, numbers.Number, str, type(None))) and not hasattr(leaf, "shape"):
+            return ("constant", type(leaf), leaf), []
+        if isinstance(leaf, np.generic):
+            return ("constant", type(leaf), leaf.item()), []
+        if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            if library_of(leaf) == "dask":
+                raise TypeError(f"lf.jit: {where} is a Dask array; lf.jit does not take Dask arrays yet "
+                                "(call the jitted function on each block, or compute first)")
+            return ("array", type(leaf), tuple(leaf.shape), str(leaf.dtype)), [leaf]
+        raise TypeError(
+            f"lf.jit: {where} is a {type(leaf).__name__}, which is neither an array, a DataArray or "
+            "Dataset, nor a number: name it in static_argnames (it is then part of the signature, "
+            "and a new value traces again), or close over it"
+        )
+
+    def rebuild(self, arrays):
+        """The call's ``(args, kwargs)`` with its arrays replaced by ``arrays``."""
+        leaves, k = [], 0
+        for leaf, count in zip(self.leaves, self.counts):
+            new = arrays[k:k + count]
+            k += count
+            if not count:
+                leaves.append(leaf)
+            elif isinstance(leaf, xr.DataArray):
+                leaves.append(leaf.copy(deep=False, data=new[0]))
+            elif isinstance(leaf, xr.Dataset):
+                leaves.append(leaf.copy(deep=False, data=dict(zip(leaf.data_vars, new))))
+            else:
+                leaves.append(new[0])
+        tree = optree.tree_unflatten(self.treedef, leaves)
+        if self.bound is None:
+            return tree
+        bound = copy.copy(self.bound)
+        bound.arguments = {name: tree.get(name, value) for name, value in self.bound.arguments.items()}
+        return bound.args, bound.kwargs
+
+
+def _coord_key(leaf):
+    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in leaf.coords.items())
+
+
+def _hashable(name, value):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"lf.jit: the static argument {name!r} must be hashable (it is part of the "
+                        f"signature), got a {type(value).__name__}") from None
+    return value
+
+
+# --- outputs: the template, the slots of their arrays ----------------------------------------------
+def _placeholder(array):
+    """A stand-in of ``array``'s shape and dtype that holds no memory (a template's data)."""
+    return np.broadcast_to(np.zeros((), dtype=np.dtype(array.dtype)), tuple(array.shape))
+
+
+class _Outputs:
+    """The structure of the outputs, each traced array a slot of the program."""
+
+    def __init__(self, out, level):
+        paths, leaves, self.treedef = optree.tree_flatten_with_path(out, none_is_leaf=True)
+        self.slots, self.values, self.builders = [], [], []
+        for path, leaf in zip(paths, leaves):
+            self.builders.append(self._leaf(leaf, level, "output" + "".join(f"[{k!r}]" for k in path)))
+
+    def _array(self, value, level):
+        """The index of a traced array among the program's outputs, or None (a constant)."""
+        if type(value) is JitTracer:
+            if value._level is not level:  # pragma: no cover - an escaped tracer
+                raise TypeError("lf.jit: an output holds a value traced by another lf.jit")
+            self.slots.append(level.output_slot(value))
+            self.values.append(value._value)
+            return len(self.slots) - 1
+        return None
+
+    def _leaf(self, leaf, level, where):
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            coords = {name: self._array(c.variable.data, level) for name, c in leaf.coords.items()
+                      if name not in leaf.indexes}
+            coords = {name: k for name, k in coords.items() if k is not None}
+            if isinstance(leaf, xr.DataArray):
+                data = self._array(leaf.data, level)
+                template = leaf.copy(deep=False, data=_placeholder(leaf.data) if data is not None else None)
+            else:
+                data = {name: self._array(leaf[name].data, level) for name in leaf.data_vars}
+                template = leaf.copy(deep=False, data={name: _placeholder(leaf[name].data) if k is not None
+                                                       else leaf[name].data for name, k in data.items()})
+            if coords:  # traced coordinates: placeholders too, filled at each build
+                template = template.assign_coords({name: template[name].variable.copy(
+                    deep=False, data=_placeholder(template[name].data)) for name in coords})
+            return (type(leaf).__name__, template, data, coords)
+        if isinstance(leaf, (xr.DataTree, xr.Variable)):
+            raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}, which lf.jit cannot return yet; "
+                            "return its DataArrays or Datasets")
+        k = self._array(leaf, level)
+        if k is not None:
+            return ("array", None, k, {})
+        if isinstance(leaf, xr.Variable) or hasattr(leaf, "shape") or isinstance(leaf, (numbers.Number, str,
+                                                                                         type(None))):
+            return ("constant", leaf, None, {})
+        raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}; return arrays, DataArrays, Datasets "
+                        "or numbers")
+
+    def build(self, arrays):
+        leaves = []
+        for kind, template, data, coords in self.builders:
+            if kind == "array":
+                leaves.append(arrays[data])
+                continue
+            if kind == "constant":
+                leaves.append(template)
+                continue
+            if kind == "DataArray":
+                value = template.copy(deep=False, data=arrays[data] if data is not None else None)
+            else:
+                value = template.copy(deep=False, data={name: arrays[k] if k is not None else template[name].data
+                                                        for name, k in data.items()})
+            if coords:
+                value = value.assign_coords({name: template[name].variable.copy(deep=False, data=arrays[k])
+                                             for name, k in coords.items()})
+            leaves.append(value)
+        return optree.tree_unflatten(self.treedef, leaves)
