@@ -41,10 +41,21 @@ def test_eigenvalue_gradient_survives_repeated_eigenvalues():
     np.testing.assert_allclose(pulled, np.eye(3), atol=1e-12)
 
 
-def test_complex_derivatives_say_so():
-    a = np.eye(2, dtype=complex) * 3
-    with pytest.raises(NotImplementedError, match="complex"):
-        engine_vjp(np.linalg.inv, [a], np.ones((2, 2), dtype=complex))
+@pytest.mark.parametrize("name, call", [
+    ("cholesky", np.linalg.cholesky),
+    ("eigh", lambda a: np.linalg.eigh(a).eigenvectors),
+    ("svd", np.linalg.svdvals),
+    ("qr", lambda a: np.linalg.qr(a).R),
+    ("pinv", np.linalg.pinv),
+])
+def test_complex_derivatives_not_implemented_say_so(name, call):
+    """The decompositions without complex rules raise, naming themselves, in both modes."""
+    a = np.array([[3.0, 1j], [-1j, 2.0]])
+    out = np.asarray(call(a))
+    with pytest.raises(NotImplementedError, match=f"{name}: derivatives of complex inputs"):
+        engine_vjp(call, [a], np.ones(out.shape, dtype=out.dtype))
+    with pytest.raises(NotImplementedError, match=f"{name}: derivatives of complex inputs"):
+        engine_jvp(call, [a], [np.ones((2, 2), dtype=complex)])
 
 
 @pytest.mark.parametrize("call", [
