@@ -541,11 +541,21 @@ def _eig_linalg(a):
     """NumPy's own linalg for NumPy arrays (real results for a real spectrum, as NumPy
     returns them: array-api-compat's are always complex), else the namespace's."""
     xp = namespace(a)
-    return np.linalg if xp is numpy_namespace else xp.linalg
+    if xp is numpy_namespace:
+        return np.linalg
+    if not hasattr(xp.linalg, "eig"):
+        raise NotImplementedError(f"linalg.eig: the namespace {xp.__name__} has no linalg.eig")
+    return xp.linalg
 
 
-eig_values = _linalg_primitive("eig_values", lambda a: _eig_linalg(a).eigvals(a),
-                               _eig_values_jvp, _eig_values_vjp)
+def _eig_values_impl(a):
+    """NumPy's eigvals orders the eigenvalues as its eig does; elsewhere (CuPy says it need
+    not) they come from the same eig call as the eigenvectors."""
+    linalg = _eig_linalg(a)
+    return linalg.eigvals(a) if linalg is np.linalg else linalg.eig(a)[0]
+
+
+eig_values = _linalg_primitive("eig_values", _eig_values_impl, _eig_values_jvp, _eig_values_vjp)
 eig_vectors = _linalg_primitive("eig_vectors", lambda a: _eig_linalg(a).eig(a)[1],
                                 _eig_vectors_jvp, _eig_vectors_vjp)
 
