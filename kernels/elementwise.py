@@ -335,7 +335,10 @@ def _tie_split(x, y, out, greater_is_x):
 
 
 def _complex_exponent_partial(x, out):
-    """d/dy x**y = log(x) x**y for a complex base (0 at x = 0, where x**y is 0 or 1)."""
+    """d/dy x**y = log(x) x**y of a complex power, with the complex logarithm of the base
+    (a negative real one too; 0 at x = 0, where x**y is 0 or 1)."""
+    if not _is_complex(x):
+        x = astype.bind(x, dtype=out.dtype) if _is_array(x) else complex(x)
     zero = equal.bind(x, 0)
     return where.bind(zero, 0.0, multiply.bind(log.bind(where.bind(zero, 1.0, x)), out))
 
@@ -349,7 +352,7 @@ _BINARY = {
         multiply.bind(y, power.bind(x, subtract.bind(y, 1) if _is_array(y) else y - 1)),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
         (where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
-         if not _is_complex(x) else _complex_exponent_partial(x, out))
+         if not _is_complex(out) else _complex_exponent_partial(x, out))
         if _is_array(y) else None,
     ), True),
     atan2: (lambda y, x, out: (

@@ -60,11 +60,13 @@ def test_gradient_is_dx_minus_i_dy(name):
 
 
 def test_autodiff_cookbook_values():
-    """JAX's autodiff cookbook: grad of x**2 + y**2 at 3 + 4j is 6 - 8j; with
-    holomorphic=True, grad(sin) is cos, and grad(conjugate) is 1 (the derivative of the
+    """The outputs printed in JAX's autodiff cookbook (complex64 there): grad of
+    x**2 + y**2 at 3 + 4j is 6 - 8j; with holomorphic=True, grad(sin) is
+    -27.034945 - 3.8511531j (cos(3 + 4j)), and grad(conjugate) is 1 (the derivative of the
     real part of the output)."""
     z = np.asarray(3.0 + 4.0j)
     assert complex(lf.grad(lambda z: np.real(z) ** 2 + np.imag(z) ** 2)(z)) == 6 - 8j
+    np.testing.assert_allclose(complex(lf.grad(np.sin, holomorphic=True)(z)), -27.034945 - 3.8511531j, rtol=1e-7)
     np.testing.assert_allclose(complex(lf.grad(np.sin, holomorphic=True)(z)), np.cos(3 + 4j), rtol=1e-14)
     assert complex(lf.grad(np.conjugate, holomorphic=True)(z)) == 1
 
@@ -168,3 +170,11 @@ def test_eigenvalues_of_a_rotation_by_calculus():
     _, da = lf.jvp(lambda a: values(a, np.asarray(b)), (np.asarray(a),), (np.asarray(1.0),))
     _, db = lf.jvp(lambda b: values(np.asarray(a), b), (np.asarray(b),), (np.asarray(1.0),))
     np.testing.assert_allclose([complex(da), complex(db)], [1.0, 1j], atol=1e-12)
+
+
+def test_power_with_a_complex_exponent_of_a_negative_base():
+    """d/dy x**y = log(x) x**y with the complex logarithm: log(-2) = log 2 + i pi."""
+    for base in (-2.0, np.asarray(-2.0), np.asarray(-2.0 + 0j)):
+        y = np.asarray(0.5 + 0.25j)
+        actual = lf.grad(lambda y: np.power(base, y), holomorphic=True)(y)
+        np.testing.assert_allclose(complex(actual), (np.log(2) + 1j * np.pi) * (-2.0 + 0j) ** (0.5 + 0.25j), rtol=1e-14)

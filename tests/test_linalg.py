@@ -1,7 +1,7 @@
 """Linear algebra beyond the per-entry generic checks.
 
-solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, norm and the
-contractions (einsum, matmul, tensordot, dot, inner, outer, vdot) are entries of the
+solve, inv, det, slogdet, cholesky, eigh, eigvalsh, eig, eigvals, svd, svdvals, norm and
+the contractions (einsum, matmul, tensordot, dot, inner, outer, vdot) are entries of the
 operator table (``opinfo.py``, with its well-conditioned, SPD and distinct-spectrum
 matrix families), so the generic tests run them: vmap against the loop, the JVP against
 central differences, the VJP by the inner-product identity, second order, jacfwd ==
