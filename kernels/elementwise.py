@@ -14,7 +14,7 @@ from .core import broadcast_to, reshape, unbroadcast
 from .creation import zeros_like
 from .primitive import Primitive
 
-__all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "safe_multiply"]
+__all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "real_valued_rules", "safe_multiply"]
 
 
 def _ndim(value):
@@ -405,6 +405,15 @@ def _tie_split(x, y, out, greater_is_x):
     return add.bind(_indicator(wins, out), multiply.bind(0.5, _indicator(equal.bind(x, y), out)))
 
 
+def _complex_exponent_partial(x, out):
+    """d/dy x**y = log(x) x**y of a complex power, with the complex logarithm of the base
+    (a negative real one too; 0 at x = 0, where x**y is 0 or 1)."""
+    if not _is_complex(x):
+        x = astype.bind(x, dtype=out.dtype) if _is_array(x) else complex(x)
+    zero = equal.bind(x, 0)
+    return where.bind(zero, 0.0, multiply.bind(log.bind(where.bind(zero, 1.0, x)), out))
+
+
 _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
@@ -413,7 +422,8 @@ _BINARY = {
     power: (lambda x, y, out: (
         _power_partial(x, y),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
-        where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
+        (where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
+         if not _is_complex(out) else _complex_exponent_partial(x, out))
         if _is_array(y) else None,
     ), True),
     atan2: (lambda y, x, out: (
@@ -482,33 +492,118 @@ where.jvp = _where_jvp
 where.vjp = _where_vjp
 
 
-def _apply_to_derivative(prim):
-    """Rules of a map that is linear over the reals (conj, real, imag)."""
+# --- complex numbers: one convention, JAX's ------------------------------------------------------
+# A complex number z = x + iy is a pair of reals, and a tangent of z is one too: the JVP of
+# any function is its real-linear derivative.  The cotangent of z is w = a + ib, paired with
+# a tangent t by the real bilinear form Re(w t) = a Re(t) - b Im(t) (not Re(conj(w) t)), so:
+#   - a holomorphic f (exp, log, sin, x * y, matmul, solve, ...) has the VJP g f'(z): the
+#     rules written for real numbers are right as they are, with no conjugate anywhere;
+#   - a real-valued f of z (abs, angle, real, imag, var) has the VJP g h with
+#     h = df/dx - i df/dy, and the JVP Re(h t);
+#   - conj has the JVP conj(t) and the VJP conj(g).
+# For a real loss L the gradient is then dL/dx - i dL/dy (2 conj(z) for |z|^2), what
+# jax.grad returns (torch returns its conjugate).  A real input takes the real part of
+# the cotangent it receives (the reverse level does that once, for every primitive).
+def _is_complex(value):
+    return hasattr(value, "dtype") and dtype_kind(value.dtype) == "c"
 
-    def jvp(primals, tangents):
-        (tangent,) = tangents
-        return prim.bind(primals[0]), None if tangent is None else prim.bind(tangent)
 
-    def vjp(g, primals, out):
-        return (prim.bind(g) if prim is conj else g,)
+def _real_part(value):
+    return real.bind(value) if _is_complex(value) else value
+
+
+def _as_complex(value, like):
+    """A real ``value`` in the complex dtype of ``like`` (a complex one as it is)."""
+    return value if _is_complex(value) else astype.bind(value, dtype=like.dtype)
+
+
+def _conj_jvp(primals, tangents):
+    (tangent,) = tangents
+    return conj.bind(primals[0]), None if tangent is None else conj.bind(tangent)
+
+
+def _conj_vjp(g, primals, out):
+    return (conj.bind(g),)
+
+
+def _real_jvp(primals, tangents):
+    (tangent,) = tangents
+    return real.bind(primals[0]), None if tangent is None else _real_part(tangent)
+
+
+def _real_vjp(g, primals, out):
+    """h = 1: the cotangent of z is the real cotangent of Re(z)."""
+    return (_as_complex(_real_part(g), primals[0]),)
+
+
+def _imag_jvp(primals, tangents):
+    (tangent,) = tangents
+    out = imag.bind(primals[0])
+    if tangent is None or not _is_complex(tangent):
+        return out, None
+    return out, imag.bind(tangent)
+
+
+def _imag_vjp(g, primals, out):
+    """h = -i: the cotangent of z is -i times the real cotangent of Im(z)."""
+    return (multiply.bind(_as_complex(_real_part(g), primals[0]), -1j),)
+
+
+conj.jvp, conj.vjp = _conj_jvp, _conj_vjp
+real.jvp, real.vjp = _real_jvp, _real_vjp
+imag.jvp, imag.vjp = _imag_jvp, _imag_vjp
+
+
+def real_valued_rules(prim, gradient):
+    """``prim``'s rules on a complex input, where its value is real: the JVP Re(h t), the
+    VJP g h, with ``h = gradient(x, out) = df/dx - i df/dy``.  Real inputs keep the rules
+    ``prim`` had."""
+    real_jvp, real_vjp = prim.jvp, prim.vjp
+
+    def jvp(primals, tangents, **params):
+        x = primals[0]
+        if not _is_complex(x):
+            return real_jvp(primals, tangents, **params)
+        out = prim.bind(x, **params)
+        tangent = tangents[0]
+        if tangent is None:
+            return out, None
+        return out, real.bind(multiply.bind(_as_complex(tangent, x), gradient(x, out)))
+
+    def vjp(g, primals, out, **params):
+        x = primals[0]
+        if not _is_complex(x):
+            return real_vjp(g, primals, out, **params)
+        return (safe_multiply(_real_part(g), gradient(x, out)),)
 
     prim.jvp, prim.vjp = jvp, vjp
+    return prim
 
 
-for _prim in (conj, real, imag):
-    _apply_to_derivative(_prim)
+def _nonzero_or_one(value):
+    return where.bind(equal.bind(value, 0), 1.0, value)
+
+
+# |z|: h = conj(z) / |z| (0 at z = 0, as the sign of 0 is 0)
+real_valued_rules(absolute, lambda z, out: divide.bind(conj.bind(z), _nonzero_or_one(out)))
 
 
 def _astype_jvp(primals, tangents, *, dtype):
     out = astype.bind(primals[0], dtype=dtype)
     tangent = tangents[0]
-    return out, None if tangent is None else astype.bind(tangent, dtype=dtype)
+    if tangent is None:
+        return out, None
+    if _is_complex(tangent) and not _is_complex(out):  # complex to real keeps the real part
+        tangent = real.bind(tangent)
+    return out, astype.bind(tangent, dtype=dtype)
 
 
 def _astype_vjp(g, primals, out, *, dtype):
     (x,) = primals
     if is_integer_dtype(x.dtype):
         return (None,)
+    if _is_complex(g) and not _is_complex(x):  # real to complex: the real input takes Re(g)
+        g = real.bind(g)
     return (astype.bind(g, dtype=x.dtype),)
 
 

@@ -10,24 +10,31 @@ in front.  Decompositions with several outputs are one primitive per output
 that needs the other factors binds them again, so each output differentiates on its
 own (eigenvalues stay differentiable where eigenvectors are not).
 
-Derivative rules are for real floating inputs; eigh and cholesky read a symmetric
-matrix, so their rules take the symmetric part of a tangent and return symmetric
-cotangents (they differentiate ``f((A + A^T) / 2)``).  eigh and svd rules assume
-distinct eigenvalues / distinct non-zero singular values.
+Complex inputs follow the convention of ``kernels/elementwise.py`` (JAX's): the
+holomorphic functions (einsum, matmul, solve, inv, det, eig) keep the rules written for
+real matrices, with transposes and no conjugates; slogdet and the vector 2-norm, real
+valued or of unit modulus, have their own complex rules.  cholesky, eigh, svd, qr and
+pinv differentiate real inputs only (a complex input raises NotImplementedError).  eigh
+and cholesky read a symmetric matrix, so their rules take the symmetric part of a
+tangent and return symmetric cotangents (they differentiate ``f((A + A^T) / 2)``).
+eigh, eig and svd rules assume distinct eigenvalues / distinct non-zero singular values.
 """
 from __future__ import annotations
 
 import string
 
+import numpy as np
+
 from . import elementwise as ew
-from .backend import device_of, dtype_kind, extra, is_integer_dtype, namespace, parse_einsum
+from .backend import device_of, dtype_kind, extra, is_integer_dtype, namespace, numpy_namespace, parse_einsum
 from .core import expand_dims, reduce_sum, reshape, squeeze, transpose, unbroadcast
 from .indexing import getitem_static
 from .primitive import Primitive
+from .reductions import reduce_max
 from .shape import concatenate, tril, triu
 
 __all__ = ["einsum", "matmul", "solve", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
-           "eigh_values", "eigh_vectors", "svd_u", "svd_values", "svd_vh", "qr_q", "qr_r", "pinv",
+           "eigh_values", "eigh_vectors", "eig_values", "eig_vectors", "svd_u", "svd_values", "svd_vh", "qr_q", "qr_r", "pinv",
            "vector_norm", "transpose_last2"]
 
 
@@ -181,9 +188,14 @@ def _differentiable(x):
     return hasattr(x, "dtype") and not is_integer_dtype(x.dtype)
 
 
+def _is_complex(value):
+    return hasattr(value, "dtype") and dtype_kind(value.dtype) == "c"
+
+
 def _real_only(name, *values):
-    if any(hasattr(v, "dtype") and dtype_kind(v.dtype) == "c" for v in values):
-        raise NotImplementedError(f"{name}: derivatives of complex inputs are not implemented (real inputs only)")
+    if any(_is_complex(v) for v in values):
+        raise NotImplementedError(f"{name}: derivatives of complex inputs are not implemented (real inputs only); "
+                                  "solve, inv, det, slogdet, eig, matmul, einsum and norm differentiate them")
 
 
 def transpose_last2(x):
@@ -274,7 +286,6 @@ def _solve_jvp(primals, tangents):
 def _solve_vjp(g, primals, x):
     """b̄ = A^-T g;  Ā = -b̄ x^T."""
     a, b = primals
-    _real_only("solve", a, b)
     gb = solve.bind(transpose_last2(a), g)
     ga = ew.negative.bind(matmul.bind(gb, transpose_last2(x)))
     return (unbroadcast(ga, a.shape) if _differentiable(a) else None,
@@ -294,7 +305,6 @@ def _inv_jvp(primals, tangents):
 
 def _inv_vjp(g, primals, x):
     """Ā = -X^T g X^T."""
-    _real_only("inv", x)
     xt = transpose_last2(x)
     return (ew.negative.bind(matmul.bind(xt, matmul.bind(g, xt))),)
 
@@ -321,7 +331,6 @@ def _det_jvp(primals, tangents):
 def _det_vjp(g, primals, d):
     """Ā = g det A A^-T."""
     (a,) = primals
-    _real_only("det", a)
     scale = _scalar_as_matrix(ew.multiply.bind(g, d))
     return (ew.multiply.bind(scale, transpose_last2(inv.bind(a))),)
 
@@ -330,22 +339,43 @@ det = _linalg_primitive("det", lambda a: namespace(a).linalg.det(a), _det_jvp, _
 
 
 def _logabs_jvp(primals, tangents):
-    """d log|det A| = tr(A^-1 dA)."""
+    """d log|det A| = Re tr(A^-1 dA) (log|det A| = Re log det A)."""
     (a,), (ta,) = primals, tangents
-    _real_only("slogdet", a)
     out = slogdet_logabs.bind(a)
-    return out, None if ta is None else _trace_of_inverse_times(a, ta)
+    if ta is None:
+        return out, None
+    trace = _trace_of_inverse_times(a, ta)
+    return out, ew.real.bind(trace) if _is_complex(trace) else trace
 
 
 def _logabs_vjp(g, primals, out):
-    """Ā = g A^-T."""
+    """Ā = g A^-T (of a complex A too: the gradient of Re log det A)."""
     (a,) = primals
-    _real_only("slogdet", a)
     return (ew.multiply.bind(_scalar_as_matrix(g), transpose_last2(inv.bind(a))),)
 
 
+def _sign_jvp(primals, tangents):
+    """Of a real A the sign is piecewise constant; of a complex A it is exp(i Im log det A):
+    d sign = i sign Im tr(A^-1 dA)."""
+    (a,), (ta,) = primals, tangents
+    sign = slogdet_sign.bind(a)
+    if ta is None or not _is_complex(a):
+        return sign, None
+    turn = ew.imag.bind(_trace_of_inverse_times(a, ta))
+    return sign, ew.multiply.bind(ew.multiply.bind(sign, 1j), turn)
+
+
+def _sign_vjp(g, primals, sign):
+    """The transpose of the JVP's map: Ā = i Im(ḡ sign) A^-T."""
+    (a,) = primals
+    if not _is_complex(a):
+        return (None,)
+    turn = ew.multiply.bind(ew.imag.bind(ew.multiply.bind(g, sign)), 1j)
+    return (ew.multiply.bind(_scalar_as_matrix(turn), transpose_last2(inv.bind(a))),)
+
+
 slogdet_sign = _linalg_primitive("slogdet_sign", lambda a: namespace(a).linalg.slogdet(a).sign,
-                                 differentiable=False)
+                                 _sign_jvp, _sign_vjp)
 slogdet_logabs = _linalg_primitive("slogdet_logabs", lambda a: namespace(a).linalg.slogdet(a).logabsdet,
                                    _logabs_jvp, _logabs_vjp)
 
@@ -426,6 +456,108 @@ eigh_values = _linalg_primitive("eigh_values", lambda a: namespace(a).linalg.eig
                                 _eigh_values_jvp, _eigh_values_vjp)
 eigh_vectors = _linalg_primitive("eigh_vectors", lambda a: namespace(a).linalg.eigh(a).eigenvectors,
                                  _eigh_vectors_jvp, _eigh_vectors_vjp)
+
+
+# --- eig (general): A V = V diag(w), V with unit columns -------------------------------------------
+# NumPy's eigenvectors have unit 2-norm and their largest component real (LAPACK's
+# choice); the rules keep both, so they differentiate exactly what NumPy returns.  The
+# eigenvalues are distinct.  Everything else is holomorphic in A: transposes, no conjugates.
+def _eig_pair(a):
+    return eig_values.bind(a), eig_vectors.bind(a)
+
+
+def _eig_values_jvp(primals, tangents):
+    """dw = diag(V^-1 dA V)."""
+    (a,), (ta,) = primals, tangents
+    w, v = _eig_pair(a)
+    if ta is None:
+        return w, None
+    return w, _diag_of_product(transpose_last2(inv.bind(v)), matmul.bind(ta, v))
+
+
+def _eig_values_vjp(g, primals, w):
+    """Ā = V^-T diag(w̄) V^T."""
+    (a,) = primals
+    v = eig_vectors.bind(a)
+    return (matmul.bind(ew.multiply.bind(transpose_last2(inv.bind(v)), _columns(g)), transpose_last2(v)),)
+
+
+def _largest_component(v):
+    """1 at the largest component of each column of ``v`` (the one NumPy makes real), else 0."""
+    size = ew.absolute.bind(v)
+    largest = ew.equal.bind(size, reduce_max.bind(size, axis=(v.ndim - 2,), keepdims=True))
+    return ew.astype.bind(largest, dtype=v.dtype)
+
+
+def _eig_vectors_jvp(primals, tangents):
+    """D = V (F o V^-1 dA V), F_ij = 1 / (w_j - w_i), moves each eigenvector off itself;
+    then dV = D + V diag(alpha) with alpha = -Re(v^H d) - i Im(d_m / v_m) keeps the norm 1
+    and the largest component m real."""
+    (a,), (ta,) = primals, tangents
+    w, v = _eig_pair(a)
+    if ta is None:
+        return v, None
+    projected = matmul.bind(inv.bind(v), matmul.bind(ta, v))
+    d = matmul.bind(v, ew.multiply.bind(_inverse_gaps(w), projected))
+    alpha = ew.negative.bind(_column_sums(ew.multiply.bind(_conj(v), d)))
+    if _is_complex(v):
+        alpha = ew.real.bind(alpha)
+        at_largest = ew.divide.bind(_column_sums(ew.multiply.bind(_largest_component(v), d)), _column_sums(
+            ew.multiply.bind(_largest_component(v), v)))
+        alpha = ew.subtract.bind(alpha, ew.multiply.bind(ew.imag.bind(at_largest), 1j))
+    return v, ew.add.bind(d, ew.multiply.bind(v, _columns(alpha)))
+
+
+def _eig_vectors_vjp(g, primals, v):
+    """The transpose of the JVP's map, step by step backwards: with ᾱ = diag(V^T Ḡ),
+    D̄ = Ḡ - conj(V) diag(Re ᾱ) - i E diag(Im ᾱ / v_m) (E marks the largest components),
+    then Ā = V^-T (F o V^T D̄) V^T."""
+    (a,) = primals
+    w = eig_values.bind(a)
+    alpha_bar = _column_sums(ew.multiply.bind(v, g))
+    if _is_complex(v):
+        largest = _largest_component(v)
+        at_largest = _column_sums(ew.multiply.bind(largest, v))
+        turn = ew.multiply.bind(ew.divide.bind(ew.imag.bind(alpha_bar), at_largest), 1j)
+        d_bar = ew.subtract.bind(g, ew.add.bind(
+            ew.multiply.bind(ew.conj.bind(v), _columns(ew.real.bind(alpha_bar))),
+            ew.multiply.bind(largest, _columns(turn))))
+    else:
+        d_bar = ew.subtract.bind(g, ew.multiply.bind(v, _columns(alpha_bar)))
+    inner_part = ew.multiply.bind(_inverse_gaps(w), matmul.bind(transpose_last2(v), d_bar))
+    return (matmul.bind(transpose_last2(inv.bind(v)), matmul.bind(inner_part, transpose_last2(v))),)
+
+
+def _column_sums(x):
+    """sum_i x_ij: a stack of matrices (..., n, n) to a stack of vectors (..., n)."""
+    return reduce_sum.bind(x, axis=(x.ndim - 2,), keepdims=False)
+
+
+def _conj(x):
+    return ew.conj.bind(x) if _is_complex(x) else x
+
+
+def _eig_linalg(a):
+    """NumPy's own linalg for NumPy arrays (real results for a real spectrum, as NumPy
+    returns them: array-api-compat's are always complex), else the namespace's."""
+    xp = namespace(a)
+    if xp is numpy_namespace:
+        return np.linalg
+    if not hasattr(xp.linalg, "eig"):
+        raise NotImplementedError(f"linalg.eig: the namespace {xp.__name__} has no linalg.eig")
+    return xp.linalg
+
+
+def _eig_values_impl(a):
+    """NumPy's eigvals orders the eigenvalues as its eig does; elsewhere (CuPy says it need
+    not) they come from the same eig call as the eigenvectors."""
+    linalg = _eig_linalg(a)
+    return linalg.eigvals(a) if linalg is np.linalg else linalg.eig(a)[0]
+
+
+eig_values = _linalg_primitive("eig_values", _eig_values_impl, _eig_values_jvp, _eig_values_vjp)
+eig_vectors = _linalg_primitive("eig_vectors", lambda a: _eig_linalg(a).eig(a)[1],
+                                _eig_vectors_jvp, _eig_vectors_vjp)
 
 
 # --- svd (reduced): A = U diag(s) Vh, s descending ---------------------------------------
@@ -529,27 +661,27 @@ def _nonzero(n):
 
 
 def _vector_norm_jvp(primals, tangents, *, axis, keepdims):
-    """d|x| = <x, dx> / |x| (0 at x = 0)."""
+    """d|x| = Re <conj(x), dx> / |x| (0 at x = 0)."""
     (x,), (tx,) = primals, tangents
     n = vector_norm.bind(x, axis=axis, keepdims=keepdims)
     if tx is None:
         return n, None
-    _real_only("norm", x)
-    dot_product = reduce_sum.bind(ew.multiply.bind(x, tx), axis=axis, keepdims=keepdims)
+    dot_product = reduce_sum.bind(ew.multiply.bind(_conj(x), tx), axis=axis, keepdims=keepdims)
+    if _is_complex(dot_product):
+        dot_product = ew.real.bind(dot_product)
     return n, ew.divide.bind(dot_product, _nonzero(n))
 
 
 def _vector_norm_vjp(g, primals, n, *, axis, keepdims):
-    """x̄ = ḡ x / |x| (0 at x = 0)."""
+    """x̄ = ḡ conj(x) / |x| (0 at x = 0)."""
     (x,) = primals
     if not _differentiable(x):
         return (None,)
-    _real_only("norm", x)
     if not keepdims:
         kept = tuple(1 if i in axis else size for i, size in enumerate(x.shape))
         g = reshape.bind(g, shape=kept)
         n = reshape.bind(n, shape=kept)
-    return (ew.multiply.bind(g, ew.divide.bind(x, _nonzero(n))),)
+    return (ew.multiply.bind(g, ew.divide.bind(_conj(x), _nonzero(n))),)
 
 
 vector_norm = Primitive("vector_norm", _vector_norm_impl, _vector_norm_batch, _vector_norm_jvp, _vector_norm_vjp)

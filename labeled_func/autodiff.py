@@ -32,11 +32,14 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"
 
 
 # --- public transforms ------------------------------------------------------------------
-def grad(func, argnums=0, *, has_aux=False):
+def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
     """The gradient of a scalar-valued ``func`` with respect to argument(s) ``argnums``.
 
     The gradient has the structure of the argument: a DataArray with the same dims,
-    coords and name, a Dataset with the same variables, tuples and dicts alike.
+    coords and name, a Dataset with the same variables, tuples and dicts alike.  The
+    output must be real; of a complex argument z = x + iy the gradient is
+    dL/dx - i dL/dy, as in JAX.  ``holomorphic=True`` (complex arguments and output)
+    gives the complex derivative f'(z) of a holomorphic ``func``.
 
     Examples
     --------
@@ -49,13 +52,13 @@ def grad(func, argnums=0, *, has_aux=False):
       * site     (site) int64 24B 10 20 30
     """
     def gradient(*args, **kwargs):
-        g, value = _grad_and_value(func, argnums, has_aux, "grad")(*args, **kwargs)
+        g, value = _grad_and_value(func, argnums, has_aux, "grad", holomorphic)(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
     return functools.wraps(func, updated=())(gradient)
 
 
-def grad_and_value(func, argnums=0, *, has_aux=False):
+def grad_and_value(func, argnums=0, *, has_aux=False, holomorphic=False):
     """``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``.
 
     >>> import xarray as xr, labeled_func as lf
@@ -63,15 +66,16 @@ def grad_and_value(func, argnums=0, *, has_aux=False):
     >>> g.values.tolist(), float(v)
     ([3.0, 12.0], 9.0)
     """
-    return _grad_and_value(func, argnums, has_aux, "grad_and_value")
+    return _grad_and_value(func, argnums, has_aux, "grad_and_value", holomorphic)
 
 
-def _grad_and_value(func, argnums, has_aux, name):
+def _grad_and_value(func, argnums, has_aux, name, holomorphic=False):
     def gradient_and_value(*args, **kwargs):
         positions = _argnums(argnums, len(args), name)
         run = _Reverse(func, args, kwargs, positions, has_aux, name)
         out = run.output
         value = _scalar(out, name)
+        _check_complex(name, holomorphic, outputs=[("the output", value)], inputs=run.labeled_arrays())
         node = node_of(value, run.level)
         seeds = [] if node is None else [(node, kc.ones_like.bind(primal_of(value, run.level)))]
         grads = run.pull(seeds)
@@ -130,8 +134,8 @@ def jvp(func, primals, tangents, *, has_aux=False):
     level.label = "jvp"
     with active(level):
         args = []
-        for slot, tangent in zip(slots, tangents):
-            tangent_arrays = match_arrays(slot.value, tangent, "jvp", what="tangent")
+        for slot, tangent, label in zip(slots, tangents, labels):
+            tangent_arrays = match_arrays(slot.value, tangent, "jvp", what=f"tangent of {label}")
             args.append(slot.rebuild([JVPTracer(level, a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
         out, aux = _split_aux(func(*args), has_aux, "jvp")
         output = FlatArrays(_strip_coords(out, level), "output", "jvp", allow_any=True)
@@ -171,10 +175,12 @@ def linearize(func, *primals):
     return output, jvp_fn
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"):
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt", holomorphic=False):
     """The Jacobian by reverse mode: one VJP per output element, vmapped.
 
     Dims: the output's dims, then the argument's (a clashing name gets ``wrt_suffix``).
+    The outputs must be real (rows are gradients, dL/dx - i dL/dy of a complex argument);
+    ``holomorphic=True`` (complex arguments and outputs) gives f'(z).
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
@@ -184,15 +190,16 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt"
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
         raise ValueError(f"jacrev: chunk_size={chunk_size!r} must be a positive int (rows of the "
                          "Jacobian per vmapped VJP) or None (all at once)")
-    return _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, "jacrev")
+    return _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, "jacrev", holomorphic)
 
 
-def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
+def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name, holomorphic=False):
     """``jacrev``, its errors prefixed with ``name`` (``hessian`` is ``jacfwd(jacrev)``)."""
     def jacobian(*args, **kwargs):
         positions = _argnums(argnums, len(args), name)
         run = _Reverse(func, args, kwargs, positions, has_aux, name)
         output = FlatArrays(run.output, "output", name, allow_any=True)
+        _check_complex(name, holomorphic, outputs=_output_labels(output), inputs=run.labeled_arrays())
         nodes = [node_of(a, run.level) for a in output.arrays]
         shapes = [tuple(a.shape) for a in output.arrays]
         sizes = [int(np.prod(s)) for s in shapes]
@@ -229,24 +236,28 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name):
     return functools.wraps(func, updated=())(jacobian)
 
 
-def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_wrt"):
+def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_wrt", holomorphic=False):
     """The Jacobian by forward mode: one JVP per input element, vmapped.
+
+    The arguments must be real (columns are derivatives along them); ``holomorphic=True``
+    (complex arguments and outputs) gives f'(z).
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
     >>> lf.jacfwd(lambda x: x ** 2)(x).values.tolist()
     [[2.0, 0.0], [0.0, 4.0]]
     """
-    return _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, "jacfwd")
+    return _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, "jacfwd", holomorphic)
 
 
-def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
+def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=False):
     """``jacfwd``, its errors prefixed with ``name`` (``hessian`` is ``jacfwd(jacrev)``)."""
     def jacobian(*args, **kwargs):
         positions = _argnums(argnums, len(args), name)
         _check_backends(func, args, kwargs, name)
         slots = [FlatArrays(args[i], _label(func, i), name) for i in positions]
         arrays = [a for slot in slots for a in slot.arrays]
+        _check_complex(name, holomorphic, inputs=_labeled(func, positions, slots))
         shapes = [tuple(a.shape) for a in arrays]
         sizes = [int(np.prod(s)) for s in shapes]
         seen = {}
@@ -276,6 +287,8 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
         basis = _eye(sum(sizes), arrays)
         columns, primals, aux_arrays = vmap(push_row, in_dims=(0,), randomness=randomness)(basis)
         output = seen["output"]
+        if holomorphic:
+            _check_complex(name, holomorphic, outputs=_output_labels(output))
         blocks = []
         for column, out_array in zip(columns, primals):
             out_shape = tuple(column.shape[1:])
@@ -296,16 +309,19 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name):
     return functools.wraps(func, updated=())(jacobian)
 
 
-def hessian(func, argnums=0, *, wrt_suffix="_wrt"):
+def hessian(func, argnums=0, *, wrt_suffix="_wrt", holomorphic=False):
     """``jacfwd(jacrev(func))``: for a loss of ``p(param)`` dims ``("param", "param_wrt")``.
+
+    Real arguments; ``holomorphic=True`` for the second complex derivative of a
+    holomorphic ``func`` of complex arguments.
 
     >>> import xarray as xr, labeled_func as lf
     >>> p = xr.DataArray([1.0, 2.0], dims="param", coords={"param": ["a", "b"]})
     >>> lf.hessian(lambda p: (p ** 3).sum())(p).dims
     ('param', 'param_wrt')
     """
-    inner = _jacrev(func, argnums, False, None, wrt_suffix, "hessian")
-    return _jacfwd(inner, argnums, False, "error", wrt_suffix, "hessian")
+    inner = _jacrev(func, argnums, False, None, wrt_suffix, "hessian", holomorphic)
+    return _jacfwd(inner, argnums, False, "error", wrt_suffix, "hessian", holomorphic)
 
 
 # --- one reverse pass ---------------------------------------------------------------------
@@ -316,6 +332,7 @@ class _Reverse:
         _check_backends(func, args, kwargs, name)
         self.single = getattr(positions, "single", False)
         self.slots = [FlatArrays(args[i], _label(func, i), name) for i in positions]
+        self.labels = _labeled(func, positions, self.slots)
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.level = level = VJPLevel()
         level.label = name
@@ -332,6 +349,10 @@ class _Reverse:
             self.output = _strip_coords(output, level)
             self.primal_output = _strip(self.output, level, name, "output")
             self.aux = _strip(aux, level, name)
+
+    def labeled_arrays(self):
+        """``(label, primal)`` of every differentiated array, for messages."""
+        return self.labels
 
     def pull(self, seeds, cast=True):
         """Cotangents of the traced arrays (zeros where the output does not depend on them),
@@ -356,6 +377,49 @@ class _Reverse:
         if as_tuple:
             return results
         return results[0] if self.single else tuple(results)
+
+
+def _labeled(func, positions, slots):
+    """``(label, array)`` of every array of the differentiated arguments."""
+    return [(_label(func, i), a) for i, slot in zip(positions, slots) for a in slot.arrays]
+
+
+def _output_labels(output):
+    return [("the output" if len(output.arrays) == 1 else f"output array {k}", a)
+            for k, a in enumerate(output.arrays)]
+
+
+def _is_complex(array):
+    dtype = getattr(array, "dtype", None)
+    return isinstance(array, complex) if dtype is None else dtype_kind(dtype) == "c"
+
+
+def _check_complex(name, holomorphic, outputs=(), inputs=()):
+    """JAX's rules for complex numbers in grad, jacrev and jacfwd: a gradient or a
+    Jacobian row needs a real output, a Jacobian column a real argument, unless the
+    function is declared holomorphic (then complex arguments and outputs)."""
+    if holomorphic:
+        for label, array in list(inputs) + list(outputs):
+            if not _is_complex(array):
+                raise TypeError(
+                    f"{name}(holomorphic=True): {label} has dtype {getattr(array, 'dtype', type(array).__name__)}, "
+                    "but a holomorphic derivative takes complex arguments to complex outputs; cast it with "
+                    ".astype(complex), or leave holomorphic=False for real ones")
+        return
+    if name != "jacfwd":
+        for label, array in outputs:
+            if _is_complex(array):
+                raise TypeError(
+                    f"{name}: {label} is complex ({array.dtype}); {name} differentiates real-valued functions. "
+                    f"Pass holomorphic=True for a holomorphic function (its derivative f'(z)), reduce to a "
+                    "real value (abs(z) ** 2, z.real), or use lf.vjp with a complex cotangent")
+    if name in ("jacfwd", "hessian"):
+        for label, array in inputs:
+            if _is_complex(array):
+                raise TypeError(
+                    f"{name}: {label} is complex ({array.dtype}); {name} pushes forward real directions only. "
+                    "Pass holomorphic=True for a holomorphic function, use lf.jacrev (a real output) or "
+                    "lf.jvp, or differentiate with respect to the real and imaginary parts as real arguments")
 
 
 def _label(func, i):

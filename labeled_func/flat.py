@@ -94,9 +94,10 @@ def match_arrays(reference, given, name, what="cotangent"):
         given_leaves = optree.tree_structure(reference, none_is_leaf=True).flatten_up_to(given)
     except ValueError:
         raise ValueError(f"{name}: the {what} must have the structure of the output/argument ({reference!r:.200})") from None
-    arrays = []
+    arrays, dtypes = [], []
     for ref, value in zip(ref_leaves, given_leaves):
         if isinstance(ref, xr.DataArray):
+            dtypes.append(ref.dtype)
             arrays.append(_align(ref, value, name, what))
         elif isinstance(ref, xr.Dataset):
             if isinstance(value, xr.Dataset):
@@ -111,6 +112,7 @@ def match_arrays(reference, given, name, what="cotangent"):
                         f"data variables {list(ref.data_vars)}"
                     )
             for var in ref.data_vars:
+                dtypes.append(ref[var].dtype)
                 arrays.append(_align(ref[var], value[var] if isinstance(value, xr.Dataset) else value, name, what))
         elif hasattr(ref, "shape") or isinstance(ref, numbers.Number):
             data = value.data if isinstance(value, xr.DataArray) else value
@@ -120,7 +122,14 @@ def match_arrays(reference, given, name, what="cotangent"):
             if not hasattr(data, "shape"):
                 data = (kc.full_like.bind(ref, fill_value=data) if hasattr(ref, "shape")
                         else np.asarray(data, dtype=getattr(ref, "dtype", float)))
+            dtypes.append(ref.dtype if hasattr(ref, "dtype") else np.asarray(ref).dtype)
             arrays.append(data)
+    for dtype, array in zip(dtypes, arrays):
+        if dtype_kind(array.dtype) == "c" and dtype_kind(dtype) != "c":
+            raise TypeError(
+                f"{name}: the {what} is complex ({array.dtype}) but the value it belongs to is real ({dtype}); "
+                f"a real value's {what} is real (pass its real part, or make the value complex)"
+            )
     return arrays
 
 

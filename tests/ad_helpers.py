@@ -30,10 +30,13 @@ def engine_vjp(f, primals, cotangent):
 
 
 def central_difference(f, primals, tangents, eps=1e-6):
-    """(f(x + eps t) - f(x - eps t)) / 2 eps, in float64."""
-    plus = f(*[p + eps * t for p, t in zip(primals, tangents)])
-    minus = f(*[p - eps * t for p, t in zip(primals, tangents)])
-    return (np.asarray(plus, dtype=np.float64) - np.asarray(minus, dtype=np.float64)) / (2 * eps)
+    """(f(x + eps t) - f(x - eps t)) / 2 eps, in float64 (complex128 for a complex f).
+    A complex tangent of a complex primal moves it in both the real and the imaginary
+    direction."""
+    plus = np.asarray(f(*[p + eps * t for p, t in zip(primals, tangents)]))
+    minus = np.asarray(f(*[p - eps * t for p, t in zip(primals, tangents)]))
+    wide = np.result_type(plus, minus, np.float64)
+    return (plus.astype(wide) - minus.astype(wide)) / (2 * eps)
 
 
 def check_jvp(f, primals, rng, rtol=1e-6, atol=1e-6, eps=1e-6):

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 FLOAT = (np.dtype(np.float64), np.dtype(np.float32))
+COMPLEX = (np.dtype(np.complex128), np.dtype(np.complex64))
 INT = (np.dtype(np.int64),)
 BOOL = (np.dtype(np.bool_),)
 
@@ -53,7 +54,8 @@ class Domain:
         value = 0.75 * self.high + 0.25 * self.low
         if dtype.kind in "iu" or self.discrete:
             return int(round(value)) or 1
-        return round(value * 4) / 4 or 0.5
+        value = round(value * 4) / 4 or 0.5
+        return complex(value, value / 2) if dtype.kind == "c" else value
 
 
 ANY = Domain()
@@ -113,6 +115,9 @@ class OpInfo:
       all its inputs: ``eigh``/``cholesky`` read one triangle (so ``f(A + A^T)``), and
       eigen- and singular vectors are defined up to sign (so the sign-free products
       ``v_ij v_kj``). The vmap tests run ``op``.
+    - ``holomorphic``: for complex entries, whether the op is a holomorphic function of its
+      complex arguments (exp, matmul, fft; not conj, sign, abs): the derivative tests
+      then compare ``jacfwd`` and ``jacrev`` with ``holomorphic=True``.
     - ``known_failures``: ``{suite: reason}`` for a product bug that the entry reveals:
       the suite's tests of the entry are strict xfails (they must fail). A suite is
       ``"vmap"`` (the transform tests of ``test_ops_vmap.py``), ``"array_api_strict"``
@@ -133,6 +138,7 @@ class OpInfo:
     operator_on_first_arg: bool = False
     dynamic_shape_args: tuple[int, ...] = ()
     ad_op: Callable | None = None
+    holomorphic: bool = True
     known_failures: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -145,8 +151,18 @@ class OpInfo:
 
 
 def make_array(rng: np.random.Generator, shape: tuple, dtype: np.dtype, domain: Domain = ANY) -> np.ndarray:
-    """An array of ``shape`` and ``dtype`` with values inside ``domain``."""
+    """An array of ``shape`` and ``dtype`` with values inside ``domain``. Of a complex
+    dtype, the real and the imaginary parts are each drawn inside it, then divided by
+    sqrt(2) (unless ``discrete``), so that the modulus stays within the domain's bounds
+    (``NEAR_ONE`` keeps a long product near 1, ``UNIT_OPEN`` the unit disk)."""
     dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        part = np.float32 if dtype == np.complex64 else np.float64
+        scale = 1.0 if domain.discrete else math.sqrt(0.5)
+        values = np.empty(shape, dtype=dtype)
+        values.real = make_array(rng, shape, part, domain) * scale
+        values.imag = make_array(rng, shape, part, domain) * scale
+        return values
     if dtype.kind == "b":
         return np.asarray(rng.random(shape) < 0.5)
     if dtype.kind in "iu":
@@ -252,15 +268,23 @@ class A:
 # the AD tests.
 
 
+def normal(rng, shape, dtype):
+    """Standard normal values; of a complex dtype, in both parts."""
+    values = rng.normal(size=shape)
+    if np.dtype(dtype).kind == "c":
+        values = values + 1j * rng.normal(size=shape)
+    return values
+
+
 class WellConditioned(A):
     """Diagonally dominant in practice: a standard normal matrix plus ``2n`` times a
     diagonal of random signs (invertible, far from singular, a determinant of either
-    sign)."""
+    sign; complex for a complex dtype)."""
 
     def draw(self, rng, dtype, domain):
         n = self.shape[-1]
         signs = np.where(rng.random(self.shape[:-1]) < 0.5, -1.0, 1.0)
-        return (rng.normal(size=self.shape) + 2 * n * signs[..., None] * np.eye(n)).astype(dtype)
+        return (normal(rng, self.shape, dtype) + 2 * n * signs[..., None] * np.eye(n)).astype(dtype)
 
 
 class SPD(A):
@@ -301,6 +325,33 @@ class DistinctSingular(A):
         s = 1.5 * np.arange(1.0, k + 1) + rng.uniform(-0.2, 0.2, size=(*stack, k))
         matrices = (u * s[..., None, :]) @ np.swapaxes(v, -1, -2)
         return np.moveaxis(matrices, (-2, -1), self.axes).astype(dtype)
+
+
+class DistinctEigen(A):
+    """``P B P^-1`` with ``P = I + 0.3 N`` (well conditioned) and eigenvalues at least 1
+    apart: complex ones for a complex dtype; for a real one, one complex-conjugate pair
+    ``a +- bi`` (``b >= 1``, as a 2x2 rotation block of ``B``) and real ones, so that NumPy's
+    eig is complex (as the standard's always is). ``real_spectrum``: real eigenvalues only
+    (NumPy's eig is then real)."""
+
+    def __init__(self, *shape: int, real_spectrum: bool = False):
+        super().__init__(*shape)
+        self.real_spectrum = real_spectrum
+
+    def draw(self, rng, dtype, domain):
+        n = self.shape[-1]
+        stack = self.shape[:-2]
+        p = np.eye(n) + 0.3 * normal(rng, self.shape, dtype)
+        w = 1.5 * np.arange(1.0, n + 1) - 2.0 + rng.uniform(-0.2, 0.2, size=(*stack, n))
+        b = np.zeros(self.shape, dtype=np.result_type(dtype, np.float64))
+        b[..., range(n), range(n)] = w
+        if np.dtype(dtype).kind == "c":
+            b[..., range(n), range(n)] += 1j * rng.uniform(-1.0, 1.0, size=(*stack, n))
+        elif not self.real_spectrum:  # the first two eigenvalues become w_0 +- (1 + u) i
+            turn = 1.0 + rng.uniform(0.0, 0.5, size=stack)
+            b[..., 1, 1] = b[..., 0, 0]
+            b[..., 0, 1], b[..., 1, 0] = turn, -turn
+        return (p @ b @ np.linalg.inv(p)).astype(dtype)
 
 
 def fixed_samples(rng, dtype, *, calls, domain=ANY):
@@ -856,24 +907,47 @@ def condition_samples(rng, dtype, *, calls):
     return samples
 
 
+# numpy.fft calls: default lengths, shorter (cropped) and longer (zero-padded) ones,
+# every norm, axes other than the last
+FFT_1D = [
+    ((A(8),), {}),
+    ((A(7),), {"norm": "ortho"}),
+    ((A(3, 5),), {"n": 4, "axis": 0}),
+    ((A(3, 5),), {"n": 8, "norm": "forward"}),
+    ((A(2, 3, 4),), {"axis": 1, "n": 3, "norm": "ortho"}),
+]
+FFT_2D = [
+    ((A(4, 6),), {}),
+    ((A(2, 3, 4),), {"s": (4, 3), "axes": (-1, 0), "norm": "ortho"}),
+    ((A(3, 4, 2),), {"axes": (0, 2), "norm": "forward"}),
+    ((A(2, 5, 4),), {"s": (6, 3), "axes": (1, 2)}),
+]
+FFT_ND = [
+    ((A(2, 3, 4),), {}),
+    ((A(3, 4),), {"s": (5,), "axes": (0,), "norm": "ortho"}),
+    ((A(2, 3, 4),), {"s": (3, 2, 6), "axes": (2, 0, 1), "norm": "forward"}),
+    ((A(3, 5),), {"axes": (1, 0)}),
+]
+FFT_SHIFTS = [((A(5),), {}), ((A(4, 5),), {"axes": 0}), ((A(2, 3, 4),), {"axes": (0, 2)}), ((A(3, 4),), {"axes": -1})]
+
 # ------------------------------------------------------------------------ the table
 
 OP_DB: list[OpInfo] = [
     # arithmetic ufuncs
-    binary("add", np.add, dtypes=FLOAT + INT),
-    binary("subtract", np.subtract, dtypes=FLOAT + INT),
-    binary("multiply", np.multiply, dtypes=FLOAT + INT),
-    binary("divide", np.divide, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
+    binary("add", np.add, dtypes=FLOAT + INT + COMPLEX),
+    binary("subtract", np.subtract, dtypes=FLOAT + INT + COMPLEX),
+    binary("multiply", np.multiply, dtypes=FLOAT + INT + COMPLEX),
+    binary("divide", np.divide, domain=(ANY, NONZERO), dtypes=FLOAT + INT + COMPLEX),
     binary("true_divide", np.true_divide, domain=(ANY, NONZERO)),
     binary("floor_divide", np.floor_divide, domain=(ANY, NONZERO), dtypes=FLOAT + INT, differentiable=False),
     binary("remainder", np.remainder, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
     binary("mod", np.mod, domain=(ANY, NONZERO)),
-    binary("power", np.power, domain=(Domain(0.5, 2.0), ANY)),
+    binary("power", np.power, domain=(Domain(0.5, 2.0), ANY), dtypes=FLOAT + COMPLEX),
     binary("power_int", np.power, domain=(Domain(-3, 3), Domain(0, 3)), dtypes=INT, differentiable=False),
-    elementwise("negative", np.negative, dtypes=FLOAT + INT),
+    elementwise("negative", np.negative, dtypes=FLOAT + INT + COMPLEX),
     elementwise("positive", np.positive, dtypes=FLOAT + INT),
-    elementwise("reciprocal", np.reciprocal, domain=NONZERO),
-    elementwise("square", np.square, dtypes=FLOAT + INT),
+    elementwise("reciprocal", np.reciprocal, domain=NONZERO, dtypes=FLOAT + COMPLEX),
+    elementwise("square", np.square, dtypes=FLOAT + INT + COMPLEX),
     # comparisons and logic (discrete values, so that ties occur)
     *(
         binary(name, fn, domain=SMALL_INTS, dtypes=FLOAT + INT + BOOL, differentiable=False)
@@ -891,36 +965,38 @@ OP_DB: list[OpInfo] = [
     ),
     elementwise("logical_not", np.logical_not, domain=SMALL_INTS, dtypes=BOOL + FLOAT, differentiable=False),
     # exponentials and logarithms
-    elementwise("exp", np.exp, domain=Domain(-3.0, 3.0)),
+    elementwise("exp", np.exp, domain=Domain(-3.0, 3.0), dtypes=FLOAT + COMPLEX),
     elementwise("exp2", np.exp2, domain=Domain(-3.0, 3.0)),
-    elementwise("expm1", np.expm1, domain=Domain(-3.0, 3.0)),
-    elementwise("log", np.log, domain=POSITIVE),
+    elementwise("expm1", np.expm1, domain=Domain(-3.0, 3.0), dtypes=FLOAT + COMPLEX),
+    elementwise("log", np.log, domain=POSITIVE, dtypes=FLOAT + COMPLEX),
     elementwise("log2", np.log2, domain=POSITIVE),
-    elementwise("log10", np.log10, domain=POSITIVE),
-    elementwise("log1p", np.log1p, domain=Domain(-0.9, 3.0)),
+    elementwise("log10", np.log10, domain=POSITIVE, dtypes=FLOAT + COMPLEX),
+    elementwise("log1p", np.log1p, domain=Domain(-0.9, 3.0), dtypes=FLOAT + COMPLEX),
     binary("logaddexp", np.logaddexp),
     # trigonometric and hyperbolic
-    elementwise("sin", np.sin),
-    elementwise("cos", np.cos),
-    elementwise("tan", np.tan, domain=Domain(-1.2, 1.2)),
-    elementwise("arcsin", np.arcsin, domain=UNIT_OPEN),
+    elementwise("sin", np.sin, dtypes=FLOAT + COMPLEX),
+    elementwise("cos", np.cos, dtypes=FLOAT + COMPLEX),
+    elementwise("tan", np.tan, domain=Domain(-1.2, 1.2), dtypes=FLOAT + COMPLEX),
+    elementwise("arcsin", np.arcsin, domain=UNIT_OPEN, dtypes=FLOAT + COMPLEX),
     elementwise("arccos", np.arccos, domain=UNIT_OPEN),
     elementwise("arctan", np.arctan),
     binary("arctan2", np.arctan2, domain=(ANY, NONZERO)),
-    elementwise("sinh", np.sinh),
-    elementwise("cosh", np.cosh),
+    elementwise("sinh", np.sinh, dtypes=FLOAT + COMPLEX),
+    elementwise("cosh", np.cosh, dtypes=FLOAT + COMPLEX),
     elementwise("tanh", np.tanh),
     elementwise("arcsinh", np.arcsinh),
     elementwise("arccosh", np.arccosh, domain=Domain(1.1, 3.0)),
-    elementwise("arctanh", np.arctanh, domain=UNIT_OPEN),
+    elementwise("arctanh", np.arctanh, domain=UNIT_OPEN, dtypes=FLOAT + COMPLEX),
     binary("hypot", np.hypot, domain=(NONZERO, ANY)),
     # roots, signs, rounding
-    elementwise("sqrt", np.sqrt, domain=POSITIVE),
+    elementwise("sqrt", np.sqrt, domain=POSITIVE, dtypes=FLOAT + COMPLEX),
     elementwise("cbrt", np.cbrt, domain=NONZERO),
     elementwise("abs", np.abs, domain=NONZERO, dtypes=FLOAT + INT),
-    elementwise("absolute", np.absolute, domain=NONZERO),
+    elementwise("absolute", np.absolute, domain=NONZERO, dtypes=FLOAT + COMPLEX, holomorphic=False),
     elementwise("fabs", np.fabs, domain=NONZERO),
     elementwise("sign", np.sign, dtypes=FLOAT + INT, differentiable=False),
+    # of a complex z: z / |z|, not piecewise constant (a differentiable composition)
+    elementwise("sign_complex", np.sign, domain=NONZERO, dtypes=COMPLEX, holomorphic=False),
     elementwise("floor", np.floor, domain=Domain(-3.0, 3.0), differentiable=False),
     elementwise("ceil", np.ceil, domain=Domain(-3.0, 3.0), differentiable=False),
     elementwise("rint", np.rint, domain=Domain(-3.0, 3.0), differentiable=False),
@@ -932,7 +1008,7 @@ OP_DB: list[OpInfo] = [
     binary("fmax", np.fmax, domain=SOME_NAN),
     binary("fmin", np.fmin, domain=SOME_NAN),
     # floating-point classes
-    elementwise("isnan", np.isnan, domain=NAN_AND_INF, differentiable=False),
+    elementwise("isnan", np.isnan, domain=NAN_AND_INF, dtypes=FLOAT + COMPLEX, differentiable=False),
     elementwise("isfinite", np.isfinite, domain=NAN_AND_INF, differentiable=False),
     elementwise("isinf", np.isinf, domain=NAN_AND_INF, differentiable=False),
     # Python operators (NumPy's ndarray operators reach the tracer through ufuncs)
@@ -948,14 +1024,14 @@ OP_DB: list[OpInfo] = [
     elementwise("operator_negative", lambda x: -x, dtypes=FLOAT + INT),
     elementwise("operator_abs", abs, domain=NONZERO),
     # selection
-    OpInfo("where", np.where, where_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY)),
+    OpInfo("where", np.where, where_samples, dtypes=FLOAT + INT + COMPLEX, domain=(ANY, ANY, ANY)),
     OpInfo("clip", np.clip, clip_samples, dtypes=FLOAT + INT, domain=(ANY, LOWER, UPPER)),
     # reductions
-    reduction("sum", np.sum, dtypes=FLOAT + INT),
-    reduction("prod", np.prod, domain=NEAR_ONE),
-    reduction("mean", np.mean, dtypes=FLOAT + INT),
-    reduction("var", np.var, calls=WITH_DDOF),
-    reduction("std", np.std, calls=WITH_DDOF),
+    reduction("sum", np.sum, dtypes=FLOAT + INT + COMPLEX),
+    reduction("prod", np.prod, domain=NEAR_ONE, dtypes=FLOAT + COMPLEX),
+    reduction("mean", np.mean, dtypes=FLOAT + INT + COMPLEX),
+    reduction("var", np.var, calls=WITH_DDOF, dtypes=FLOAT + COMPLEX),
+    reduction("std", np.std, calls=WITH_DDOF, dtypes=FLOAT + COMPLEX),
     reduction("max", np.max, dtypes=FLOAT + INT),
     reduction("amax", np.amax),
     reduction("min", np.min, dtypes=FLOAT + INT),
@@ -964,13 +1040,13 @@ OP_DB: list[OpInfo] = [
     reduction("argmin", np.argmin, calls=ARG_REDUCTIONS, dtypes=FLOAT + INT, differentiable=False),
     reduction("any", np.any, domain=Domain(-1, 1, discrete=True), dtypes=BOOL + FLOAT, differentiable=False),
     reduction("all", np.all, domain=Domain(-1, 1, discrete=True), dtypes=BOOL + FLOAT, differentiable=False),
-    reduction("cumsum", np.cumsum, calls=CUMULATIVE, dtypes=FLOAT + INT),
-    reduction("cumprod", np.cumprod, calls=CUMULATIVE, domain=NEAR_ONE),
+    reduction("cumsum", np.cumsum, calls=CUMULATIVE, dtypes=FLOAT + INT + COMPLEX),
+    reduction("cumprod", np.cumprod, calls=CUMULATIVE, domain=NEAR_ONE, dtypes=FLOAT + COMPLEX),
     reduction("median", np.median),
-    reduction("nansum", np.nansum, nans=True),
+    reduction("nansum", np.nansum, nans=True, dtypes=FLOAT + COMPLEX),
     reduction("nanprod", np.nanprod, domain=NEAR_ONE, nans=True),
-    reduction("nanmean", np.nanmean, nans=True),
-    reduction("nanvar", np.nanvar, calls=WITH_DDOF, nans=True),
+    reduction("nanmean", np.nanmean, nans=True, dtypes=FLOAT + COMPLEX),
+    reduction("nanvar", np.nanvar, calls=WITH_DDOF, nans=True, dtypes=FLOAT + COMPLEX),
     reduction("nanstd", np.nanstd, calls=WITH_DDOF, nans=True),
     reduction("nanmax", np.nanmax, nans=True),
     reduction("nanmin", np.nanmin, nans=True),
@@ -1229,6 +1305,7 @@ OP_DB: list[OpInfo] = [
             ("ij,jk->ik", ((2, 1), (3, 4))),  # size-1 broadcast of the contracted axis
             ("i,ij,j->", ((3,), (3, 4), (4,))),
         ],
+        dtypes=FLOAT + COMPLEX,
     ),
     # a repeated index in one operand (diagonals, traces): NumPy/CuPy only
     einsum(
@@ -1260,7 +1337,7 @@ OP_DB: list[OpInfo] = [
             **fields,
         )
         for name, fn, fields in [
-            ("matmul", np.matmul, {}),
+            ("matmul", np.matmul, {"dtypes": FLOAT + COMPLEX}),
             ("operator_matmul", lambda x, y: x @ y, {"operator_on_first_arg": True}),
         ]
     ),
@@ -1275,6 +1352,7 @@ OP_DB: list[OpInfo] = [
             ((A(2, 3, 4), A(4, 3)), {"axes": ((1, 2), (1, 0))}),
             ((A(3, 2, 4), A(2, 5, 3)), {"axes": ([1, 0], [0, 2])}),
         ],
+        dtypes=FLOAT + COMPLEX,
     ),
     fixed(
         "dot",
@@ -1288,14 +1366,17 @@ OP_DB: list[OpInfo] = [
             ((A(2, 3, 4), A(5, 4, 2)), {}),
             ((A(3, 4), 2.0), {}),
         ],
+        dtypes=FLOAT + COMPLEX,
     ),
     fixed(
         "inner",
         np.inner,
         [((A(3, 4), A(2, 4)), {}), ((A(4), A(4)), {}), ((A(2, 3, 4), A(4)), {}), ((A(3), A()), {})],
+        dtypes=FLOAT + COMPLEX,
     ),
-    fixed("outer", np.outer, [((A(3), A(2, 2)), {}), ((A(3), A(4)), {}), ((A(), A(3)), {})]),
-    fixed("vdot", np.vdot, [((A(3, 2), A(6)), {}), ((A(4), A(4)), {})]),
+    fixed("outer", np.outer, [((A(3), A(2, 2)), {}), ((A(3), A(4)), {}), ((A(), A(3)), {})], dtypes=FLOAT + COMPLEX),
+    # conj of its first argument: not holomorphic
+    fixed("vdot", np.vdot, [((A(3, 2), A(6)), {}), ((A(4), A(4)), {})], dtypes=FLOAT + COMPLEX, holomorphic=False),
     # numpy.linalg: inputs of the matrix families above (see their docstrings)
     fixed(
         "linalg_solve",
@@ -1305,13 +1386,18 @@ OP_DB: list[OpInfo] = [
             ((WellConditioned(4, 4), A(4)), {}),
             ((WellConditioned(2, 3, 3), A(2, 3, 2)), {}),
         ],
+        dtypes=FLOAT + COMPLEX,
     ),
-    fixed("linalg_inv", np.linalg.inv, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})]),
-    fixed("linalg_det", np.linalg.det, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})]),
+    fixed("linalg_inv", np.linalg.inv, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})],
+          dtypes=FLOAT + COMPLEX),
+    fixed("linalg_det", np.linalg.det, [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})],
+          dtypes=FLOAT + COMPLEX),
     fixed(
         "linalg_slogdet",
         lambda a: tuple(np.linalg.slogdet(a)),
         [((WellConditioned(4, 4),), {}), ((WellConditioned(2, 3, 3),), {})],
+        dtypes=FLOAT + COMPLEX,
+        holomorphic=False,  # of a complex matrix, the sign is det / |det|
     ),
     fixed(
         "linalg_cholesky",
@@ -1338,6 +1424,29 @@ OP_DB: list[OpInfo] = [
         np.linalg.eigvalsh,
         [((SymmetricDistinct(4, 4),), {}), ((SymmetricDistinct(2, 3, 3),), {"UPLO": "U"})],
         ad_op=symmetrised(np.linalg.eigvalsh),
+    ),
+    # general matrices: complex spectra (of real matrices too, by a conjugate pair); the
+    # eigenvectors are normalised as NumPy does (unit norm, largest component real), which is
+    # not holomorphic; the eigenvalues are
+    fixed(
+        "linalg_eig",
+        lambda a: tuple(np.linalg.eig(a)),
+        [((DistinctEigen(3, 3),), {}), ((DistinctEigen(2, 4, 4),), {})],
+        dtypes=FLOAT + COMPLEX,
+        holomorphic=False,
+    ),
+    fixed(
+        "linalg_eigvals",
+        np.linalg.eigvals,
+        [((DistinctEigen(4, 4),), {}), ((DistinctEigen(2, 3, 3),), {})],
+        dtypes=FLOAT + COMPLEX,
+    ),
+    # a real spectrum: NumPy's eig is real, the standard's complex
+    fixed(
+        "linalg_eig_real_spectrum",
+        lambda a: tuple(np.linalg.eig(a)),
+        [((DistinctEigen(3, 3, real_spectrum=True),), {}), ((DistinctEigen(2, 4, 4, real_spectrum=True),), {})],
+        strict_ok=False,
     ),
     fixed(
         "linalg_svd",
@@ -1373,6 +1482,7 @@ OP_DB: list[OpInfo] = [
             ((A(4, 3), -np.inf), {"keepdims": True}),
         ],
         domain=NONZERO,
+        dtypes=FLOAT + COMPLEX,
     ),
     # norms of the singular values
     fixed(
@@ -1382,17 +1492,44 @@ OP_DB: list[OpInfo] = [
          ((DistinctSingular(2, 4, 3), 2), {"axis": (-1, -2)}),
          ((DistinctSingular(3, 4), -2), {})],
     ),
+    # numpy.fft: lengths n / s that crop and that zero-pad, every norm, axes in any order
+    *(
+        fixed(name, function, calls, dtypes=dtypes)
+        for name, function, dtypes, calls in [
+            ("fft", np.fft.fft, FLOAT + COMPLEX, FFT_1D),
+            ("ifft", np.fft.ifft, FLOAT + COMPLEX, FFT_1D),
+            ("rfft", np.fft.rfft, FLOAT, FFT_1D),
+            ("irfft", np.fft.irfft, FLOAT + COMPLEX, FFT_1D + [((A(2, 3, 4),), {"n": 6, "norm": "ortho"})]),
+            ("hfft", np.fft.hfft, FLOAT + COMPLEX, FFT_1D + [((A(3, 4),), {"n": 5, "axis": 0})]),
+            ("ihfft", np.fft.ihfft, FLOAT, FFT_1D),
+            ("fft2", np.fft.fft2, FLOAT + COMPLEX, FFT_2D),
+            ("ifft2", np.fft.ifft2, FLOAT + COMPLEX, FFT_2D),
+            ("rfft2", np.fft.rfft2, FLOAT, FFT_2D),
+            ("irfft2", np.fft.irfft2, FLOAT + COMPLEX, FFT_2D),
+            ("fftn", np.fft.fftn, FLOAT + COMPLEX, FFT_ND),
+            ("ifftn", np.fft.ifftn, FLOAT + COMPLEX, FFT_ND),
+            ("rfftn", np.fft.rfftn, FLOAT, FFT_ND),
+            ("irfftn", np.fft.irfftn, FLOAT + COMPLEX, FFT_ND),
+            ("fftshift", np.fft.fftshift, FLOAT + INT + COMPLEX, FFT_SHIFTS),
+            ("ifftshift", np.fft.ifftshift, FLOAT + INT + COMPLEX, FFT_SHIFTS),
+        ]
+    ),
+    # fftfreq takes no array: a constant beside a traced one
+    fixed("fftfreq", lambda x: x * np.fft.fftfreq(x.shape[-1], d=0.5) + np.fft.rfftfreq(2 * x.shape[-1] - 2)[0],
+          [((A(6),), {}), ((A(3, 5),), {})], dtypes=FLOAT + COMPLEX,
+          strict_ok=False),  # the frequencies are a NumPy array
     # array creation from a template
-    fixed("zeros_like", np.zeros_like, like_calls(), dtypes=FLOAT + INT, differentiable=False),
-    fixed("ones_like", np.ones_like, like_calls(), dtypes=FLOAT + INT, differentiable=False),
-    fixed("full_like", np.full_like, like_calls(fill=(2,)), dtypes=FLOAT + INT, differentiable=False),
+    fixed("zeros_like", np.zeros_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False),
+    fixed("ones_like", np.ones_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False),
+    fixed("full_like", np.full_like, like_calls(fill=(2,)), dtypes=FLOAT + INT + COMPLEX, differentiable=False),
     fixed(
         "full_like_fill_value_kwarg",
         lambda x, **kw: np.full_like(x, **kw),
         [((A(3, 4),), {"fill_value": -1.5}), ((A(3),), {"fill_value": 3, "dtype": np.dtype(np.int64)})],
         differentiable=False,
     ),
-    fixed("empty_like", np.empty_like, like_calls(), dtypes=FLOAT + INT, differentiable=False, compare_values=False),
+    fixed("empty_like", np.empty_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False,
+          compare_values=False),
     # dtypes and rounding
     fixed(
         "astype",
@@ -1403,6 +1540,12 @@ OP_DB: list[OpInfo] = [
             ((A(),), {"dtype": np.dtype(np.float64)}),
         ],
         dtypes=FLOAT + INT + BOOL,
+    ),
+    fixed(
+        "astype_complex",
+        cast,
+        [((A(3, 4),), {"dtype": np.dtype(np.complex128)}), ((A(3),), {"dtype": np.dtype(np.complex64)})],
+        dtypes=FLOAT + COMPLEX,
     ),
     fixed(
         "astype_to_int_and_bool",
@@ -1761,13 +1904,19 @@ OP_DB: list[OpInfo] = [
         index_into_first_arg=True,
         strict_ok=False,  # the array API standard has no index arrays beside slices
     ),
-    # complex conjugates and parts, of real inputs (complex inputs are a later issue): the
-    # ufunc, and the methods (on a real tracer .real and .conj() are itself, .imag a zero)
-    elementwise("conjugate", np.conjugate, dtypes=FLOAT + INT),
-    elementwise("conj_method", lambda x: x.conj(), dtypes=FLOAT + INT),
-    elementwise("real", lambda x: x.real, dtypes=FLOAT + INT),
-    elementwise("imag", lambda x: x.imag, dtypes=FLOAT + INT),
-    elementwise("real_and_imag_functions", lambda x: (np.real(x), np.imag(x)), dtypes=(np.dtype(np.float64),)),
+    # complex conjugates, parts and angles: the ufunc, and the methods (on a real tracer
+    # .real and .conj() are itself, .imag a zero); none of them is holomorphic
+    elementwise("conjugate", np.conjugate, dtypes=FLOAT + INT + COMPLEX, holomorphic=False),
+    elementwise("conj_method", lambda x: x.conj(), dtypes=FLOAT + INT + COMPLEX, holomorphic=False),
+    elementwise("real", lambda x: x.real, dtypes=FLOAT + INT + COMPLEX),
+    elementwise("imag", lambda x: x.imag, dtypes=FLOAT + INT + COMPLEX),
+    elementwise("real_and_imag_functions", lambda x: (np.real(x), np.imag(x)),
+                dtypes=(np.dtype(np.float64), np.dtype(np.complex128))),
+    # away from the branch cut (the negative real axis) and from 0; of reals 0 or pi
+    elementwise("angle", np.angle, domain=POSITIVE, dtypes=FLOAT + INT + COMPLEX),
+    elementwise("angle_degrees", lambda z: np.angle(z, deg=True), domain=NONZERO, dtypes=FLOAT + COMPLEX),
+    elementwise("angle_special_values", np.angle, domain=SIGNED_ZEROS_AND_SPECIALS, dtypes=FLOAT,
+                differentiable=False),
     # bitwise ufuncs and operators (on booleans NumPy's bitwise ufuncs are the logical ones)
     *(
         binary(name, fn, domain=SMALL_INTS, dtypes=INT + BOOL, differentiable=False, **fields)
@@ -2062,7 +2211,7 @@ def stack_outputs(outputs: list) -> Any:
 
 
 def tolerance(dtype: np.dtype) -> float:
-    return 1e-6 if np.dtype(dtype) == np.float32 else 1e-12
+    return 1e-6 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
 
 
 def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Callable = np.asarray) -> None:
@@ -2078,7 +2227,7 @@ def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Call
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != loop's {expected.dtype}"
     if not compare_values:
         return
-    if expected.dtype.kind == "f":
+    if expected.dtype.kind in "fc":
         rtol = tolerance(expected.dtype)
         finite = np.abs(expected[np.isfinite(expected)])
         # reordered sums err relative to the largest term, not to each element

@@ -1,7 +1,7 @@
 """Linear algebra beyond the per-entry generic checks.
 
-solve, inv, det, slogdet, cholesky, eigh, eigvalsh, svd, svdvals, norm and the
-contractions (einsum, matmul, tensordot, dot, inner, outer, vdot) are entries of the
+solve, inv, det, slogdet, cholesky, eigh, eigvalsh, eig, eigvals, svd, svdvals, norm and
+the contractions (einsum, matmul, tensordot, dot, inner, outer, vdot) are entries of the
 operator table (``opinfo.py``, with its well-conditioned, SPD and distinct-spectrum
 matrix families), so the generic tests run them: vmap against the loop, the JVP against
 central differences, the VJP by the inner-product identity, second order, jacfwd ==
@@ -41,10 +41,21 @@ def test_eigenvalue_gradient_survives_repeated_eigenvalues():
     np.testing.assert_allclose(pulled, np.eye(3), atol=1e-12)
 
 
-def test_complex_derivatives_say_so():
-    a = np.eye(2, dtype=complex) * 3
-    with pytest.raises(NotImplementedError, match="complex"):
-        engine_vjp(np.linalg.inv, [a], np.ones((2, 2), dtype=complex))
+@pytest.mark.parametrize("name, call", [
+    ("cholesky", np.linalg.cholesky),
+    ("eigh", lambda a: np.linalg.eigh(a).eigenvectors),
+    ("svd", np.linalg.svdvals),
+    ("qr", lambda a: np.linalg.qr(a).R),
+    ("pinv", np.linalg.pinv),
+])
+def test_complex_derivatives_not_implemented_say_so(name, call):
+    """The decompositions without complex rules raise, naming themselves, in both modes."""
+    a = np.array([[3.0, 1j], [-1j, 2.0]])
+    out = np.asarray(call(a))
+    with pytest.raises(NotImplementedError, match=f"{name}: derivatives of complex inputs"):
+        engine_vjp(call, [a], np.ones(out.shape, dtype=out.dtype))
+    with pytest.raises(NotImplementedError, match=f"{name}: derivatives of complex inputs"):
+        engine_jvp(call, [a], [np.ones((2, 2), dtype=complex)])
 
 
 @pytest.mark.parametrize("call", [

@@ -5,8 +5,9 @@ Every primitive of ``kernels`` and every entry of the NumPy registries of the en
 registered scipy.special ufuncs included) must be reached by ``opinfo.OP_DB``, or be
 listed in ``EXCLUDED`` with the reason. "Reached" is decided by running the table, not
 by names: every sample of every entry runs once under ``vmap`` (all its arrays mapped)
-and, with float64 arrays, under ``jvp``, and under ``grad`` where it is differentiable
-(so that primitives bound only by derivative rules, ``index_add``, count), while every
+and, with float64 or complex128 arrays, under ``jvp``, and under ``grad`` where it is
+differentiable (of a real loss: the real parts of complex outputs; so that primitives
+bound only by derivative rules, ``index_add``, count), while every
 primitive bound at any level and every registry entry dispatched is recorded. A call
 that raises (the known failures of the table) reaches nothing.
 
@@ -61,14 +62,7 @@ def registries():
     return list(found.values()), tables, primitive
 
 
-REAL_ONLY = (
-    "bound for complex inputs only (on a real tracer .real is itself and .imag a constant "
-    "zero); complex support is a later issue"
-)
-EXCLUDED = {
-    "primitive:real": REAL_ONLY,
-    "primitive:imag": REAL_ONLY,
-}
+EXCLUDED: dict = {}
 
 
 # ------------------------------------------------------------------------ recording
@@ -151,8 +145,8 @@ def coverage():
 
 
 def table_calls():
-    """One vmap call per sample and dtype of every entry; with float64 arrays a jvp, and
-    a grad where the entry is differentiable."""
+    """One vmap call per sample and dtype of every entry; with float64 or complex128
+    arrays a jvp, and a grad where the entry is differentiable."""
     for op in OP_DB:
         for dtype in op.dtypes:
             for sample_examples in examples(op, dtype, 2):
@@ -162,14 +156,15 @@ def table_calls():
                 yield lambda op=op, sample=sample, stacked=stacked: lf.vmap(
                     with_arrays(op, sample), in_dims=(0,) * len(stacked)
                 )(*stacked)
-                floats = [j for j in positions if sample.args[j].dtype == np.float64 and j not in op.integer_index_args]
+                floats = [j for j in positions
+                          if sample.args[j].dtype in (np.float64, np.complex128) and j not in op.integer_index_args]
                 if not floats:
                     continue
                 primals = tuple(sample.args[j] for j in floats)
                 function = of_floats(op.differentiated if op.differentiable else op.op, sample, floats)
                 yield lambda function=function, primals=primals: lf.jvp(function, primals, primals)
                 if op.differentiable:
-                    loss = lambda *xs, function=function: sum(np.sum(part) for part in parts(function(*xs)))
+                    loss = lambda *xs, function=function: sum(np.sum(np.real(part)) for part in parts(function(*xs)))
                     yield lambda loss=loss, primals=primals: lf.grad(loss, argnums=tuple(range(len(primals))))(*primals)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
+from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active
@@ -208,11 +209,20 @@ def backward(seeds, wanted):
 
 
 def _accumulate(cotangents, node, cotangent):
+    if _complex(cotangent) and not _complex(node.out):
+        # a real value's cotangent is real: Re of what a complex-valued use sends back
+        # (kernels/elementwise.py states the convention)
+        cotangent = ew.real.bind(cotangent)
     shape = tuple(getattr(node.out, "shape", ()))
     if tuple(getattr(cotangent, "shape", ())) != shape:
         cotangent = kcore.broadcast_to.bind(cotangent, shape=shape)
     previous = cotangents.get(id(node))
     cotangents[id(node)] = cotangent if previous is None else ew.add.bind(previous, cotangent)
+
+
+def _complex(value):
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype_kind(dtype) == "c"
 
 
 def _topological(roots):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels import elementwise as ew
+from kernels.creation import full_like, zeros_like
 from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
 
 from ..errors import UnsupportedOperationError
@@ -22,7 +23,7 @@ UFUNCS.update({
     np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
     np.divide: ew.divide, np.floor_divide: ew.floor_divide, np.remainder: ew.remainder,
     np.power: ew.power, np.negative: ew.negative, np.positive: ew.positive,
-    np.absolute: ew.absolute, np.fabs: ew.absolute, np.sign: ew.sign, np.sqrt: ew.sqrt,
+    np.absolute: ew.absolute, np.fabs: ew.absolute, np.sqrt: ew.sqrt,
     np.cbrt: ew.cbrt, np.square: ew.square, np.reciprocal: ew.reciprocal,
     np.exp: ew.exp, np.exp2: ew.exp2, np.expm1: ew.expm1, np.log: ew.log,
     np.log2: ew.log2, np.log10: ew.log10, np.log1p: ew.log1p, np.logaddexp: ew.logaddexp,
@@ -106,6 +107,17 @@ def _heaviside(x, h0):
     return ew.where.bind(ew.greater.bind(x, 0), 1, ew.where.bind(ew.less.bind(x, 0), 0, at_zero))
 
 
+@implements_ufunc(np.sign)
+def _sign(x):
+    """The sign; of a complex number z / |z| (0 at 0), which is not piecewise constant:
+    a composition, so that it differentiates."""
+    if kind(x) != "c":
+        return ew.sign.bind(x)
+    size = ew.absolute.bind(x)
+    zero = ew.equal.bind(size, 0)
+    return ew.where.bind(zero, 0, ew.divide.bind(x, ew.where.bind(zero, 1, size)))
+
+
 @implements_ufunc(np.divmod)
 def _divmod(x, y):
     """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
@@ -154,6 +166,20 @@ def _real(val):
 @implements(np.imag)
 def _imag(val):
     return asarray(val).imag
+
+
+@implements(np.angle)
+def _angle(z, deg=False):
+    """``atan2(imag, real)``, as NumPy computes it: derivatives through the parts (of a
+    real input, 0 or pi, a constant)."""
+    z = asarray(z)
+    if kind(z) != "c":  # atan2(0, x): pi where the sign bit is set, NaN at NaN (constants)
+        x = floating(z)
+        sign_angle = ew.where.bind(ew.signbit.bind(x), full_like.bind(x, fill_value=np.pi), zeros_like.bind(x))
+        angle = ew.where.bind(ew.isnan.bind(x), full_like.bind(x, fill_value=np.nan), sign_angle)
+    else:
+        angle = ew.atan2.bind(ew.imag.bind(z), ew.real.bind(z))
+    return ew.multiply.bind(angle, 180 / np.pi) if deg else angle
 
 
 @implements(np.clip)

@@ -1,6 +1,6 @@
 """Linear algebra and contractions with NumPy's signatures: ``matmul``, ``einsum``,
 ``tensordot`` / ``dot`` / ``inner`` / ``outer`` / ``vdot``, ``numpy.linalg`` (solve,
-inv, det, slogdet, cholesky, eigh, svd, norm in every order, qr, pinv, lstsq,
+inv, det, slogdet, cholesky, eigh, eig, svd, norm in every order, qr, pinv, lstsq,
 matrix_power), ``trace``, ``cross``, ``kron``, ``polyval``, ``vander``,
 ``correlate`` / ``convolve``, ``cov`` / ``corrcoef``.
 
@@ -33,12 +33,13 @@ from .elementwise import clip
 from .reductions import average, largest, mean, smallest, total
 from .shape import at_least_1d, diagonal
 
-__all__ = ["SlogdetResult", "EighResult", "SVDResult", "QRResult", "LstsqResult"]
+__all__ = ["SlogdetResult", "EighResult", "EigResult", "SVDResult", "QRResult", "LstsqResult"]
 
 UFUNCS[np.matmul] = kl.matmul
 
 SlogdetResult = namedtuple("SlogdetResult", ["sign", "logabsdet"])
 EighResult = namedtuple("EighResult", ["eigenvalues", "eigenvectors"])
+EigResult = namedtuple("EigResult", ["eigenvalues", "eigenvectors"])
 SVDResult = namedtuple("SVDResult", ["U", "S", "Vh"])
 QRResult = namedtuple("QRResult", ["Q", "R"])
 LstsqResult = namedtuple("LstsqResult", ["x", "residuals", "rank", "s"])
@@ -145,6 +146,19 @@ def _linalg_cholesky(a, /, *, upper=False):
 def _linalg_eigh(a, UPLO="L"):
     a = _lower_triangle_holder(asarray(a), UPLO, "eigh")
     return EighResult(kl.eigh_values.bind(a), kl.eigh_vectors.bind(a))
+
+
+@implements(np.linalg.eig)
+def _linalg_eig(a):
+    """Eigenvalues and unit eigenvectors of a general matrix, complex where the spectrum is
+    (NumPy's dtypes); derivatives assume distinct eigenvalues."""
+    a = asarray(a)
+    return EigResult(kl.eig_values.bind(a), kl.eig_vectors.bind(a))
+
+
+@implements(np.linalg.eigvals)
+def _linalg_eigvals(a):
+    return kl.eig_values.bind(asarray(a))
 
 
 @implements(np.linalg.eigvalsh)

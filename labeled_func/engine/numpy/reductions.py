@@ -64,11 +64,17 @@ def mean(x, axis=None, keepdims=False, dtype=None):
 
 
 def var(x, axis=None, keepdims=False, ddof=0, dtype=None):
-    return reduce(kr.reduce_var, _float(_cast(x, dtype)), axis, keepdims, correction=ddof)
+    x = _float(_cast(x, dtype))
+    if dtype_kind(x.dtype) == "c":  # mean |x - mean|^2: the variances of the two parts, summed
+        return ew.add.bind(var(ew.real.bind(x), axis, keepdims, ddof), var(ew.imag.bind(x), axis, keepdims, ddof))
+    return reduce(kr.reduce_var, x, axis, keepdims, correction=ddof)
 
 
 def std(x, axis=None, keepdims=False, ddof=0, dtype=None):
-    return reduce(kr.reduce_std, _float(_cast(x, dtype)), axis, keepdims, correction=ddof)
+    x = _float(_cast(x, dtype))
+    if dtype_kind(x.dtype) == "c":
+        return ew.sqrt.bind(var(x, axis, keepdims, ddof))
+    return reduce(kr.reduce_std, x, axis, keepdims, correction=ddof)
 
 
 def largest(x, axis=None, keepdims=False):
@@ -121,7 +127,8 @@ def _count(mask, x, axis, keepdims):
     if mask is None:
         return size
     missing = reduce(kcore.reduce_sum, mask, axis, keepdims, dtype=_index_dtype(x))
-    return ew.astype.bind(ew.subtract.bind(size, missing), dtype=x.dtype)
+    real_dtype = namespace(x).finfo(x.dtype).dtype if dtype_kind(x.dtype) == "c" else x.dtype
+    return ew.astype.bind(ew.subtract.bind(size, missing), dtype=real_dtype)
 
 
 def _nansum(x, axis=None, keepdims=False, dtype=None):
@@ -145,12 +152,20 @@ def _nanvar(x, axis=None, keepdims=False, ddof=0, dtype=None):
     deviation = ew.subtract.bind(filled, ew.divide.bind(total(filled, axis, True), count))
     if mask is not None:
         deviation = ew.where.bind(mask, 0, deviation)
-    squares = total(ew.multiply.bind(deviation, deviation), axis, keepdims)
+    squares = total(_squared_size(deviation), axis, keepdims)
     if not keepdims and mask is not None:
         count = kcore.squeeze.bind(count, axis=normalize_axis(axis, x.ndim))
     if ddof:
         count = ew.maximum.bind(ew.subtract.bind(count, ddof), 0)
     return ew.divide.bind(squares, count)
+
+
+def _squared_size(x):
+    """|x|^2, real also for complex x."""
+    if dtype_kind(x.dtype) == "c":
+        parts = ew.real.bind(x), ew.imag.bind(x)
+        return ew.add.bind(ew.multiply.bind(parts[0], parts[0]), ew.multiply.bind(parts[1], parts[1]))
+    return ew.multiply.bind(x, x)
 
 
 def _nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):
