@@ -58,7 +58,14 @@ def _from_namespace(function_name, numpy_semantics=None):
             args = numpy_semantics(xp, args)
         return getattr(xp, function_name)(*args)
 
+    def lower(*args):
+        """The library's own function that ``impl`` calls for arguments like ``args``
+        (a compiled program calls it directly), or None where ``impl`` adapts them."""
+        xp = namespace(*args)
+        return getattr(xp, function_name) if numpy_semantics is None or xp is numpy_namespace else None
+
     impl.__name__ = function_name
+    impl.lower = lower
     return impl
 
 

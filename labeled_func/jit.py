@@ -135,7 +135,7 @@ class _Compiled:
             return False
         for mine, theirs in zip(self.check, call.check):
             if mine[0] == "coords":
-                if not mine[1].equals(theirs[1]):
+                if any(a is not b and not a.equals(b) for a, b in zip(mine[1], theirs[1])):
                     return False
             elif not _same_attrs(mine[1], theirs[1]):
                 return False
@@ -174,7 +174,7 @@ class _Call:
         paths, self.leaves, self.treedef = optree.tree_flatten_with_path(tree, none_is_leaf=True)
         self.arrays, self.check, self.counts, key = [], [], [], []
         for path, leaf in zip(paths, self.leaves):
-            kind, arrays = self._leaf(leaf, self._where(path))
+            kind, arrays = self._leaf(leaf, path)
             self.counts.append(len(arrays))
             self.arrays.extend(arrays)
             key.append(kind)
@@ -192,30 +192,30 @@ class _Call:
             label = f"keyword argument {rest[0]!r}"
         return label + "".join(f"[{k!r}]" for k in rest[1:])
 
-    def _leaf(self, leaf, where):
+    def _leaf(self, leaf, path):
         if isinstance(leaf, xr.DataArray):
-            self.check.append(("coords", leaf.coords.to_dataset()))
+            self.check.append(("coords", _coordinates(leaf)))
             self.check.append(("attrs", leaf.attrs))
             return ("DataArray", leaf.dims, leaf.shape, str(leaf.dtype), leaf.name, _coord_key(leaf)), [leaf.data]
         if isinstance(leaf, xr.Dataset):
-            self.check.append(("coords", leaf.coords.to_dataset()))
+            self.check.append(("coords", _coordinates(leaf)))
             self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": leaf[name].attrs for name in leaf.data_vars}}))
             layout = tuple((name, v.dims, v.shape, str(v.dtype)) for name, v in leaf.data_vars.items())
             return ("Dataset", layout, _coord_key(leaf)), [leaf[name].data for name in leaf.data_vars]
         if isinstance(leaf, (xr.DataTree, xr.Variable)):
-            raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}, which lf.jit does not take yet; "
-                            "pass its DataArrays or Datasets")
+            raise TypeError(f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which lf.jit does not "
+                            "take yet; pass its DataArrays or Datasets")
         if isinstance(leaf, (bool, numbers.Number, str, type(None))) and not hasattr(leaf, "shape"):
             return ("constant", type(leaf), leaf), []
         if isinstance(leaf, np.generic):
             return ("constant", type(leaf), leaf.item()), []
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             if library_of(leaf) == "dask":
-                raise TypeError(f"lf.jit: {where} is a Dask array; lf.jit does not take Dask arrays yet "
+                raise TypeError(f"lf.jit: {self._where(path)} is a Dask array; lf.jit does not take Dask arrays yet "
                                 "(call the jitted function on each block, or compute first)")
             return ("array", type(leaf), tuple(leaf.shape), str(leaf.dtype)), [leaf]
         raise TypeError(
-            f"lf.jit: {where} is a {type(leaf).__name__}, which is neither an array, a DataArray or "
+            f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which is neither an array, a DataArray or "
             "Dataset, nor a number: name it in static_argnames (it is then part of the signature, "
             "and a new value traces again), or close over it"
         )
@@ -240,6 +240,12 @@ class _Call:
         bound = copy.copy(self.bound)
         bound.arguments = {name: tree.get(name, value) for name, value in self.bound.arguments.items()}
         return bound.args, bound.kwargs
+
+
+def _coordinates(leaf):
+    """The coordinate variables of a labeled leaf, compared on a cache hit (the key holds
+    their names, dims, shapes and dtypes)."""
+    return tuple(c.variable for c in leaf.coords.values())
 
 
 def _coord_key(leaf):
@@ -318,7 +324,9 @@ class _Outputs:
                 leaves.append(template)
                 continue
             if kind == "DataArray":
-                value = template.copy(deep=False, data=arrays[data] if data is not None else None)
+                value = template.copy(deep=False) if data is None else template._replace(  # copy(data=), faster
+                    variable=xr.Variable(template.dims, arrays[data], dict(template.attrs), fastpath=True),
+                    coords=dict(template._coords), indexes=dict(template._indexes))
             else:
                 value = template.copy(deep=False, data={name: arrays[k] if k is not None else template[name].data
                                                         for name, k in data.items()})

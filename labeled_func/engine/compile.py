@@ -106,7 +106,7 @@ class JitLevel(Level):
         slot = self._seen.get(key) if key is not None else None
         if slot is None:
             slot = self.new_slot()
-            self.program.nodes.append(Node(prim.impl, params, tuple(refs), slot, prim))
+            self.program.nodes.append(Node(_lowered(prim, values, params), params, tuple(refs), slot, prim))
             if key is not None:
                 self._seen[key] = slot
         result = JitTracer(self, out, slot)
@@ -129,6 +129,17 @@ class JitLevel(Level):
             slot = self.new_slot()
             self.program.nodes.append(Node(_identity, {}, (Constant(src),), slot))
             dest._value, dest._slot = src, slot
+
+
+def _lowered(prim, values, params):
+    """What a node calls: the library function itself where the primitive's impl only picks
+    it from the arguments' namespace (``np.sin``), else the impl."""
+    lower = getattr(prim.impl, "lower", None)
+    if lower is not None and not params:
+        function = lower(*values)
+        if function is not None:
+            return function
+    return prim.impl
 
 
 def _identity(value):
@@ -203,7 +214,8 @@ class Program:
 
     def prune(self):
         """Drop the nodes that no output reads (dead code), then lay the program out for
-        runs: each node a pre-bound callable, the slots it reads, and the slots whose last
+        runs: the values in one list (inputs, constants, then each node's output), each
+        node a pre-bound callable with the positions it reads, and the positions whose last
         reader it is (freed as soon as it has run: a run holds only the live arrays)."""
         needed = set(self.outputs)
         kept = []
@@ -212,29 +224,46 @@ class Program:
                 kept.append(node)
                 needed.update(ref for ref in node.refs if type(ref) is int)
         self.nodes = kept[::-1]
+        position = {slot: k for k, slot in enumerate(self.inputs)}
+        constants = []
+        for node in self.nodes:
+            for ref in node.refs:
+                if type(ref) is not int:
+                    position[ref] = len(self.inputs) + len(constants)
+                    constants.append(ref.value)
+        for node in self.nodes:
+            position[node.slot] = len(position)
         last_reader = {}
         for index, node in enumerate(self.nodes):
             for ref in node.refs:
                 if type(ref) is int:
                     last_reader[ref] = index
+        outputs = set(self.outputs)
         frees = [[] for _ in self.nodes]
         for slot, index in last_reader.items():
-            if slot not in self.outputs:
-                frees[index].append(slot)
-        self._plan = [(_bound(node), tuple(ref if type(ref) is int else None for ref in node.refs),
-                       tuple(None if type(ref) is int else ref.value for ref in node.refs), node.slot,
-                       tuple(free))
+            if slot not in outputs:
+                frees[index].append(position[slot])
+        self._constants = constants
+        self._size = len(position)
+        self._outputs = [position[slot] for slot in self.outputs]
+        self._plan = [(_bound(node), tuple(position[ref] for ref in node.refs), position[node.slot], tuple(free))
                       for node, free in zip(self.nodes, frees)]
         return self
 
     def run(self, arrays):
         """The outputs for new input ``arrays`` (in the order of the inputs)."""
-        env = dict(zip(self.inputs, arrays))
-        for function, reads, constants, slot, frees in self._plan:
-            env[slot] = function(*[env[r] if r is not None else c for r, c in zip(reads, constants)])
+        env = [*arrays, *self._constants]
+        env.extend([None] * (self._size - len(env)))
+        for function, reads, slot, frees in self._plan:
+            if len(reads) == 1:
+                env[slot] = function(env[reads[0]])
+            elif len(reads) == 2:
+                env[slot] = function(env[reads[0]], env[reads[1]])
+            else:
+                env[slot] = function(*[env[r] for r in reads])
             for dead in frees:
-                del env[dead]
-        return [env[slot] for slot in self.outputs]
+                env[dead] = None
+        return [env[k] for k in self._outputs]
 
     def __len__(self):
         return len(self.nodes)
