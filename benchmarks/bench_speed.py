@@ -13,6 +13,9 @@ where the time is in the NumPy kernels, against NumPy written by hand.
   (M + 1 evaluations).
 - Peak memory of the Ishigami gradients at N = 4e6 (no chunk_size) over the NumPy
   gradient's, both measured with tracemalloc (NumPy reports its buffers to it).
+- The same workloads under `lf.jit` (traced once before timing, then replayed), and the
+  cost of one operation in a replayed program (a chain of 100 `np.sin` on 10 elements)
+  against the same chain in NumPy.
 
 Every result is first checked against an independent oracle (the closed form, central
 differences); every figure is the best of several repeats, baselines in the same run.
@@ -39,13 +42,25 @@ REPEATS = 3
 
 
 def main() -> list[dict]:
-    return [ishigami_row(), *memory_rows(), advection_diffusion_row(), *lorenz96_rows()]
+    return [*ishigami_rows(), *memory_rows(), *advection_diffusion_rows(), *lorenz96_rows(), replay_row()]
 
 
 def row(benchmark, value_s, baseline_s, target, goal):
     ratio = value_s / baseline_s
     return {"benchmark": benchmark, "value": value_s * 1e3, "baseline": baseline_s * 1e3, "unit": "ms",
             "ratio": ratio, "target": f"ratio <= {goal}", "met": ratio <= goal}
+
+
+def with_and_without_jit(name, transformed, args, baseline_s, goal, jit_goal, check):
+    """Two rows: ``transformed(*args)`` and ``lf.jit(transformed)(*args)`` (traced before
+    timing) against ``baseline_s``; ``check`` compares a result with the oracle."""
+    jitted = lf.jit(transformed)
+    check(jitted(*args))
+    check(jitted(*args))  # replayed
+    plain_s = best_time(lambda: transformed(*args), REPEATS)
+    jit_s = best_time(lambda: jitted(*args), REPEATS)
+    return [row(name, plain_s, baseline_s, "ratio", goal), row("  the same under lf.jit", jit_s, baseline_s,
+                                                                  "ratio", jit_goal)]
 
 
 # --- Ishigami -----------------------------------------------------------------------------------
@@ -61,17 +76,18 @@ def ishigami_samples(n, seed=0):
     return values, xr.Dataset({name: ("sample", v) for name, v in values.items()})
 
 
-def ishigami_row():
+def ishigami_rows():
     values, samples = ishigami_samples(ISHIGAMI_N)
-    per_sample_grad = lf.vmap(lf.grad(ishigami), dim="sample")
     exact = ishigami_gradient_power(*values.values())
-    got = per_sample_grad(samples)
-    for name, expected in zip(PARAMS, exact):
-        np.testing.assert_allclose(got[name].values, expected, rtol=1e-12, atol=1e-12)
-    lf_s = best_time(lambda: per_sample_grad(samples), REPEATS)
+
+    def check(got):
+        for name, expected in zip(PARAMS, exact):
+            np.testing.assert_allclose(got[name].values, expected, rtol=1e-12, atol=1e-12)
+
     numpy_s = best_time(lambda: ishigami_gradient_power(*values.values()), REPEATS)
-    return row(f"Ishigami per-sample grads, vmap(grad) / NumPy gradient written with ** (N={ISHIGAMI_N:.0e})",
-               lf_s, numpy_s, "ratio", 0.8)
+    return with_and_without_jit(
+        f"Ishigami per-sample grads, vmap(grad) / NumPy gradient written with ** (N={ISHIGAMI_N:.0e})",
+        lf.vmap(lf.grad(ishigami), dim="sample"), (samples,), numpy_s, 0.8, 0.45, check)
 
 
 def peak_bytes(func):
@@ -139,20 +155,25 @@ def forward_differences(values, step=FD_STEP):
             for name in FLOW_PARAMS}
 
 
-def advection_diffusion_row():
+def advection_diffusion_rows():
     values = flow_parameters(FLOW_N)
     samples = xr.Dataset({name: ("sample", v) for name, v in values.items()})
-    per_sample_grad = lf.vmap(lf.grad(advection_diffusion), dim="sample")
-    got = per_sample_grad(samples)
+    expected = {}
     for name in FLOW_PARAMS:  # central differences as the oracle
         h = 1e-6 * np.abs(values[name]).max()
         plus = advection_diffusion_numpy(**{**values, name: values[name] + h})
         minus = advection_diffusion_numpy(**{**values, name: values[name] - h})
-        np.testing.assert_allclose(got[name].values, (plus - minus) / (2 * h), rtol=1e-5, atol=1e-9)
-    lf_s = best_time(lambda: per_sample_grad(samples), REPEATS)
+        expected[name] = (plus - minus) / (2 * h)
+
+    def check(got):
+        for name in FLOW_PARAMS:
+            np.testing.assert_allclose(got[name].values, expected[name], rtol=1e-5, atol=1e-9)
+
     fd_s = best_time(lambda: forward_differences(values), REPEATS)
-    return row(f"advection-diffusion {CELLS} cells x {STEPS} steps, vmap(grad) / NumPy forward FD "
-               f"(N={FLOW_N:,}, 3 params, 4 evaluations)", lf_s, fd_s, "ratio", 1.6)
+    return with_and_without_jit(
+        f"advection-diffusion {CELLS} cells x {STEPS} steps, vmap(grad) / NumPy forward FD "
+        f"(N={FLOW_N:,}, 3 params, 4 evaluations)",
+        lf.vmap(lf.grad(advection_diffusion), dim="sample"), (samples,), fd_s, 1.6, 0.7, check)
 
 
 # --- Lorenz-96 --------------------------------------------------------------------------------------
@@ -194,10 +215,28 @@ def lorenz96_rows():
     np.testing.assert_allclose(finite_difference_loop(state.values), exact, atol=1e-5)
     fd_s = best_time(lambda: finite_difference_loop(state.values), REPEATS)
     rows = []
-    for name, transform, goal in (("jacrev", lf.jacrev, 0.5), ("jacfwd", lf.jacfwd, 0.5)):
-        jacobian = transform(lorenz96)
-        np.testing.assert_allclose(jacobian(state).values, exact, rtol=1e-14, atol=1e-14)
-        lf_s = best_time(lambda: jacobian(state), REPEATS)
-        rows.append(row(f"Lorenz-96 Jacobian, {name} / NumPy forward-FD loop (M={SITES:,})", lf_s, fd_s,
-                        "ratio", goal))
+    for name, transform in (("jacrev", lf.jacrev), ("jacfwd", lf.jacfwd)):
+        def check(got):
+            np.testing.assert_allclose(got.values, exact, rtol=1e-14, atol=1e-14)
+
+        rows += with_and_without_jit(f"Lorenz-96 Jacobian, {name} / NumPy forward-FD loop (M={SITES:,})",
+                                     transform(lorenz96), (state,), fd_s, 0.5, 0.3, check)
     return rows
+
+
+def sin_chain(a):
+    for _ in range(100):
+        a = np.sin(a)
+    return a
+
+
+def replay_row():
+    """One operation of a replayed program, against the same operation in NumPy."""
+    a = np.linspace(0.0, 1.0, 10)
+    jitted = lf.jit(sin_chain)
+    np.testing.assert_allclose(jitted(a), sin_chain(a), rtol=1e-15)
+    jit_s = best_time(lambda: [jitted(a) for _ in range(100)], 7) / (100 * 100)
+    numpy_s = best_time(lambda: [sin_chain(a) for _ in range(100)], 7) / (100 * 100)
+    return {"benchmark": "one np.sin of 10 elements in a replayed 100-op program, per op; baseline NumPy",
+            "value": jit_s * 1e6, "baseline": numpy_s * 1e6, "unit": "us", "ratio": jit_s / numpy_s,
+            "target": "value <= 1 us", "met": jit_s <= 1e-6}

@@ -281,35 +281,43 @@ def _is_array(value):
 
 
 def _safe_multiply_impl(g, d):
-    """``g * d``, and 0 where ``g`` is 0 if ``d`` has a non-finite element (the mask costs two
-    passes over the data, so it is applied only where ``d``, often an unbatched partial
-    smaller than ``g``, needs it; the choice is made on the values of this call)."""
+    """``g * d``, and 0 where ``g`` is 0 and ``d`` is not finite (a zero cotangent stays zero
+    even against an infinite partial derivative).  The mask costs passes over the data, so
+    it is computed only when ``d`` (often an unbatched partial, smaller than ``g``) has a
+    non-finite element: the choice is made on the values of this call."""
     product = _multiply(g, d)
     if all_finite(d):
         return product
-    return _where(_equal(g, 0), 0.0, product)
+    return _where(_logical_and(_equal(g, 0), _logical_not(_isfinite(d))), 0.0, product)
+
+
+def _safe_mask(g, d):
+    """Where ``safe_multiply`` zeroes its product: ``g == 0`` against a non-finite ``d``."""
+    return logical_and.bind(equal.bind(g, 0), logical_not.bind(isfinite.bind(d)))
 
 
 def _safe_multiply_jvp(primals, tangents):
-    """The derivative of ``where(g == 0, 0, g * d)``: the product rule, masked the same way."""
+    """The product rule, masked where the product is: elsewhere the derivative of ``g * d``
+    (so second derivatives through a zero cotangent are kept)."""
     g, d = primals
     out = safe_multiply.bind(g, d)
     terms = [multiply.bind(t, other) for t, other in zip(tangents, (d, g)) if t is not None]
     if not terms:
         return out, None
     total = terms[0] if len(terms) == 1 else add.bind(terms[0], terms[1])
-    tangent = where.bind(equal.bind(g, 0), 0.0, total)
+    tangent = where.bind(_safe_mask(g, d), 0.0, total)
     return out, broadcast_to.bind(tangent, shape=tuple(out.shape)) if tuple(tangent.shape) != tuple(out.shape) else tangent
 
 
 def _safe_multiply_vjp(cotangent, primals, out):
     g, d = primals
-    masked = where.bind(equal.bind(g, 0), 0.0, cotangent)
+    masked = where.bind(_safe_mask(g, d), 0.0, cotangent)
     return tuple(unbroadcast(safe_multiply.bind(masked, other), x.shape) if _differentiable(x) else None
                  for x, other in ((g, d), (d, g)))
 
 
 _multiply, _where, _equal = multiply.impl, where.impl, equal.impl
+_logical_and, _logical_not, _isfinite = logical_and.impl, logical_not.impl, isfinite.impl
 safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 

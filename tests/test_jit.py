@@ -346,3 +346,57 @@ def test_dask_arguments_are_refused_naming_them():
     dask_array = pytest.importorskip("dask.array")
     with pytest.raises(TypeError, match="argument 'x' is a Dask array"):
         lf.jit(lambda x: x * 2)(dask_array.ones(4, chunks=2))
+
+
+# --- fusion ---------------------------------------------------------------------------------------------
+compile_module = importlib.import_module("labeled_func.engine.compile")
+
+
+def close(got, expected):
+    if isinstance(expected, (tuple, list)):
+        for g, e in zip(got, expected):
+            close(g, e)
+        return
+    got, expected = np.asarray(got), np.asarray(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    if expected.dtype.kind in "fc":
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * (1 + np.nanmax(np.abs(expected), initial=0)))
+    else:
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES if F64 in op.dtypes])
+def test_fused_programs_equal_the_transforms_to_1e_12(op, monkeypatch):
+    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)  # fuse whatever can be fused, even tiny arrays
+    for sample, (first, second) in batches(op, F64):
+        mapped = lf.vmap(with_arrays(op, sample), in_dims=(0,) * len(first))
+        try:
+            expected = [quietly(mapped, *first), quietly(mapped, *second)]
+        except lf.TransformError:
+            continue
+        jitted = lf.jit(mapped)
+        got = [quietly(jitted, *first), quietly(jitted, *second)]
+        if op.compare_values:
+            for g, e in zip(got, expected):
+                close(g, e)
+
+
+def test_a_chain_of_elementwise_operations_on_large_arrays_is_one_evaluation():
+    def f(x, y):
+        return np.sqrt(x * x + y * y) * np.exp(-x) - np.tanh(y) / (1.0 + x * x)
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(2, 100_000))
+    jitted = lf.jit(f)
+    jitted(x, y)
+    (compiled,) = jitted.cache.values()
+    assert len(compiled.program.nodes) < 4 and any(node.prim is None for node in compiled.program.nodes)
+    x2, y2 = rng.normal(size=(2, 100_000))
+    close(jitted(x2, y2), f(x2, y2))  # numexpr's exp and tanh may round the last bit otherwise
+    # the NaN-safe product of the rules, fused: a zero cotangent meeting an infinite partial stays zero
+    gradient = lf.jit(lf.grad(lambda v: (np.where(v > 0, np.sqrt(np.abs(v)), 0.0) * 2).sum()))
+    v = np.concatenate([np.zeros(50_000), np.linspace(0.5, 2.0, 50_000)])
+    for values in (v, v[::-1].copy()):
+        got = gradient(values)
+        assert np.isfinite(got).all()
+        close(got, np.where(values > 0, 1 / np.sqrt(np.abs(values)), 0.0))

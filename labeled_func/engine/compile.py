@@ -17,20 +17,36 @@ Simplifications at record time: primitives of constants only run once (constant
 folding, by construction: they never reach the level), a node identical to an earlier
 one (same callable, parameters and inputs) reuses its output (common subexpression
 elimination), and ``Program.prune`` drops the nodes no output needs (dead code).
+Then ``Program.fuse`` turns each tree of float64 elementwise nodes (intermediates read
+once) on large arrays into one ``numexpr`` evaluation: one pass over memory instead of
+one per operation.
 """
 from __future__ import annotations
 
+import math
 import threading
 
+import numpy as np
+
 from kernels import core as kcore
+from kernels import elementwise as ew
 from kernels.primitive import Traced
+
+try:  # the field's fused-expression evaluator: without it, programs run unfused
+    import numexpr
+except ImportError:  # pragma: no cover - a dependency
+    numexpr = None
 
 from .errors import UnsupportedOperationError
 from .stack import Level
 from .tracer import PrimalTracer, Wording, unknown_value_policy
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
-__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS"]
+__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS", "FUSE_MIN_SIZE"]
+
+FUSE_MIN_SIZE = 1 << 14
+"""Elements of a result below which elementwise nodes are not fused (numexpr's ~1 us per
+call outweighs the passes over memory it saves)."""
 
 JIT_WORDS = Wording(
     transform="jit",
@@ -106,7 +122,9 @@ class JitLevel(Level):
         slot = self._seen.get(key) if key is not None else None
         if slot is None:
             slot = self.new_slot()
-            self.program.nodes.append(Node(_lowered(prim, values, params), params, tuple(refs), slot, prim))
+            node = Node(_lowered(prim, values, params), params, tuple(refs), slot, prim)
+            node.fusable = _fusable(prim, params, values, out)
+            self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
         result = JitTracer(self, out, slot)
@@ -190,9 +208,11 @@ class Constant:
 
 
 class Node:
-    """``function(*inputs, **params)`` into ``slot``; ``refs`` are slots or Constants."""
+    """``function(*inputs, **params)`` into ``slot``; ``refs`` are slots or Constants.
+    ``fusable``: None, or the dtypes of the inputs when the node may join a fused
+    expression (see :func:`_fusable`)."""
 
-    __slots__ = ("function", "params", "refs", "slot", "prim")
+    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable")
 
     def __init__(self, function, params, refs, slot, prim=None):
         self.function = function
@@ -200,6 +220,7 @@ class Node:
         self.refs = refs
         self.slot = slot
         self.prim = prim
+        self.fusable = None
 
 
 class Program:
@@ -224,6 +245,7 @@ class Program:
                 kept.append(node)
                 needed.update(ref for ref in node.refs if type(ref) is int)
         self.nodes = kept[::-1]
+        self.fuse()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
         for node in self.nodes:
@@ -265,8 +287,107 @@ class Program:
                 env[dead] = None
         return [env[k] for k in self._outputs]
 
+    def fuse(self):
+        """Each tree of fusable nodes whose intermediates are read once (and are no output)
+        becomes one numexpr evaluation at the place of its root."""
+        if numexpr is None:
+            return self
+        readers = {}
+        for node in self.nodes:
+            for ref in node.refs:
+                if type(ref) is int:
+                    readers[ref] = readers.get(ref, 0) + 1
+        outputs = set(self.outputs)
+        trees = {}  # slot of a fusable node -> (expression, leaves, leaf dtypes, nodes in it)
+        absorbed = set()
+        for node in self.nodes:
+            if node.fusable is None:
+                continue
+            pieces, leaves, dtypes, size = [], [], [], 1
+            for ref, dtype in zip(node.refs, node.fusable):
+                inner = trees.get(ref) if type(ref) is int else None
+                if (inner is not None and readers.get(ref) == 1 and ref not in outputs
+                        and len(leaves) + len(inner[1]) + len(node.refs) <= _MAX_LEAVES):
+                    absorbed.add(ref)
+                    pieces.append(_rename(inner[0], leaves, dtypes, inner[1], inner[2]))
+                    size += inner[3]
+                else:
+                    pieces.append(_leaf_name(ref, dtype, leaves, dtypes))
+            trees[node.slot] = (_EXPRESSIONS[node.prim].format(*pieces), leaves, dtypes, size)
+        fused = []
+        for node in self.nodes:
+            if node.slot in absorbed:
+                continue
+            tree = trees.get(node.slot)
+            if tree is not None and tree[3] > 1:
+                expression, leaves, dtypes, _ = tree
+                names = [f"v{k}" for k in range(len(leaves))]
+                evaluate = numexpr.NumExpr(_named(expression, names), signature=list(zip(names, dtypes)))
+                node = Node(evaluate, {}, tuple(leaves), node.slot)
+            fused.append(node)
+        self.nodes = fused
+        return self
+
     def __len__(self):
         return len(self.nodes)
+
+
+_EXPRESSIONS = {
+    ew.add: "({} + {})", ew.subtract: "({} - {})", ew.multiply: "({} * {})", ew.divide: "({} / {})",
+    ew.negative: "(-{})", ew.sqrt: "sqrt({})", ew.exp: "exp({})", ew.expm1: "expm1({})", ew.log: "log({})",
+    ew.log1p: "log1p({})", ew.sin: "sin({})", ew.cos: "cos({})", ew.tan: "tan({})", ew.asin: "arcsin({})",
+    ew.acos: "arccos({})", ew.atan: "arctan({})", ew.sinh: "sinh({})", ew.cosh: "cosh({})",
+    ew.tanh: "tanh({})", ew.asinh: "arcsinh({})", ew.acosh: "arccosh({})", ew.atanh: "arctanh({})",
+    ew.atan2: "arctan2({}, {})", ew.absolute: "abs({})", ew.where: "where({}, {}, {})",
+    ew.equal: "({} == {})", ew.not_equal: "({} != {})", ew.less: "({} < {})", ew.less_equal: "({} <= {})",
+    ew.greater: "({} > {})", ew.greater_equal: "({} >= {})", ew.logical_and: "({} & {})",
+    ew.logical_or: "({} | {})", ew.logical_not: "(~{})",
+    # the mask costs nothing once fused; d - d is 0 exactly where d is finite
+    ew.safe_multiply: "where(({0} == 0) & (({1} - {1}) != 0), 0, {0} * {1})",
+}
+_FLOAT, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
+_MAX_LEAVES = 24  # numexpr takes at most 32 operands (its output and temporaries count too)
+
+
+def _fusable(prim, params, values, out):
+    """The dtypes of the inputs when ``prim`` may join a fused expression: a primitive numexpr
+    computes as NumPy does, no parameters, float64 (or boolean) arrays and Python numbers in,
+    a float64 or boolean array of at least ``FUSE_MIN_SIZE`` elements out; else None."""
+    if prim not in _EXPRESSIONS or params or type(out) is not np.ndarray or out.dtype not in (_FLOAT, _BOOL):
+        return None
+    if math.prod(out.shape) < FUSE_MIN_SIZE:
+        return None
+    dtypes = []
+    for value in values:
+        if type(value) is np.ndarray and value.dtype in (_FLOAT, _BOOL):
+            dtypes.append(value.dtype)
+        elif type(value) is float or type(value) is int:
+            dtypes.append(_FLOAT)
+        elif type(value) is bool:
+            dtypes.append(_BOOL)
+        else:
+            return None
+    return tuple(dtypes)
+
+
+def _leaf_name(ref, dtype, leaves, dtypes):
+    """The placeholder of input ``ref`` in an expression (one per distinct input)."""
+    for k, known in enumerate(leaves):
+        if known is ref or (type(ref) is int and known == ref):
+            return "{%d}" % k
+    leaves.append(ref)
+    dtypes.append(dtype.type if dtype.kind != "b" else bool)
+    return "{%d}" % (len(leaves) - 1)
+
+
+def _rename(expression, leaves, dtypes, inner_leaves, inner_dtypes):
+    """An inner tree's expression with its placeholders renumbered among ``leaves``."""
+    names = [_leaf_name(ref, np.dtype(dtype), leaves, dtypes) for ref, dtype in zip(inner_leaves, inner_dtypes)]
+    return expression.format(*names)
+
+
+def _named(expression, names):
+    return expression.format(*names)
 
 
 def _bound(node):
