@@ -19,6 +19,7 @@ from kernels.backend import any_true, device_of, dtype_kind, is_array, namespace
 
 from ..errors import UnsupportedOperationError
 from .dispatch import asarray, implements
+from .elementwise import as_dtype
 
 __all__ = ["linspace"]
 
@@ -115,7 +116,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     y = _sample_axis(y, axis)
     if dtype is not None and _numpy_dtype(dtype).kind in "iu":
         y = ew.floor.bind(y)
-    y = _cast(y, dtype)
+    y = as_dtype(y, dtype)
     return (y, step) if retstep else y
 
 
@@ -128,7 +129,7 @@ def _logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0)
         start, stop, base = (_with_rank(value, rank) for value in (start, stop, base))
         base = kcore.expand_dims.bind(base, axis=normalize_axis(axis, base.ndim + 1))
     y = linspace(start, stop, num=num, endpoint=endpoint, axis=axis)
-    return _cast(ew.power.bind(base, y), dtype)
+    return as_dtype(ew.power.bind(base, y), dtype)
 
 
 @implements(np.geomspace)
@@ -142,7 +143,7 @@ def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
         raise ValueError("numpy.geomspace: geometric sequence cannot include zero")
     dt = np.result_type(_dtype_only(start), _dtype_only(stop), np.float64 if dtype is None else _numpy_dtype(dtype))
     xp = namespace(start, stop)
-    start, stop = _cast(start, namespace_dtype(xp, dt)), _cast(stop, namespace_dtype(xp, dt))
+    start, stop = as_dtype(start, namespace_dtype(xp, dt)), as_dtype(stop, namespace_dtype(xp, dt))
     sign = ew.sign.bind(start)
     start = ew.divide.bind(start, sign)
     stop = ew.divide.bind(stop, sign)
@@ -154,7 +155,7 @@ def _geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
         if num > 1 and endpoint:
             y = ew.where.bind(ew.equal.bind(rows, num - 1), stop, y)
     y = _sample_axis(ew.multiply.bind(y, sign), axis)
-    return _cast(y, dtype)
+    return as_dtype(y, dtype)
 
 
 def _spaced(start, stop, num, endpoint, dt):
@@ -162,7 +163,7 @@ def _spaced(start, stop, num, endpoint, dt):
     and the step (NaN where there is none)."""
     xp = namespace(start, stop)
     dt = namespace_dtype(xp, dt)
-    delta = ew.subtract.bind(_cast(stop, dt), _cast(start, dt))
+    delta = ew.subtract.bind(as_dtype(stop, dt), as_dtype(start, dt))
     rows = _row_numbers(num, np.ndim(delta) + 1, xp, delta if hasattr(delta, "shape") else None, dt)
     div = num - 1 if endpoint else num
     if div > 0:
@@ -171,9 +172,9 @@ def _spaced(start, stop, num, endpoint, dt):
     else:
         step = xp.asarray(math.nan, dtype=xp.float64)  # no step: NumPy's NaN (a Python float), in the arrays' library
         y = ew.multiply.bind(rows, delta)
-    y = _cast(ew.add.bind(y, _cast(start, dt)), dt)
+    y = as_dtype(ew.add.bind(y, as_dtype(start, dt)), dt)
     if endpoint and num > 1:
-        y = ew.where.bind(ew.equal.bind(rows, num - 1), _cast(stop, dt), y)
+        y = ew.where.bind(ew.equal.bind(rows, num - 1), as_dtype(stop, dt), y)
     if tuple(y.shape) != (num,) + tuple(np.shape(delta)):  # endpoints that are Python numbers
         y = kcore.broadcast_to.bind(y, shape=(num,) + tuple(np.shape(delta)))
     return y, step
@@ -217,9 +218,3 @@ def _as_array(value, other):
     reference = asarray(other)
     xp = namespace(reference) if hasattr(reference, "dtype") else np
     return xp.asarray(value)
-
-
-def _cast(value, dtype):
-    if dtype is None or not hasattr(value, "dtype") or value.dtype == dtype:
-        return value
-    return ew.astype.bind(value, dtype=dtype)

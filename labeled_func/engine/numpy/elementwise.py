@@ -20,7 +20,7 @@ from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind
 from .dynamic import fixed
 
-__all__ = ["clip", "floating"]
+__all__ = ["as_dtype", "clip", "floating"]
 
 UFUNCS.update({
     np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
@@ -193,7 +193,7 @@ def _select(condlist, choicelist, default=0):
         raise ValueError("numpy.select: select with an empty condition list is not possible")
     choices = [asarray(choice) for choice in choicelist] + [asarray(default)]
     common = np.result_type(*[_as_numpy_dtype(choice) for choice in choices])
-    choices = [_as_dtype(choice, common) for choice in choices]  # Python numbers stay weak
+    choices = [as_dtype(choice, common) for choice in choices]  # Python numbers stay weak
     result = choices[-1]
     for position, (condition, choice) in enumerate(reversed(list(zip(condlist, choices[:-1])))):
         condition = asarray(condition)
@@ -204,7 +204,7 @@ def _select(condlist, choicelist, default=0):
     shape = np.broadcast_shapes(*[np.shape(value) for value in list(condlist) + choices])
     if tuple(np.shape(result)) != shape:
         result = kcore.broadcast_to.bind(_as_array_of(result, choices), shape=shape)
-    return _as_dtype(result, common)
+    return as_dtype(result, common)
 
 
 @implements(np.piecewise)
@@ -228,7 +228,7 @@ def _piecewise(x, condlist, funclist, *args, **kw):
     y = kc.zeros_like.bind(x)
     for condition, function in zip(conditions, funclist):
         value = function(x, *args, **kw) if callable(function) else function
-        y = ew.where.bind(condition, _as_dtype(value, x.dtype), y)
+        y = ew.where.bind(condition, as_dtype(value, x.dtype), y)
     if tuple(y.shape) != tuple(x.shape):
         y = kcore.broadcast_to.bind(y, shape=tuple(x.shape))
     return y
@@ -271,9 +271,10 @@ def _as_array_of(value, arrays):
     return namespace(*[a for a in arrays if hasattr(a, "shape")]).asarray(value)
 
 
-def _as_dtype(value, dtype):
-    """``value`` in ``dtype`` (a NumPy dtype, or the namespace's)."""
-    if not hasattr(value, "dtype"):
+def as_dtype(value, dtype):
+    """``value`` in ``dtype`` (NumPy's, or the namespace's; None keeps its own); a Python
+    number as it is."""
+    if dtype is None or not hasattr(value, "dtype"):
         return value
     target = namespace_dtype(namespace(value), dtype) if isinstance(dtype, np.dtype) else dtype
     return value if value.dtype == target else ew.astype.bind(value, dtype=target)
