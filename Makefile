@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-gpu perf-docs docs clean
+.PHONY: demo test bench bench-gpu perf-docs supported-docs docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ bench-gpu: $(STAMP)
 # The table of docs/performance.md, measured on this machine (takes minutes).
 perf-docs: $(STAMP)
 	$(PY) -m benchmarks --markdown docs/performance_table.md
+
+# The list of supported functions in docs/limitations.md, from the engine's registry.
+supported-docs: $(STAMP)
+	$(PY) docs/supported.py docs/supported_table.md
 
 docs: $(STAMP)
 	$(PY) -m pip install --quiet -e ".[docs]"

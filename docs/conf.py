@@ -18,7 +18,8 @@ release = version = labeled_func.__version__
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "performance_table.md"]  # included by performance.md
+# included by performance.md and limitations.md
+exclude_patterns = ["_build", "performance_table.md", "supported_table.md"]
 
 nitpicky = False
 myst_enable_extensions = ["deflist"]  # "term\n: definition" lists (performance.md)

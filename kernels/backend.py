@@ -16,7 +16,7 @@ import numpy as np
 
 from .primitive import Traced, bottom, known
 
-__all__ = ["all_finite", "any_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
+__all__ = ["all_finite", "any_true", "known_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
@@ -101,6 +101,13 @@ def any_true(mask):
     if library in ("cupy", "array_api_strict"):
         return bool(namespace(mask).any(mask))
     return True
+
+
+def known_true(mask):
+    """Whether some element of a boolean mask is known to be true: False where that cannot
+    be known without computing (a lazy array, a value recorded for later calls).  For
+    checks of bad input that NumPy would make, which must not refuse what may be valid."""
+    return known(mask) and any_true(mask)
 
 
 def all_finite(value):
@@ -206,8 +213,26 @@ def _take_along_axis_fallback(xp):
     return take_along_axis
 
 
+def _bincount_fallback(xp):
+    def bincount(x, weights=None, minlength=0):
+        """NumPy's bincount of a 1-D array of non-negative ints, by one sort: the values
+        equal to ``k`` are a run of the sorted values, found by two binary searches."""
+        device = device_of(x)
+        largest = int(xp.max(x)) + 1 if x.shape[0] else 0
+        length = max(minlength, largest)
+        order = xp.argsort(x, stable=True)
+        ordered = xp.take(x, order)
+        starts = xp.searchsorted(ordered, xp.arange(length + 1, dtype=x.dtype, device=device))
+        if weights is None:
+            return xp.astype(starts[1:] - starts[:-1], xp.int64)
+        running = xp.cumulative_sum(xp.take(xp.astype(weights, xp.float64), order), include_initial=True)
+        return xp.take(running, starts[1:]) - xp.take(running, starts[:-1])
+
+    return bincount
+
+
 _FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback,
-              "take_along_axis": _take_along_axis_fallback}
+              "take_along_axis": _take_along_axis_fallback, "bincount": _bincount_fallback}
 
 
 def parse_einsum(subscripts, ndims):

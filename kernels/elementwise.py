@@ -638,13 +638,19 @@ del _prim, _derivative, _partials, _safe
 # Their impls call SciPy (NumPy arrays) or cupyx.scipy (CuPy arrays), imported at the first
 # call: nothing here imports SciPy.  The derivatives are elementary or another of these.
 _TWO_OVER_SQRT_PI = 1.1283791670955126
+_SQRT_PI_OVER_TWO = 0.886226925452758
+_SQRT_TWO_PI = 2.5066282746310002
+_HALF_LOG_TWO_PI = 0.9189385332046728
 
 
 def _special(name):
-    """``scipy.special.<name>`` (or ``cupyx.scipy.special.<name>``) for the library of ``x``."""
+    """``scipy.special.<name>`` (or ``cupyx.scipy.special.<name>``) for the library of the
+    array arguments.  On NumPy the result is SciPy's own (its dtype too); CuPy's is cast
+    to the floating dtype of the inputs, as SciPy's loops give."""
 
-    def function(x, *args):
-        library = library_of(x)
+    def function(*args):
+        arrays = [arg for arg in args if hasattr(arg, "dtype")]
+        library = library_of(arrays[0]) if arrays else None
         if library == "cupy":
             import cupyx.scipy.special as special
         elif library in ("numpy", None):
@@ -652,25 +658,44 @@ def _special(name):
         else:
             raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
                                       "(NumPy and CuPy only)")
-        out = getattr(special, name)(*args, x)
-        kind = dtype_kind(x.dtype) if hasattr(x, "dtype") else "f"
-        return out.astype(x.dtype) if kind == "f" and out.dtype != x.dtype else out
+        out = getattr(special, name)(*args)
+        floating = [arg.dtype for arg in arrays if dtype_kind(arg.dtype) == "f"]
+        if library == "cupy" and floating and dtype_kind(out.dtype) == "f":
+            common = np.result_type(*floating)
+            return out.astype(common) if out.dtype != common else out
+        return out
 
     return function
 
 
-def _special_unary(name):
-    special = _special(name)
-    return elementwise_primitive(name, lambda x: special(x))
+def _special_primitive(name):
+    return elementwise_primitive(name, _special(name))
 
 
-erf = _special_unary("erf")
-erfc = _special_unary("erfc")
-gammaln = _special_unary("gammaln")
+erf = _special_primitive("erf")
+erfc = _special_primitive("erfc")
+erfinv = _special_primitive("erfinv")
+erfcinv = _special_primitive("erfcinv")
+gammaln = _special_primitive("gammaln")
+gamma = _special_primitive("gamma")
+loggamma = _special_primitive("loggamma")
+gammainc = _special_primitive("gammainc")
+gammaincc = _special_primitive("gammaincc")
+beta = _special_primitive("beta")
+betaln = _special_primitive("betaln")
+ndtr = _special_primitive("ndtr")
+ndtri = _special_primitive("ndtri")
+log_ndtr = _special_primitive("log_ndtr")
+xlogy = _special_primitive("xlogy")
+xlog1py = _special_primitive("xlog1py")
+i0 = _special_primitive("i0")
+i0e = _special_primitive("i0e")
+i1 = _special_primitive("i1")
+i1e = _special_primitive("i1e")
 
 
 def _polygamma_impl(x, *, n):
-    return _special("polygamma")(x, n) if n else _special("digamma")(x)
+    return _special("polygamma")(n, x) if n else _special("digamma")(x)
 
 
 polygamma = elementwise_primitive("polygamma", _polygamma_impl)
@@ -680,7 +705,74 @@ def _gaussian(x):
     return multiply.bind(_TWO_OVER_SQRT_PI, exp.bind(negative.bind(multiply.bind(x, x))))
 
 
-partial_rules(erf, lambda primals, out: (_gaussian(primals[0]),))
-partial_rules(erfc, lambda primals, out: (negative.bind(_gaussian(primals[0])),))
-partial_rules(gammaln, lambda primals, out: (polygamma.bind(primals[0], n=0),))
+def _digamma(x):
+    return polygamma.bind(x, n=0)
+
+
+def _normal_density(x):
+    """exp(-x**2 / 2) / sqrt(2 pi)."""
+    return divide.bind(exp.bind(multiply.bind(-0.5, multiply.bind(x, x))), _SQRT_TWO_PI)
+
+
+def _nonzero_where(x, value):
+    """``x`` with ``value`` where it is 0 (a safe divisor; that branch is not selected)."""
+    return where.bind(equal.bind(x, 0), value, x)
+
+
+def _bessel_i1_derivative(x, i0_x, i1_x):
+    """I1'(x) = I0(x) - I1(x) / x, 1/2 at 0 (the same formula for the scaled functions)."""
+    return where.bind(equal.bind(x, 0), 0.5, subtract.bind(i0_x, divide.bind(i1_x, _nonzero_where(x, 1.0))))
+
+
+def _quotient_zero_at_origin(x, y):
+    """x / y, and 0 where both are 0 (only there: elsewhere its derivatives are x / y's)."""
+    return where.bind(logical_and.bind(equal.bind(x, 0), equal.bind(y, 0)), 0.0, divide.bind(x, y))
+
+
+def _lower_gamma_density(a, x):
+    """d/dx P(a, x) = x**(a - 1) exp(-x) / Gamma(a), as one exp (0 where x = 0 < a - 1)."""
+    return exp.bind(subtract.bind(subtract.bind(xlogy.bind(subtract.bind(a, 1.0), x), x), gammaln.bind(a)))
+
+
+# d/da of the regularised incomplete gamma functions has no closed form: their partial in
+# a is left out here, and engine/numpy/special.py refuses a differentiated a (as torch does)
+_SPECIAL_UNARY = {
+    erf: (lambda x, out: _gaussian(x), False),
+    erfc: (lambda x, out: negative.bind(_gaussian(x)), False),
+    erfinv: (lambda x, out: multiply.bind(_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
+    erfcinv: (lambda x, out: multiply.bind(-_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
+    gammaln: (lambda x, out: _digamma(x), False),
+    loggamma: (lambda x, out: _digamma(x), False),
+    gamma: (lambda x, out: multiply.bind(out, _digamma(x)), False),
+    ndtr: (lambda x, out: _normal_density(x), False),
+    ndtri: (lambda x, out: multiply.bind(_SQRT_TWO_PI, exp.bind(multiply.bind(0.5, multiply.bind(out, out)))), True),
+    log_ndtr: (lambda x, out: exp.bind(subtract.bind(multiply.bind(-0.5, multiply.bind(x, x)),
+                                                     add.bind(out, _HALF_LOG_TWO_PI))), False),
+    i0: (lambda x, out: i1.bind(x), False),
+    i1: (lambda x, out: _bessel_i1_derivative(x, i0.bind(x), out), False),
+    i0e: (lambda x, out: subtract.bind(i1e.bind(x), multiply.bind(sign.bind(x), out)), False),
+    i1e: (lambda x, out: subtract.bind(_bessel_i1_derivative(x, i0e.bind(x), out), multiply.bind(sign.bind(x), out)),
+          False),
+}
+_SPECIAL_BINARY = {
+    gammainc: (lambda a, x, out: (None, _lower_gamma_density(a, x)), True),
+    gammaincc: (lambda a, x, out: (None, negative.bind(_lower_gamma_density(a, x))), True),
+    beta: (lambda a, b, out: (
+        multiply.bind(out, subtract.bind(_digamma(a), _digamma(add.bind(a, b)))),
+        multiply.bind(out, subtract.bind(_digamma(b), _digamma(add.bind(a, b)))),
+    ), False),
+    betaln: (lambda a, b, out: (
+        subtract.bind(_digamma(a), _digamma(add.bind(a, b))),
+        subtract.bind(_digamma(b), _digamma(add.bind(a, b))),
+    ), False),
+    # x log(y) is 0 where x = 0, whatever y: its y-derivative x / y is 0 at x = y = 0 (0/0)
+    xlogy: (lambda x, y, out: (log.bind(y), _quotient_zero_at_origin(x, y)), True),
+    xlog1py: (lambda x, y, out: (log1p.bind(y), _quotient_zero_at_origin(x, add.bind(y, 1.0))), True),
+}
+
+for _prim, (_derivative, _safe) in _SPECIAL_UNARY.items():
+    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
+for _prim, (_partials, _safe) in _SPECIAL_BINARY.items():
+    partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
 partial_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),))
+del _prim, _derivative, _partials, _safe

@@ -1,4 +1,4 @@
-"""Reductions, scans, sorting and searching: the primitives with their rules.
+"""Reductions, scans, sorting, searching and counting: the primitives with their rules.
 
 Axis reductions (``reduce_prod``, ``reduce_mean``, ``reduce_var``, ``reduce_std``,
 ``reduce_max``, ``reduce_min``, ``reduce_any``, ``reduce_all``; ``reduce_sum`` is in
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import elementwise as ew
-from .backend import extra, namespace, numpy_namespace
+from .backend import device_of, extra, namespace, numpy_namespace
 from .core import (axes_last, axis_reduction, broadcast_batch, differentiable_input, expand_dims, keep_reduced,
                    linear_rules, moveaxis, reduce_sum, reduced_size, reshape, unreduce)
 from .creation import zeros_like
@@ -29,7 +29,7 @@ from .shape import flip
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_mean", "reduce_var", "reduce_std", "reduce_max", "reduce_min",
     "reduce_any", "reduce_all", "argmax", "argmin", "cumsum", "cumprod", "sort", "argsort",
-    "take_along_axis", "searchsorted",
+    "take_along_axis", "searchsorted", "bincount",
 ]
 
 
@@ -298,4 +298,53 @@ def _searchsorted_batch(axis_size, values, batched, *, side):
 
 
 searchsorted = Primitive("searchsorted", _searchsorted_impl, _searchsorted_batch, differentiable=False)
+
+
+# --- bincount: counts (or sums of weights) of non-negative integers -------------------------------
+def _bincount_impl(x, *weights, length):
+    """How often each of 0 .. length - 1 occurs in ``x`` (any shape), or the sum of the
+    ``weights`` (same shape) at those places; other values are left out.  Counts are
+    int64, sums float64 (NumPy's bincount)."""
+    xp = namespace(x, *weights)
+    flat = xp.reshape(x, (-1,))
+    inside = (flat >= 0) & (flat < length)
+    flat = xp.where(inside, flat, xp.asarray(length, dtype=flat.dtype, device=device_of(flat)))  # a bin dropped below
+    weights = xp.reshape(weights[0], (-1,)) if weights else None
+    return extra(xp, "bincount")(flat, weights, minlength=length + 1)[:length]
+
+
+def _bincount_batch(axis_size, values, batched, *, length):
+    """Each example counts into its own ``length`` bins of one long row: values are
+    shifted by ``length`` times the example's number (out-of-range ones stay out)."""
+    x, *weights = [v if b else broadcast_batch(v, axis_size) for v, b in zip(values, batched)]
+    xp = namespace(x)
+    offsets = xp.reshape(xp.arange(axis_size, dtype=x.dtype, device=device_of(x)) * length,
+                         (axis_size,) + (1,) * (x.ndim - 1))
+    inside = ew.logical_and.bind(ew.greater_equal.bind(x, 0), ew.less.bind(x, length))
+    shifted = ew.where.bind(inside, ew.add.bind(x, offsets), -1)
+    counts = bincount.bind(shifted, *weights, length=axis_size * length)
+    return reshape.bind(counts, shape=(axis_size, length)), True
+
+
+def _bincount_jvp(primals, tangents, *, length):
+    """Linear in the weights; counts carry no derivative."""
+    out = bincount.bind(*primals, length=length)
+    if len(primals) == 1 or tangents[1] is None:
+        return out, None
+    return out, bincount.bind(primals[0], tangents[1], length=length)
+
+
+def _bincount_vjp(g, primals, out, *, length):
+    """Each weight receives the cotangent of its bin (0 when its value is out of range)."""
+    if len(primals) == 1 or not differentiable_input(primals[1]):
+        return (None,) * len(primals)
+    x, weights = primals
+    inside = ew.logical_and.bind(ew.greater_equal.bind(x, 0), ew.less.bind(x, length))
+    place = reshape.bind(ew.where.bind(inside, x, 0), shape=(-1,))
+    picked = reshape.bind(take_along_axis.bind(g, place, axis=0), shape=tuple(x.shape))
+    cotangent = ew.where.bind(inside, picked, 0.0)
+    return None, cotangent if cotangent.dtype == weights.dtype else ew.astype.bind(cotangent, dtype=weights.dtype)
+
+
+bincount = Primitive("bincount", _bincount_impl, _bincount_batch, _bincount_jvp, _bincount_vjp)
 

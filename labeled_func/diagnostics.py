@@ -45,8 +45,9 @@ _XARRAY_ADVICE = {
     "interp": _INTERP,
     "interp_like": _INTERP,
     "interpolate_na": (
-        "interpolate_na fills each gap through numpy.vectorize (apply_ufunc(vectorize=True)). "
-        "Fill NaNs with traced operations instead: x.fillna(value) or "
+        "interpolate_na fills each gap through numpy.vectorize (apply_ufunc(vectorize=True)), which "
+        "works under vmap (once per example) but finds the gaps with pandas, which needs concrete "
+        "values under grad/jvp. Fill NaNs with traced operations instead: x.fillna(value) or "
         "xr.where(x.isnull(), other, x)."
     ),
     "sortby": (
@@ -72,9 +73,10 @@ _XARRAY_ADVICE = {
 # when xarray tests a mapped value with bool() (a DataDependentControlFlowError)
 _XARRAY_CONTROL_FLOW = {"interp": _INTERP_MAPPED, "interp_like": _INTERP_MAPPED}
 _VECTORIZE = (
-    "vectorize=True runs func through numpy.vectorize, which converts every input with "
-    "np.asarray. Drop vectorize=True and write func for whole arrays (core dims last), "
-    "or vectorise it with lf.vmap."
+    "vectorize=True runs func through numpy.vectorize, once per element (or core block) and "
+    "example; under grad/jvp func gets traced values, and here it needs concrete ones. Write "
+    "func with NumPy functions on its arguments, or drop vectorize=True and write func for whole "
+    "arrays (core dims last), or vectorise it with lf.vmap."
 )
 # xarray methods whose output shape depends on the values: (culprit, why, fix)
 _ELEMENTS = "each example would keep a different number of elements"

@@ -441,6 +441,10 @@ def gradient_samples(rng, dtype):
         SampleInput((x(4), coordinates(4))),
         SampleInput((x(3, 5), coordinates(5)), {"axis": 1}),
         SampleInput((x(5),), {"edge_order": 2}),
+        SampleInput((x(3, 4),), {"axis": (0, 1)}),  # a tuple of axes: a tuple of arrays
+        SampleInput((x(3, 4), 2.0, 0.5), {"axis": (1, 0)}),  # one spacing per axis
+        SampleInput((x(2, 3, 4), coordinates(4)), {"axis": (-1,), "edge_order": 2}),
+        SampleInput((x(3, 2, 4),), {"axis": (-1, 0), "edge_order": 2}),
     ]
 
 
@@ -583,6 +587,9 @@ def like_calls(fill=()):
     test translates them)."""
     calls = [((A(*s),) + fill, {}) for s in [(), (3, 4), (2, 3, 4)]]
     calls += [((A(3, 4),) + fill, {"dtype": np.dtype(np.float32)}), ((A(3),) + fill, {"dtype": np.dtype(np.int64)})]
+    # shape=: a buffer of another shape from a (mapped) template, torch's new_zeros
+    calls += [((A(3),) + fill, {"shape": (3, 3)}), ((A(2, 3),) + fill, {"shape": ()}),
+              ((A(4),) + fill, {"shape": 2, "dtype": np.dtype(np.float32)})]
     return calls
 
 
@@ -828,6 +835,159 @@ def cov_weights_samples(rng, dtype):
     ]
 
 
+def array_samples(rng, dtype, *, calls, domains=None):
+    """Calls of arrays only (their shapes, then kwargs), each drawn in its own domain."""
+    return [
+        SampleInput(tuple(make_array(rng, shape, dtype, domain)
+                          for shape, domain in zip(shapes, domains or (ANY,) * len(shapes))), dict(kwargs))
+        for shapes, kwargs in calls
+    ]
+
+
+def vstack(x, y, **kwargs):
+    return np.vstack([x, y], **kwargs)
+
+
+def hstack(x, y, **kwargs):
+    return np.hstack((x, y), **kwargs)
+
+
+def dstack(x, y):
+    return np.dstack([x, y])
+
+
+def column_stack(x, y):
+    return np.column_stack([x, y])
+
+
+def partition_segments_sorted(x, kth, axis=-1):
+    """np.partition with its parts sorted one by one: the full sort exactly when the
+    partition is valid (NumPy leaves the order inside the parts open)."""
+    return sorted_segments(np.partition(x, kth, axis=axis), kth, axis)
+
+
+def argpartition_segments_sorted(x, kth, axis=-1):
+    """The values picked by np.argpartition, their parts sorted one by one (as above)."""
+    picked = np.take_along_axis(x, np.argpartition(x, kth, axis=axis), axis=axis)
+    return sorted_segments(picked, kth, axis)
+
+
+def sorted_segments(p, kth, axis):
+    axis = 0 if axis is None else axis  # a partition of the flattened array
+    size = p.shape[axis]
+    cuts = sorted({k % size for k in np.atleast_1d(kth).tolist()} | {k % size + 1 for k in np.atleast_1d(kth).tolist()})
+    return np.concatenate([np.sort(part, axis=axis) for part in np.split(p, cuts, axis=axis)], axis=axis)
+
+
+def select_samples(rng, dtype):
+    condition = lambda *shape: np.asarray(rng.random(shape) < 0.5)
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((condition(3, 4), condition(3, 4), x(3, 4), x(3, 4))),
+        SampleInput((condition(3, 1), condition(4), x(4), x()), {"default": -1.5}),
+        SampleInput((condition(), condition(2, 3), x(2, 3), x(1, 3)), {"default": 2}),
+    ]
+
+
+def select(c1, c2, x, y, **kwargs):
+    return np.select([c1, c2], [x, y], **kwargs)
+
+
+def piecewise_of_values(x):
+    """Conditions computed from ``x`` itself (mapped with it), a constant, an "otherwise" function."""
+    return np.piecewise(x, [x < -0.5, x > 0.5, abs(x) < 0.1], [lambda v: v * v, np.sin, 0.25, lambda v: 2.0 * v])
+
+
+def piecewise_with_condition(x, condition):
+    """One condition, given as an array (in a list: a bare 2-D one would be a list of rows),
+    an "otherwise" function, and an extra argument for both."""
+    return np.piecewise(x, [condition], [lambda v, scale: v * v + scale, lambda v, scale: scale * v], 2)
+
+
+def piecewise_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [SampleInput((x(3, 4), rng.random((3, 4)) < 0.5)), SampleInput((x(5), rng.random(5) < 0.5)),
+            SampleInput((x(), np.asarray(rng.random() < 0.5)))]
+
+
+def linspace_samples(rng, dtype, *, calls):
+    """``(start shape or a number, stop shape or a number, kwargs)``."""
+    value = lambda shape: make_array(rng, shape, dtype) if isinstance(shape, tuple) else shape
+    return [SampleInput((value(start), value(stop)), dict(kwargs)) for start, stop, kwargs in calls]
+
+
+def logspace_with_base(start, stop, base, **kwargs):
+    return np.logspace(start, stop, base=base, **kwargs)
+
+
+def histogram_samples(rng, dtype, *, weighted):
+    """Values in [-2, 2], with weights in [0.1, 3] where ``weighted``; bins as a count (edges
+    from the data, or ``range``) or as edges."""
+    a = lambda *shape: make_array(rng, shape, dtype)
+    calls = [((20,), {"bins": 4}), ((4, 5), {"bins": 3, "range": (-1.0, 1.5)}),
+             ((12,), {"bins": [-1.5, -0.25, 0.5, 1.75]}), ((10,), {"bins": 5, "density": True}),
+             ((3, 4), {"bins": (-1.0, 0.0, 2.0), "density": True})]
+    return [
+        SampleInput((a(*shape),) + ((make_array(rng, shape, dtype, POSITIVE),) if weighted else ()), kwargs)
+        for shape, kwargs in calls
+    ]
+
+
+def weighted_histogram(a, weights, **kwargs):
+    return np.histogram(a, weights=weights, **kwargs)
+
+
+def bincount_samples(rng, dtype, *, minlength):
+    """Non-negative ints below 5 (and weights in ``dtype``), with ``minlength`` above them."""
+    counts = lambda n: rng.integers(0, 5, size=n)
+    weights = lambda n: make_array(rng, (n,), dtype)
+    extra = {"minlength": minlength} if minlength else {}
+    return [SampleInput((counts(8),), extra), SampleInput((counts(6), weights(6)), extra),
+            SampleInput((counts(1), weights(1)), extra)]
+
+
+def bincount(x, weights=None, **kwargs):
+    return np.bincount(x, weights, **kwargs)
+
+
+def branchy(v):
+    """A scalar function that branches on the value: what np.vectorize is for."""
+    return v * v if v > 0 else 0.5 * v - 1.0
+
+
+def dot_or_largest(a, b):
+    """A function of two core vectors that branches on them."""
+    return (a * b).sum() if a.sum() > 0 else a.max()
+
+
+VECTORIZED = np.vectorize(branchy)
+VECTORIZED_SIGNATURE = np.vectorize(dot_or_largest, signature="(n),(n)->()")
+VECTORIZED_TWO_OUTPUTS = np.vectorize(lambda a, b: (a * b if a > b else a - b, b), otypes=[np.float64, np.float64])
+VECTORIZED_EXCLUDED = np.vectorize(lambda v, power: v**power if v > 0 else -v, excluded={"power"})
+
+
+def reverse_scaled(row):
+    return row[::-1] * np.sum(row)
+
+
+def self_outer(row):
+    return np.outer(row, row)
+
+
+def apply_along_axis_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(3, 4),), {"func1d": reverse_scaled, "axis": 1}),
+        SampleInput((x(3, 4),), {"func1d": np.sum, "axis": 0}),
+        SampleInput((x(2, 3, 4),), {"func1d": self_outer, "axis": 1}),
+        SampleInput((x(5),), {"func1d": reverse_scaled, "axis": -1}),
+    ]
+
+
+def apply_along_axis(x, *, func1d, axis):
+    return np.apply_along_axis(func1d, axis, x)
+
+
 def scipy_special():
     """scipy.special, or None without SciPy (its entries are then left out)."""
     try:
@@ -973,6 +1133,7 @@ OP_DB: list[OpInfo] = [
     elementwise("log10", np.log10, domain=POSITIVE, dtypes=FLOAT + COMPLEX),
     elementwise("log1p", np.log1p, domain=Domain(-0.9, 3.0), dtypes=FLOAT + COMPLEX),
     binary("logaddexp", np.logaddexp),
+    binary("logaddexp2", np.logaddexp2),
     # trigonometric and hyperbolic
     elementwise("sin", np.sin, dtypes=FLOAT + COMPLEX),
     elementwise("cos", np.cos, dtypes=FLOAT + COMPLEX),
@@ -1026,6 +1187,17 @@ OP_DB: list[OpInfo] = [
     # selection
     OpInfo("where", np.where, where_samples, dtypes=FLOAT + INT + COMPLEX, domain=(ANY, ANY, ANY)),
     OpInfo("clip", np.clip, clip_samples, dtypes=FLOAT + INT, domain=(ANY, LOWER, UPPER)),
+    OpInfo("select", select, select_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY, ANY)),
+    fixed("piecewise_of_values", piecewise_of_values, [((A(3, 4),), {}), ((A(5),), {}), ((A(),), {})]),
+    OpInfo("piecewise", piecewise_with_condition, piecewise_samples, dtypes=FLOAT + INT, domain=(ANY, ANY)),
+    # Python functions over parts: np.vectorize runs once per example (NumPy's own on each
+    # example's values under vmap, a loop over traced elements under grad/jvp)
+    elementwise("vectorize", VECTORIZED, dtypes=FLOAT + INT),
+    fixed("vectorize_signature", VECTORIZED_SIGNATURE,
+          [((A(3, 2), A(2)), {}), ((A(2, 1, 3), A(4, 3)), {}), ((A(3), A(3)), {})]),
+    binary("vectorize_two_outputs_otypes", VECTORIZED_TWO_OUTPUTS),
+    fixed("vectorize_excluded", VECTORIZED_EXCLUDED, [((A(3, 4),), {"power": 3}), ((A(5),), {"power": 2})]),
+    OpInfo("apply_along_axis", apply_along_axis, apply_along_axis_samples),
     # reductions
     reduction("sum", np.sum, dtypes=FLOAT + INT + COMPLEX),
     reduction("prod", np.prod, domain=NEAR_ONE, dtypes=FLOAT + COMPLEX),
@@ -1101,6 +1273,14 @@ OP_DB: list[OpInfo] = [
         ],
     ),
     fixed(
+        "rollaxis",
+        np.rollaxis,
+        [((A(2, 3, 4), 2), {}), ((A(2, 3, 4), 0, 3), {}), ((A(2, 3, 4),), {"axis": -1, "start": 1}),
+         ((A(3, 4), 1, 1), {})],
+    ),
+    fixed("matrix_transpose", np.matrix_transpose, [((A(3, 4),), {}), ((A(2, 3, 4),), {})], dtypes=FLOAT + INT),
+    fixed("linalg_matrix_transpose", np.linalg.matrix_transpose, [((A(2, 1, 3, 4),), {}), ((A(4, 4),), {})]),
+    fixed(
         "expand_dims",
         np.expand_dims,
         [
@@ -1150,6 +1330,19 @@ OP_DB: list[OpInfo] = [
         functools.partial(three_array_samples, calls=[(((3,), (3,), (3,)), {"axis": -1})]),
         domain=(ANY, ANY, ANY),
     ),
+    *(
+        OpInfo(name, function, functools.partial(array_samples, calls=calls), dtypes=FLOAT + INT, domain=(ANY, ANY))
+        for name, function, calls in [
+            ("vstack", vstack, [(((3,), (3,)), {}), (((2, 3), (1, 3)), {}), (((), ()), {}),
+                                (((2, 3, 4), (1, 3, 4)), {}), (((3,), (2, 3)), {"dtype": np.dtype(np.float64)})]),
+            ("hstack", hstack, [(((3,), (2,)), {}), (((2, 3), (2, 1)), {}), (((), ()), {}),
+                                (((2, 3, 4), (2, 1, 4)), {})]),
+            ("dstack", dstack, [(((3,), (3,)), {}), (((2, 3), (2, 3)), {}), (((2, 3, 1), (2, 3, 2)), {}),
+                                (((), (1,)), {})]),
+            ("column_stack", column_stack, [(((3,), (3,)), {}), (((3, 2), (3,)), {}), (((3,), (3, 4)), {}),
+                                            (((), ()), {})]),
+        ]
+    ),
     fixed(
         "pad",
         np.pad,
@@ -1159,6 +1352,16 @@ OP_DB: list[OpInfo] = [
             ((A(3, 4), ((1, 0), (2, 1))), {"constant_values": ((1, 2), (3, 4))}),
             ((A(4), (2, 1)), {"mode": "edge"}),
             ((A(2, 3, 4), ((0, 0), (1, 1), (2, 0))), {"mode": "edge"}),
+            # every form of pad_width: (n,), one (before, after) per axis as (n,) or a pair, a dict
+            ((A(3, 4), (2,)), {}),
+            ((A(2, 3, 4), ((1,), (2,), (0,))), {}),
+            ((A(3, 4), [[1, 2]]), {"mode": "edge"}),
+            ((A(3, 4), {0: (1, 2)}), {}),
+            ((A(2, 3, 4), {-1: 2, 0: (0, 1)}), {"constant_values": -1.0}),
+            ((A(3, 4), np.int64(1)), {}),
+            ((A(5), (2, 3)), {"mode": "reflect"}),
+            ((A(3, 4), ((1, 1), (2, 6))), {"mode": "wrap"}),
+            ((A(4, 2), {0: (3, 1)}), {"mode": "symmetric"}),
         ],
     ),
     fixed(
@@ -1182,6 +1385,15 @@ OP_DB: list[OpInfo] = [
             ((A(2, 3, 4),), {"axis": (0, 2)}),
             ((A(2, 3, 4),), {}),
         ],
+    ),
+    fixed("flipud", np.flipud, [((A(4),), {}), ((A(3, 4),), {}), ((A(2, 3, 4),), {})], dtypes=FLOAT + INT),
+    fixed("fliplr", np.fliplr, [((A(3, 4),), {}), ((A(2, 3, 4),), {})], dtypes=FLOAT + INT),
+    fixed(
+        "rot90",
+        np.rot90,
+        [((A(3, 4),), {}), ((A(3, 4), 2), {}), ((A(3, 4), 3), {}), ((A(3, 4), -1), {}), ((A(3, 4), 4), {}),
+         ((A(2, 3, 4),), {"k": 1, "axes": (2, 0)}), ((A(2, 3, 4), 3, (1, -1)), {})],
+        dtypes=FLOAT + INT,
     ),
     fixed(
         "sliding_window_view",
@@ -1318,6 +1530,19 @@ OP_DB: list[OpInfo] = [
         ],
         strict_ok=False,
     ),
+    # the sublist form: einsum(a, [0, 1], b, [1, 2], [output])
+    fixed(
+        "einsum_sublist",
+        np.einsum,
+        [
+            ((A(3, 4), [0, 1], A(4, 5), [1, 2]), {}),
+            ((A(3, 4), [0, 1], A(4, 5), [1, 2], [2, 0]), {}),
+            ((A(2, 3, 4), [Ellipsis, 1], A(4), [1]), {}),
+            ((A(3, 4), [30, 2], A(4, 5), [2, 7], [7, 30]), {}),
+            ((A(3, 4), [1, 0]), {}),  # implicit output: the labels sorted, so a transpose
+        ],
+    ),
+    fixed("einsum_sublist_diagonal", np.einsum, [((A(3, 3), [0, 0]), {}), ((A(3, 3), [0, 0], [0]), {})], strict_ok=False),
     *(
         fixed(
             name,
@@ -1518,6 +1743,32 @@ OP_DB: list[OpInfo] = [
     fixed("fftfreq", lambda x: x * np.fft.fftfreq(x.shape[-1], d=0.5) + np.fft.rfftfreq(2 * x.shape[-1] - 2)[0],
           [((A(6),), {}), ((A(3, 5),), {})], dtypes=FLOAT + COMPLEX,
           strict_ok=False),  # the frequencies are a NumPy array
+    fixed(
+        "linalg_vector_norm",
+        np.linalg.vector_norm,
+        [
+            ((A(3, 4),), {}),
+            ((A(2, 3, 4),), {"axis": (0, 2), "keepdims": True}),
+            ((A(2, 3, 4),), {"axis": 1, "ord": 1}),
+            ((A(5),), {"ord": 3}),
+            ((A(3, 4),), {"axis": (1, 0), "ord": np.inf}),
+            ((A(),), {"ord": -np.inf}),
+            ((A(3, 4),), {"axis": None, "keepdims": True, "ord": 0.5}),
+        ],
+        domain=NONZERO,
+    ),
+    fixed(
+        "linalg_matrix_norm",
+        np.linalg.matrix_norm,
+        [((A(3, 4),), {}), ((A(2, 3, 4),), {"keepdims": True}), ((A(4, 3),), {"ord": 1}), ((A(2, 4, 3),), {"ord": -np.inf})],
+        domain=NONZERO,
+    ),
+    fixed(
+        "linalg_matrix_norm_spectral",
+        np.linalg.matrix_norm,
+        [((DistinctSingular(4, 3),), {"ord": "nuc"}), ((DistinctSingular(2, 3, 4),), {"ord": 2, "keepdims": True}),
+         ((DistinctSingular(3, 3),), {"ord": -2})],
+    ),
     # array creation from a template
     fixed("zeros_like", np.zeros_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False),
     fixed("ones_like", np.ones_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False),
@@ -1530,6 +1781,54 @@ OP_DB: list[OpInfo] = [
     ),
     fixed("empty_like", np.empty_like, like_calls(), dtypes=FLOAT + INT + COMPLEX, differentiable=False,
           compare_values=False),
+    # evenly spaced samples between (traced) endpoints
+    OpInfo(
+        "linspace",
+        np.linspace,
+        functools.partial(linspace_samples, calls=[
+            ((), (), {}), ((3,), (), {"num": 4}), ((2, 1), (3,), {"num": 3, "endpoint": False}),
+            ((3,), 2.5, {"num": 5, "axis": -1}), ((2,), (2,), {"num": 4, "retstep": True}),
+            ((), (), {"num": 1, "retstep": True}), ((), (3,), {"num": 6, "dtype": np.dtype(np.float32)}),
+            (-1.5, (2,), {"num": 3, "axis": 1, "endpoint": False, "retstep": True}),
+        ]),
+        dtypes=FLOAT + INT,
+        domain=(ANY, ANY),
+    ),
+    OpInfo(
+        "linspace_int",
+        np.linspace,
+        functools.partial(linspace_samples, calls=[((), (), {"num": 5, "dtype": np.dtype(np.int64)}),
+                                                   ((3,), (), {"num": 4, "dtype": np.dtype(np.int64)})]),
+        domain=(ANY, ANY),
+        differentiable=False,
+    ),
+    OpInfo(
+        "logspace",
+        np.logspace,
+        functools.partial(linspace_samples, calls=[
+            ((), (), {"num": 4}), ((3,), (), {"num": 3, "base": 2.0}), ((2, 1), (3,), {"num": 3, "endpoint": False, "axis": -1}),
+        ]),
+        domain=(Domain(-1.0, 1.0), Domain(-1.0, 1.0)),
+    ),
+    OpInfo(
+        "logspace_base",
+        logspace_with_base,
+        functools.partial(array_samples, calls=[(((3,), (), ()), {"num": 3}), (((2, 1), (3,), (2, 3)), {"num": 4, "axis": 1})],
+                          domains=(Domain(-1.0, 1.0), Domain(-1.0, 1.0), Domain(0.5, 3.0))),
+        domain=(Domain(-1.0, 1.0), Domain(-1.0, 1.0), Domain(0.5, 3.0)),
+    ),
+    *(
+        OpInfo(
+            name,
+            np.geomspace,
+            functools.partial(array_samples, calls=[
+                (((), ()), {"num": 4}), (((3,), ()), {"num": 3, "endpoint": False}),
+                (((2, 1), (3,)), {"num": 3, "axis": -1}), (((), ()), {"num": 1}),
+            ], domains=(domain, domain)),
+            domain=(domain, domain),
+        )
+        for name, domain in [("geomspace", Domain(0.5, 3.0)), ("geomspace_negative", Domain(-3.0, -0.5))]
+    ),
     # dtypes and rounding
     fixed(
         "astype",
@@ -1617,6 +1916,9 @@ OP_DB: list[OpInfo] = [
     binary("float_power", np.float_power, domain=(Domain(0.5, 2.0), ANY)),
     binary("heaviside", np.heaviside, domain=(NONZERO, ANY)),
     elementwise("heaviside_ties", lambda x: np.heaviside(x, 0.5), domain=SMALL_INTS, differentiable=False),
+    elementwise("sinc", np.sinc, domain=Domain(-3.0, 3.0), dtypes=FLOAT + INT),
+    # near zero its Taylor polynomial stands in for sin(pi x) / (pi x)
+    elementwise("sinc_near_zero", np.sinc, domain=Domain(-0.002, 0.002, special_values=(0.0015, -0.001))),
     fixed(
         "nan_to_num",
         np.nan_to_num,
@@ -1691,6 +1993,20 @@ OP_DB: list[OpInfo] = [
     ),
     OpInfo("digitize", np.digitize, digitize_samples, dtypes=FLOAT + INT, domain=(ANY, ANY), differentiable=False),
     OpInfo("unravel_index", np.unravel_index, unravel_index_samples, dtypes=INT, differentiable=False),
+    # histograms: counts are piecewise constant; edges from the data, summed weights and
+    # densities carry derivatives
+    OpInfo("histogram", np.histogram, functools.partial(histogram_samples, weighted=False)),
+    OpInfo("histogram_weighted", weighted_histogram, functools.partial(histogram_samples, weighted=True),
+           domain=(ANY, POSITIVE)),
+    fixed("histogram_bin_edges", np.histogram_bin_edges,
+          [((A(10),), {}), ((A(3, 4),), {"bins": 3}), ((A(6),), {"bins": 4, "range": (-1.0, 2.0)})]),
+    # bins="auto" picks the number of bins from the values: fixed by the primal under grad
+    fixed("histogram_auto_bins", np.histogram, [((A(30),), {"bins": "auto"}), ((A(16),), {"bins": "sturges"})],
+          dynamic_shape_args=(0,)),
+    # bincount's length is max(x) + 1: a mapped x needs a minlength above its values
+    OpInfo("bincount", bincount, functools.partial(bincount_samples, minlength=None), integer_index_args=(0,),
+           dynamic_shape_args=(0,)),
+    OpInfo("bincount_minlength", bincount, functools.partial(bincount_samples, minlength=6), integer_index_args=(0,)),
     # shapes
     fixed(
         "repeat",
@@ -1722,6 +2038,9 @@ OP_DB: list[OpInfo] = [
         np.array_split,
         [((A(7), 3), {}), ((A(3, 5), 2), {"axis": -1}), ((A(4, 2), [1, 3]), {})],
     ),
+    fixed("vsplit", np.vsplit, [((A(4, 3), 2), {}), ((A(5, 2, 2), [1, 3]), {})], dtypes=FLOAT + INT),
+    fixed("hsplit", np.hsplit, [((A(6), 3), {}), ((A(2, 4), [1]), {}), ((A(2, 4, 3), 2), {})], dtypes=FLOAT + INT),
+    fixed("dsplit", np.dsplit, [((A(2, 2, 4), 2), {}), ((A(1, 2, 5), [2, 3]), {})], dtypes=FLOAT + INT),
     # products
     fixed(
         "cross",
@@ -2013,6 +2332,15 @@ OP_DB: list[OpInfo] = [
     # ties, in the stable order (NumPy's default sort is not stable)
     reduction("argsort_stable_ties", functools.partial(np.argsort, kind="stable"), calls=SORTS, dtypes=FLOAT + INT,
               domain=SMALL_INTS, differentiable=False),
+    # partitions, with their parts sorted one by one (NumPy leaves the order inside them open)
+    *(
+        fixed(
+            name,
+            function,
+            [((A(6), 2), {}), ((A(3, 5), [1, 3]), {}), ((A(4, 3), -1), {"axis": 0}), ((A(2, 3, 4), (0, 2)), {"axis": None})],
+        )
+        for name, function in [("partition", partition_segments_sorted), ("argpartition", argpartition_segments_sorted)]
+    ),
     OpInfo(
         "take_along_axis",
         np.take_along_axis,
@@ -2164,6 +2492,31 @@ OP_DB: list[OpInfo] = [
             elementwise("scipy_digamma", SPECIAL.digamma, domain=POSITIVE, strict_ok=False),
             elementwise("scipy_expit", SPECIAL.expit, domain=Domain(-6.0, 6.0), dtypes=FLOAT + INT),
             elementwise("scipy_logit", SPECIAL.logit, domain=Domain(0.05, 0.95)),
+            elementwise("scipy_gamma", SPECIAL.gamma, domain=Domain(0.5, 3.0), strict_ok=False),
+            elementwise("scipy_loggamma", SPECIAL.loggamma, domain=POSITIVE, strict_ok=False),
+            elementwise("scipy_erfinv", SPECIAL.erfinv, domain=UNIT_OPEN, strict_ok=False),
+            elementwise("scipy_erfcinv", SPECIAL.erfcinv, domain=Domain(0.1, 1.9), strict_ok=False),
+            elementwise("scipy_ndtr", SPECIAL.ndtr, domain=Domain(-3.0, 3.0), strict_ok=False),
+            elementwise("scipy_ndtri", SPECIAL.ndtri, domain=Domain(0.05, 0.95), strict_ok=False),
+            elementwise("scipy_log_ndtr", SPECIAL.log_ndtr, domain=Domain(-4.0, 3.0), strict_ok=False),
+            *(elementwise(f"scipy_{name}", getattr(SPECIAL, name), domain=Domain(-3.0, 3.0), strict_ok=False)
+              for name in ("i0", "i0e", "i1", "i1e")),
+            elementwise("scipy_i1_at_zero", SPECIAL.i1, domain=Domain(special_values=(0.0,)), strict_ok=False),
+            binary("scipy_beta", SPECIAL.beta, domain=(Domain(0.5, 3.0), Domain(0.5, 3.0)), strict_ok=False),
+            binary("scipy_betaln", SPECIAL.betaln, domain=(POSITIVE, POSITIVE), strict_ok=False),
+            binary("scipy_xlogy", SPECIAL.xlogy, domain=(Domain(-2.0, 2.0, special_values=(0.0,)), POSITIVE),
+                   strict_ok=False),
+            binary("scipy_xlog1py", SPECIAL.xlog1py, domain=(Domain(-2.0, 2.0, special_values=(0.0,)), Domain(-0.5, 2.0)),
+                   strict_ok=False),
+            # differentiable in x only (the derivative in a has no closed form): a held fixed
+            *(fixed(f"scipy_{name}", lambda x, *, a, _f=getattr(SPECIAL, name): _f(a, x),
+                    [((A(3, 4),), {"a": 0.7}), ((A(5),), {"a": 2.5}), ((A(),), {"a": 1.0})], domain=POSITIVE,
+                    strict_ok=False)
+              for name in ("gammainc", "gammaincc")),
+            # a mapped too (float32 only: the grad tests would differentiate a, which raises)
+            *(binary(f"scipy_{name}_mapped_a", getattr(SPECIAL, name), domain=(POSITIVE, POSITIVE),
+                     dtypes=(np.dtype(np.float32),), strict_ok=False)
+              for name in ("gammainc", "gammaincc")),
         ]
         if SPECIAL is not None
         else []

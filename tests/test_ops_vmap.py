@@ -113,7 +113,8 @@ def check_nested_vmap(op, sample_examples, states, oracle):
         outers = range(OUTER_SIZE) if outer is not None else [0]
         inners = range(INNER_SIZE) if inner is not None else [0]
         value = np.stack([np.stack([grid[o][i].args[j] for i in inners]) for o in outers])
-        value = value[slice(None) if outer is not None else 0, slice(None) if inner is not None else 0]
+        # (with Ellipsis: a 0-d example stays a 0-d array, as in the loop, not a NumPy scalar)
+        value = value[slice(None) if outer is not None else 0, slice(None) if inner is not None else 0, ...]
         if inner == "end":
             value = np.moveaxis(value, 1, -1)
         inputs.append(value)

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
+
 from kernels import core as kcore
-from kernels.backend import namespace
+from kernels import elementwise as ew
+from kernels import shape as kshape
+from kernels.backend import namespace, namespace_dtype
+from kernels.indexing import getitem_static
 from kernels.primitive import bottom
 
 from .errors import DynamicShapeError, UnsupportedOperationError
-from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, differentiated, inplace_assign, traced_by
+from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
+                    traced_by)
 from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value"]
@@ -105,6 +111,17 @@ class BatchLevel(Level):
         out = bind_custom_vjp(self._batched(fun, mask), batched_fwd, batched_bwd, values, name)
         return BatchTracer(self, out)
 
+    def process_per_example(self, fun, arrays):
+        """Run ``fun`` on each example in turn (each may still be traced by the levels
+        below) and stack the results along this level's batch axis."""
+        values, mask = self._unwrap(arrays)
+        results = []
+        for example in range(self.axis_size):
+            key = (example, Ellipsis)  # an array even when 0-d (a NumPy scalar computes in its own type)
+            results.append(bind_per_example(fun, [getitem_static(v, key) if batched else v
+                                                  for v, batched in zip(values, mask)]))
+        return [BatchTracer(self, kshape.stack.bind(*_common_dtype(parts), axis=0)) for parts in zip(*results)]
+
     def _fresh(self):
         """A vmap level like this one, for running a rule over the same examples."""
         return BatchLevel(self.axis_size, self.randomness)
@@ -161,6 +178,16 @@ VMAP_WORDS = Wording(
     item=("{what}() of a mapped value (.item(), float(), int()): inside vmap a "
           "value stands for a whole batch, so it has no single Python number."),
 )
+
+
+def _common_dtype(parts):
+    """The examples' results in one dtype, NumPy's promotion of theirs (the loop's np.stack)."""
+    dtypes = [np.dtype(getattr(part.dtype, "_np_dtype", part.dtype)) for part in parts]
+    common = np.result_type(*dtypes)
+    if all(dtype == common for dtype in dtypes):
+        return parts
+    target = namespace_dtype(namespace(*parts), common)
+    return [part if dtype == common else ew.astype.bind(part, dtype=target) for part, dtype in zip(parts, dtypes)]
 
 
 def _unbatched(level, value):

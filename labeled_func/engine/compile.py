@@ -132,6 +132,37 @@ class JitLevel(Level):
             result._view = make_view(prim, args, params, out)
         return result
 
+    # --- calls run once per example -----------------------------------------------------------------
+    def process_per_example(self, fun, arrays):
+        """A call that must see concrete values (``np.vectorize``'s Python loop) is one
+        opaque node: each run calls ``fun`` on that run's arrays, as NumPy would."""
+        refs, values = [], []
+        for array in arrays:
+            if type(array) is JitTracer and array._level is self:
+                if array._view is not None:
+                    refresh_view(array)
+                refs.append(array._slot)
+                values.append(array._value)
+            else:
+                refs.append(Constant(array))
+                values.append(array)
+        if all(type(ref) is Constant for ref in refs):
+            return fun(arrays)
+        outs = fun(values)
+        if any(isinstance(out, Traced) for out in outs):
+            raise UnsupportedOperationError(
+                "a function run element by element (np.vectorize) reads a value traced by lf.jit "
+                "that is not one of its arguments: lf.jit would replay it with the first call's "
+                "value. Pass that value as an argument of the vectorized function.")
+        call = self.new_slot()
+        self.program.nodes.append(Node(_per_example_call(fun), {}, tuple(refs), call))
+        results = []
+        for index, out in enumerate(outs):
+            slot = self.new_slot()
+            self.program.nodes.append(Node(_item(index), {}, (call,), slot))
+            results.append(JitTracer(self, out, slot))
+        return results
+
     # --- in place ---------------------------------------------------------------------------------
     def assign(self, dest, src, operation):
         assign_value(self, dest, src)
@@ -162,6 +193,18 @@ def _lowered(prim, values, params):
 
 def _identity(value):
     return value
+
+
+def _per_example_call(fun):
+    def call(*values):
+        return fun(list(values))
+    return call
+
+
+def _item(index):
+    def item(values):
+        return values[index]
+    return item
 
 
 def _node_key(prim, params, refs):

@@ -12,7 +12,7 @@ from kernels import core as kcore
 from kernels import creation as kc
 
 from .errors import UnsupportedOperationError
-from .stack import Level
+from .stack import Level, active, bind_per_example
 from .tracer import PrimalTracer, integral, primal_of
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
@@ -68,6 +68,25 @@ class JVPLevel(Level):
             f"{name} has a reverse-mode rule only: it cannot be differentiated in forward "
             "mode (jvp, jacfwd, hessian). Use lf.custom_jvp, or lf.jacrev instead of lf.jacfwd."
         )
+
+    def process_per_example(self, fun, arrays):
+        """``fun`` runs under a private jvp level on the primals and tangents, handed down
+        to the levels below as one per-example call of both."""
+        traced = [type(a) is JVPTracer and a._level is self for a in arrays]
+        primals = [primal_of(a, self) for a in arrays]
+        tangents = [tangent_of(a, self) for a, is_traced in zip(arrays, traced) if is_traced]
+
+        def with_tangents(values):
+            given = iter(values[len(arrays):])
+            inner = JVPLevel()
+            with active(inner):
+                outs = fun([JVPTracer(inner, p, next(given)) if is_traced else p
+                            for p, is_traced in zip(values[:len(arrays)], traced)])
+                return [primal_of(o, inner) for o in outs] + [tangent_of(o, inner) for o in outs]
+
+        results = bind_per_example(with_tangents, primals + tangents)
+        count = len(results) // 2
+        return [p if integral(p) else JVPTracer(self, p, t) for p, t in zip(results[:count], results[count:])]
 
     def assign(self, dest, src, operation):
         assign_value(self, dest, src)

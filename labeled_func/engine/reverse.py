@@ -16,7 +16,7 @@ from kernels import elementwise as ew
 from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
-from .stack import Level, active
+from .stack import Level, active, bind_per_example
 from .tracer import PrimalTracer, integral, primal_of
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
@@ -131,6 +131,39 @@ class VJPLevel(Level):
     def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
         out, residuals = fwd([primal_of(a, self) for a in arrays])
         return self._record_custom(arrays, out, lambda g: bwd(residuals, g))
+
+    def process_per_example(self, fun, arrays):
+        """``fun`` runs under a private reverse level, once per example of the levels below;
+        each output records one node whose pullback runs it again that way and pulls the
+        cotangent back through the run (recomputation: a private level's tape cannot outlive
+        the levels below it)."""
+        primals = [primal_of(a, self) for a in arrays]
+        traced = [node_of(a, self) is not None and not integral(p) for a, p in zip(arrays, primals)]
+
+        def run(values):
+            """``fun`` on private reverse tracers: its outputs, and the input nodes."""
+            inner = VJPLevel()
+            with active(inner):
+                nodes = [input_node(p) if is_traced else None for p, is_traced in zip(values, traced)]
+                outs = fun([p if node is None else VJPTracer(inner, p, node) for p, node in zip(values, nodes)])
+                outs = [(primal_of(out, inner), node_of(out, inner)) for out in outs]
+            return outs, [node for node in nodes if node is not None]
+
+        def pullback_of(k):
+            def per_example(values):
+                outs, wanted = run(values[:-1])
+                out_node = outs[k][1]
+                found = backward([(out_node, values[-1])], wanted) if out_node is not None else [None] * len(wanted)
+                return [kc.zeros_like.bind(node.out) if c is None else c for node, c in zip(wanted, found)]
+
+            def pullback(g):
+                cotangents = iter(bind_per_example(per_example, primals + [g]))
+                return [next(cotangents) if is_traced else None for is_traced in traced]
+
+            return pullback
+
+        outs = bind_per_example(lambda values: [out for out, _ in run(values)[0]], primals)
+        return [self._record_custom(arrays, out, pullback_of(k)) for k, out in enumerate(outs)]
 
     def _record_custom(self, arrays, out, pullback):
         parents = []

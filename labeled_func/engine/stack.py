@@ -3,11 +3,12 @@
 Dask's threaded scheduler runs blocks in parallel threads (each with a copy of the
 context), so the stack is per task, never a module global.
 
-Three things are handed to the innermost level among their arguments (found by
+Four things are handed to the innermost level among their arguments (found by
 :func:`kernels.primitive.top_level`, as ``bind`` finds it for primitives): in-place
-updates (:func:`inplace_assign`, the level's ``assign``) and calls of functions with
+updates (:func:`inplace_assign`, the level's ``assign``), calls of functions with
 custom derivative rules (:func:`bind_custom_jvp` / :func:`bind_custom_vjp`, the
-level's ``process_custom_jvp`` / ``process_custom_vjp``).
+level's ``process_custom_jvp`` / ``process_custom_vjp``) and calls of functions run once
+per example (:func:`bind_per_example`, the level's ``process_per_example``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from . import diagnose
 from .errors import EscapedTracerError, InplaceError
 
 __all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "differentiated", "traced_by",
-           "bind_custom_jvp", "bind_custom_vjp"]
+           "bind_custom_jvp", "bind_custom_vjp", "bind_per_example"]
 
 _STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
 
@@ -68,6 +69,11 @@ class Level:
 
     def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
         """A call of a function with custom forward/backward rules (:func:`bind_custom_vjp`)."""
+        return fun(arrays)
+
+    def process_per_example(self, fun, arrays):
+        """A call of a function run once per example (see :func:`bind_per_example`); a
+        level that neither maps nor differentiates just runs it."""
         return fun(arrays)
 
 
@@ -161,3 +167,21 @@ def bind_custom_vjp(fun, fwd, bwd, arrays, name):
     if level is None:
         return fun(arrays)
     return level.process_custom_vjp(fun, fwd, bwd, arrays, name)
+
+
+# --- functions run once per example -------------------------------------------------------------
+def bind_per_example(fun, arrays):
+    """``fun(arrays)`` (a list of arrays in, a list of arrays out) for a function that cannot
+    be traced over a batch: a Python loop that tests values (what ``np.vectorize`` runs).
+
+    Each vmap level among ``arrays`` runs it once per example and stacks the results; a
+    differentiating level runs it under a private level of its own kind, once per example of
+    the levels below (forward mode carries the tangents through; reverse mode records one
+    node whose pullback runs it again, per example, under a private reverse level).  So
+    ``fun`` only ever sees one example, traced by derivative levels at most, whose values
+    ``bool()`` and ``float()`` may read.
+    """
+    level = top_level(arrays, "per-example call")
+    if level is None:
+        return fun(arrays)
+    return level.process_per_example(fun, arrays)

@@ -1,4 +1,4 @@
-"""Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros...
+"""Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros, bincount...
 
 The output shape follows the values.  Under vmap a mapped value has one set of values
 per example, hence one shape per example, and under jit a traced value stands for the
@@ -10,13 +10,16 @@ flow through them.  :func:`fixed` is that rule, used by the other families too
 """
 from __future__ import annotations
 
+import operator
 from collections import namedtuple
 
 import numpy as np
 
 from kernels import core as kcore
+from kernels import elementwise as ew
 from kernels import indexing as ki
-from kernels.backend import library_of, normalize_axis
+from kernels import reductions as kr
+from kernels.backend import any_true, dtype_kind, known_true, library_of, namespace, normalize_axis
 from kernels.primitive import bottom, known, top_level
 
 from .. import diagnose
@@ -148,3 +151,62 @@ def _trim_zeros(filt, trim="fb", axis=None):
         stop = (int(hits[-1]) + 1 if hits.size else 0) if "b" in trim else size
         key[ax] = slice(start, max(start, stop))
     return ki.getitem_static(filt, tuple(key))
+
+
+@implements(np.bincount)
+def _bincount(x, /, weights=None, minlength=0):
+    """How often each non-negative int occurs in ``x``, or the sums of ``weights`` there.
+
+    There are max(x) + 1 bins (at least ``minlength``): the length follows the values.  A
+    mapped ``x`` therefore needs ``minlength`` above all its values, so that every example
+    has ``minlength`` bins, as in the loop; else DynamicShapeError.  Under grad/jvp the
+    primal fixes the length.
+    """
+    x = asarray(x)
+    if x.ndim != 1:
+        raise ValueError("numpy.bincount: object too deep for desired array" if x.ndim > 1 else
+                         "numpy.bincount: object of too small depth for desired array")
+    if dtype_kind(x.dtype) not in "biu":
+        raise TypeError(f"numpy.bincount: cannot cast array data from dtype('{x.dtype}') to dtype('int64') "
+                        "according to the rule 'safe'")
+    minlength = operator.index(minlength)
+    if minlength < 0:
+        raise ValueError("numpy.bincount: 'minlength' must not be negative")
+    extra = []
+    if weights is not None:
+        weights = asarray(weights)
+        if tuple(np.shape(weights)) != tuple(x.shape):
+            raise ValueError("numpy.bincount: the weights and list don't have the same length.")
+        extra.append(weights)
+    if dtype_kind(x.dtype) == "b":
+        x = ew.astype.bind(x, dtype=namespace(x).int64)
+    if x.shape[0] and known_true(ew.less.bind(x, 0)):
+        raise ValueError("numpy.bincount: 'list' argument must have no negative elements")
+    if is_batched(x):
+        _check_fixed_length(x, minlength)
+        length = minlength
+    else:
+        values = fixed(x, "numpy.bincount")
+        length = max(minlength, int(values.max()) + 1 if values.size else 0)
+    return kr.bincount.bind(x, *extra, length=length)
+
+
+def _check_fixed_length(x, minlength):
+    """DynamicShapeError unless ``minlength`` is above every value of the mapped ``x``."""
+    if minlength and not any_true(ew.greater_equal.bind(x, minlength)):
+        return
+    site = diagnose.call_site()
+    where = f" (called from {site.location})" if site.location else ""
+    if not known(x):
+        raise DynamicShapeError(
+            f"numpy.bincount under lf.jit{where}: its number of bins, max(minlength, max(x) + 1), "
+            "follows the values of each later call, and lf.jit records one shape. Use np.histogram "
+            "with fixed bins, or call lf.jit on a function without it.")
+    why = ("without minlength= the number of bins is max(x) + 1, which follows the values of each example"
+           if not minlength else
+           f"some example has a value >= minlength={minlength}, which would add bins to that example only")
+    raise DynamicShapeError(
+        f"numpy.bincount of a mapped x under vmap{where}: {why}, and a batch cannot hold arrays of "
+        "different shapes. Pass minlength= larger than every value (each example then has exactly "
+        "minlength bins), or np.histogram with fixed bins."
+    )

@@ -7,8 +7,12 @@ Compositions batch and differentiate through their parts.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from kernels import core as kcore
+from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels.creation import full_like, zeros_like
 from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
@@ -17,7 +21,7 @@ from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind
 from .dynamic import fixed
 
-__all__ = ["clip", "floating"]
+__all__ = ["as_dtype", "clip", "floating"]
 
 UFUNCS.update({
     np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
@@ -89,6 +93,16 @@ def _at_least_double(x):
     return x if x.dtype == wide else ew.astype.bind(x, dtype=wide)
 
 
+@implements_ufunc(np.logaddexp2)
+def _logaddexp2(x, y):
+    """log2(2**x + 2**y) = logaddexp(x ln 2, y ln 2) / ln 2."""
+    x, y = floating(x), floating(y)
+    return ew.divide.bind(ew.logaddexp.bind(ew.multiply.bind(x, _LN2), ew.multiply.bind(y, _LN2)), _LN2)
+
+
+_LN2 = math.log(2.0)
+
+
 @implements_ufunc(np.float_power)
 def _float_power(x, y):
     return ew.power.bind(_at_least_double(x), _at_least_double(y))
@@ -156,6 +170,126 @@ def clip(x, lower=None, upper=None):
     if upper is not None:
         x = ew.minimum.bind(x, upper)
     return x
+
+
+@implements(np.sinc)
+def _sinc(x):
+    """sin(pi x) / (pi x), 1 at 0.  Near 0 its Taylor polynomial (to x**8, exact to
+    rounding there) stands in for the quotient, so that every derivative is right at
+    and around 0 (the quotient's would be 0/0); elsewhere the quotient of a safe input."""
+    x = floating(asarray(x))
+    y = ew.multiply.bind(x, math.pi)
+    near_zero = ew.less.bind(ew.absolute.bind(y), _SINC_SERIES_BELOW)
+    safe = ew.where.bind(near_zero, 1.0, y)
+    quotient = ew.divide.bind(ew.sin.bind(safe), safe)
+    square = ew.multiply.bind(y, y)
+    series = 0.0
+    for coefficient in _SINC_SERIES:  # Horner's rule in y**2
+        series = ew.add.bind(ew.multiply.bind(series, square), coefficient)
+    return ew.where.bind(near_zero, series, quotient)
+
+
+# sin(y) / y = sum_k (-1)**k y**(2k) / (2k + 1)!; below |y| = 0.01 the terms from y**10 on
+# are under 1e-23 of the sum
+_SINC_SERIES_BELOW = 0.01
+_SINC_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in reversed(range(5)))
+
+
+@implements(np.select)
+def _select(condlist, choicelist, default=0):
+    """The first choice whose condition holds, else ``default``: nested ``where`` from the
+    last condition to the first (NumPy's own order, so the first true condition wins)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("numpy.select: list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("numpy.select: select with an empty condition list is not possible")
+    choices = [asarray(choice) for choice in choicelist] + [asarray(default)]
+    common = np.result_type(*[_as_numpy_dtype(choice) for choice in choices])
+    choices = [as_dtype(choice, common) for choice in choices]  # Python numbers stay weak
+    result = choices[-1]
+    for position, (condition, choice) in enumerate(reversed(list(zip(condlist, choices[:-1])))):
+        condition = asarray(condition)
+        if kind(condition) != "b":
+            raise TypeError(f"numpy.select: invalid entry {len(condlist) - 1 - position} in condlist: "
+                            "should be boolean ndarray")
+        result = ew.where.bind(condition, choice, result)
+    shape = np.broadcast_shapes(*[np.shape(value) for value in list(condlist) + choices])
+    if tuple(np.shape(result)) != shape:
+        result = kcore.broadcast_to.bind(_as_array_of(result, choices), shape=shape)
+    return as_dtype(result, common)
+
+
+@implements(np.piecewise)
+def _piecewise(x, condlist, funclist, *args, **kw):
+    """NumPy's piecewise with a fixed shape: every function runs on all of ``x`` and each
+    condition selects where its function's values go (later conditions over earlier ones,
+    as NumPy writes them; an extra last function covers where no condition holds; where
+    nothing holds, 0).  So each function must be elementwise, and runs on elements it does
+    not keep (a NaN there, from sqrt of a negative, is not selected)."""
+    x = asarray(x)
+    conditions = [_as_condition(asarray(condition)) for condition in _condition_list(condlist, x)]
+    count, functions = len(conditions), len(funclist)
+    if functions == count + 1:
+        anything = conditions[0]
+        for condition in conditions[1:]:
+            anything = ew.logical_or.bind(anything, condition)
+        conditions.append(ew.logical_not.bind(anything))
+    elif functions != count:
+        raise ValueError(f"numpy.piecewise: with {count} condition(s), either {count} or {count + 1} functions "
+                         "are expected")
+    y = kc.zeros_like.bind(x)
+    for condition, function in zip(conditions, funclist):
+        value = function(x, *args, **kw) if callable(function) else function
+        y = ew.where.bind(condition, as_dtype(value, x.dtype), y)
+    if tuple(y.shape) != tuple(x.shape):
+        y = kcore.broadcast_to.bind(y, shape=tuple(x.shape))
+    return y
+
+
+def _as_numpy_dtype(value):
+    """What np.result_type takes for a choice, as NumPy's select gives it: a Python int,
+    float or complex as it is (weak), else the dtype of the array."""
+    if type(value) in (int, float, complex):
+        return value
+    dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
+
+
+def _condition_list(condlist, x):
+    """NumPy's reading of piecewise's ``condlist``: one condition when it is a scalar, or when
+    its first entry is a scalar and ``x`` is not 0-d; else one condition per entry (so a 2-D
+    boolean array is a list of row conditions, as in NumPy)."""
+    if not isinstance(condlist, (list, tuple)) and _rank(condlist) == 0:
+        return [condlist]
+    first = condlist[0]
+    if isinstance(first, (list, tuple)) or _rank(first) >= 1 or x.ndim == 0:
+        return list(condlist)
+    return [condlist]
+
+
+def _rank(value):
+    return len(value.shape) if hasattr(value, "shape") else np.ndim(value)
+
+
+def _as_condition(value):
+    """A condition as booleans (NumPy casts piecewise's conditions to bool)."""
+    return value if kind(value) == "b" else ew.not_equal.bind(value, 0)
+
+
+def _as_array_of(value, arrays):
+    """A Python number as a 0-d array in the namespace of ``arrays``."""
+    if hasattr(value, "shape"):
+        return value
+    return namespace(*[a for a in arrays if hasattr(a, "shape")]).asarray(value)
+
+
+def as_dtype(value, dtype):
+    """``value`` in ``dtype`` (NumPy's, or the namespace's; None keeps its own); a Python
+    number as it is."""
+    if dtype is None or not hasattr(value, "dtype"):
+        return value
+    target = namespace_dtype(namespace(value), dtype) if isinstance(dtype, np.dtype) else dtype
+    return value if value.dtype == target else ew.astype.bind(value, dtype=target)
 
 
 @implements(np.real)

@@ -48,9 +48,37 @@ LstsqResult = namedtuple("LstsqResult", ["x", "residuals", "rank", "s"])
 # --- contractions --------------------------------------------------------------------------------
 @implements(np.einsum)
 def _einsum(subscripts, *operands, out=None, optimize=False, **kwargs):
+    if not isinstance(subscripts, str):  # the sublist form: einsum(a, [0, 1], b, [1, 2], [0, 2])
+        subscripts, operands = _from_sublists((subscripts,) + operands)
     operands = [asarray(op) for op in operands]
     inputs, output = parse_einsum(subscripts, [op.ndim for op in operands])
     return kl.einsum.bind(*operands, subscripts=",".join(inputs) + "->" + output)
+
+
+def _from_sublists(arguments):
+    """The string form of einsum's sublist form ``(op, sublist, op, sublist, ..., [output])``:
+    the labels (ints in [0, 52), or Ellipsis) become letters in their order, so that the
+    implicit output (its labels sorted) is the same."""
+    arguments = list(arguments)
+    output = arguments.pop() if len(arguments) % 2 else None
+    operands, sublists = arguments[0::2], arguments[1::2]
+    labels = sorted({label for sublist in sublists + ([output] if output is not None else [])
+                     for label in sublist if label is not Ellipsis})
+    for label in labels:
+        if not isinstance(label, (int, np.integer)) or isinstance(label, bool) or not 0 <= label < 52:
+            raise ValueError(f"numpy.einsum: subscript {label!r} in sublist format is not an integer in [0, 52)")
+    if len(labels) > len(string.ascii_lowercase):
+        raise UnsupportedOperationError("numpy.einsum in sublist form with more than 26 distinct labels is not "
+                                        "supported on traced arrays; use the string form")
+    letter = dict(zip(labels, string.ascii_lowercase))
+
+    def term(sublist):
+        return "".join("..." if label is Ellipsis else letter[label] for label in sublist)
+
+    subscripts = ",".join(term(sublist) for sublist in sublists)
+    if output is not None:
+        subscripts += "->" + term(output)
+    return subscripts, operands
 
 
 def tensordot(a, b, axes=2):
@@ -204,9 +232,7 @@ def _linalg_svdvals(x, /):
 def _linalg_norm(x, ord=None, axis=None, keepdims=False):
     """The 2-norm / Frobenius norm is one primitive; the other
     orders are compositions (abs, sums, max/min, singular values)."""
-    x = asarray(x)
-    if is_integer_dtype(x.dtype):  # NumPy computes norms of integers in float64
-        x = ew.astype.bind(x, dtype=namespace(x).float64)
+    x = _inexact(asarray(x))
     if axis is None and ord is None:
         return kl.vector_norm.bind(x, axis=tuple(range(x.ndim)), keepdims=keepdims)
     axes = normalize_axis(tuple(range(x.ndim)) if axis is None else axis, x.ndim)
@@ -218,6 +244,24 @@ def _linalg_norm(x, ord=None, axis=None, keepdims=False):
         out = _matrix_order(x, ord, axes)
         return kcore.expand_dims.bind(out, axis=tuple(sorted(axes))) if keepdims else out
     raise ValueError(f"norm: improper number of dimensions to norm ({len(axes)}); give axis= one or two axes")
+
+
+@implements(np.linalg.vector_norm)
+def _linalg_vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """The vector norm over ``axis`` (None: all axes; a tuple: those axes as one vector)."""
+    x = _inexact(asarray(x))
+    return _vector_order(x, ord, normalize_axis(axis, x.ndim), keepdims)
+
+
+@implements(np.linalg.matrix_norm)
+def _linalg_matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """The norm of each matrix of the last two axes."""
+    return _linalg_norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def _inexact(x):
+    """NumPy computes norms of integers in float64."""
+    return ew.astype.bind(x, dtype=namespace(x).float64) if is_integer_dtype(x.dtype) else x
 
 
 def _vector_order(x, ord, axes, keepdims):

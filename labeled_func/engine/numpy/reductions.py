@@ -12,13 +12,15 @@ their parts.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
 from kernels import core as kcore
 from kernels import elementwise as ew
 from kernels import reductions as kr
-from kernels.backend import (any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
+from kernels import shape as ks
+from kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
                              normalize_axis)
 from kernels.creation import full_like
 from kernels.indexing import getitem_static
@@ -26,7 +28,9 @@ from kernels.primitive import Traced
 from kernels.shape import flip, stack
 
 from ..errors import UnsupportedOperationError
+from .creation import linspace
 from .dispatch import NO_VALUE, asarray, flag, given, implements, implements_method, reject
+from .dynamic import fixed
 from .elementwise import clip
 
 __all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quantile", "median", "average",
@@ -452,6 +456,35 @@ def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     return kr.argsort.bind(a, axis=axis)
 
 
+@implements(np.partition)
+def _partition(a, kth, axis=-1, kind="introselect", order=None):
+    """A sort: a valid partition for every ``kth`` (NumPy leaves the order inside the parts
+    open; here it is sorted, and stable)."""
+    a, axis = _along(asarray(a), axis)
+    _check_kth(kth, a.shape[axis], "partition", order)
+    return kr.sort.bind(a, axis=axis)
+
+
+@implements(np.argpartition)
+def _argpartition(a, kth, axis=-1, kind="introselect", order=None):
+    """The stable sorting permutation: a valid partitioning one for every ``kth``."""
+    a, axis = _along(asarray(a), axis)
+    _check_kth(kth, a.shape[axis], "argpartition", order)
+    return kr.argsort.bind(a, axis=axis)
+
+
+def _check_kth(kth, size, name, order):
+    if order is not None:
+        raise UnsupportedOperationError(f"numpy.{name} with order= is not supported on traced arrays")
+    if isinstance(kth, Traced):
+        raise UnsupportedOperationError(f"numpy.{name}: kth must not be traced")
+    for k in np.atleast_1d(np.asarray(kth)).tolist():
+        if not isinstance(k, int) or isinstance(k, bool):
+            raise TypeError(f"numpy.{name}: kth must be an integer or a sequence of integers, got {kth!r}")
+        if not -size <= k < size:
+            raise ValueError(f"numpy.{name}: kth(={k}) out of bounds ({size})")
+
+
 def _gather_last(x, axis, keepdims):
     """``x`` with the ``axis`` dims merged into one last axis; and the kept shape."""
     axes = normalize_axis(axis, x.ndim)
@@ -785,6 +818,124 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
         out = ew.where.bind(ew.equal.bind(x, getitem_static(xp, (-1,))), last_f, out)
     out = ew.where.bind(ew.less.bind(x, getitem_static(xp, (0,))), first_f if left is None else left, out)
     return ew.where.bind(ew.greater.bind(x, getitem_static(xp, (-1,))), last_f if right is None else right, out)
+
+
+# --- histograms ------------------------------------------------------------------------------------
+@implements(np.histogram)
+def _histogram(a, bins=10, range=None, density=None, weights=None):
+    """Counts (or summed weights) in bins: ``[e_i, e_i+1)``, the last bin closed.
+
+    With a number of bins the edges span the data (or ``range``): traced, so derivatives
+    reach them and, through the bin widths, the density.  The counts themselves are
+    piecewise constant in ``a``; summed weights are linear in the weights.
+    """
+    a = asarray(a)
+    extra = []
+    if weights is not None:
+        weights = asarray(weights)
+        if np.shape(weights) != np.shape(a):
+            raise ValueError("numpy.histogram: weights should have the same shape as a.")
+        extra.append(kcore.reshape.bind(weights, shape=(-1,)))
+    a = kcore.reshape.bind(a, shape=(-1,))
+    edges = _bin_edges(a, bins, range, weights, "histogram")
+    count = edges.shape[-1] - 1
+    if weights is not None and np.ndim(bins) == 1:
+        counts = _weights_between(a, extra[0], edges)
+    else:
+        last = getitem_static(edges, (-1,))
+        place = ew.subtract.bind(searchsorted(edges, a, "right"), 1)
+        place = ew.where.bind(ew.equal.bind(a, last), count - 1, place)  # the last bin holds its right edge
+        counts = kr.bincount.bind(place, *extra, length=count)
+        if weights is not None and counts.dtype != weights.dtype:  # NumPy sums in float64, then casts
+            counts = ew.astype.bind(counts, dtype=weights.dtype)
+    if density:
+        widths = _as_float64(ew.subtract.bind(getitem_static(edges, (slice(1, None),)),
+                                              getitem_static(edges, (slice(None, -1),))))
+        counts = ew.divide.bind(ew.divide.bind(counts, widths), total(counts))
+    return counts, edges
+
+
+def _weights_between(a, weights, edges):
+    """The weights summed per bin as NumPy does for given edges, in the weights' dtype: the
+    running sum of the weights in the order of the values, read where each edge falls."""
+    order = kr.argsort.bind(a, axis=0)
+    ordered = kr.take_along_axis.bind(a, order, axis=0)
+    running = kr.cumsum.bind(kr.take_along_axis.bind(weights, order, axis=0), axis=0)
+    running = ks.pad.bind(running, pad_width=((1, 0),), constant_values=((0, 0),))
+    places = ks.concatenate.bind(searchsorted(ordered, getitem_static(edges, (slice(None, -1),)), "left"),
+                                 searchsorted(ordered, getitem_static(edges, (slice(-1, None),)), "right"), axis=0)
+    at_edges = kr.take_along_axis.bind(running, places, axis=0)
+    return ew.subtract.bind(getitem_static(at_edges, (slice(1, None),)), getitem_static(at_edges, (slice(None, -1),)))
+
+
+@implements(np.histogram_bin_edges)
+def _histogram_bin_edges(a, bins=10, range=None, weights=None):
+    return _bin_edges(kcore.reshape.bind(asarray(a), shape=(-1,)), bins, range, weights, "histogram_bin_edges")
+
+
+def _bin_edges(a, bins, range, weights, name):
+    """NumPy's bin edges: ``bins`` + 1 evenly spaced from the smallest to the largest value
+    (or over ``range``), or the given edges.  A string (``"auto"``...) picks the number of
+    bins from the values: fixed by the primal under grad/jvp, a DynamicShapeError under vmap."""
+    if isinstance(bins, str):
+        values = fixed(a, f"numpy.{name} with bins={bins!r}")
+        given = None if weights is None else fixed(weights, f"numpy.{name} (weights)")
+        bins = len(np.histogram_bin_edges(values, bins, range, given)) - 1
+    if np.ndim(bins) == 0:
+        try:
+            count = operator.index(bins)
+        except TypeError:
+            raise TypeError(f"numpy.{name}: `bins` must be an integer, a string, or an array") from None
+        if count < 1:
+            raise ValueError(f"numpy.{name}: `bins` must be positive, when an integer")
+        first, last = _outer_edges(a, range)
+        bin_type = np.result_type(*[_numpy_dtype_or_number(v) for v in (first, last)], _numpy_dtype_or_number(a))
+        if bin_type.kind in "biu":
+            bin_type = np.dtype(np.float64)
+        xp = namespace(a)
+        if not hasattr(first, "shape") and not hasattr(last, "shape"):
+            # numbers (a range): in the library of ``a``, in the type NumPy's linspace computes them in
+            computed = namespace_dtype(xp, np.result_type(np.result_type(first, last), 1.0))
+            first, last = xp.asarray(first, dtype=computed), xp.asarray(last, dtype=computed)
+        return linspace(first, last, count + 1, dtype=namespace_dtype(xp, bin_type))
+    edges = bins if isinstance(bins, Traced) or hasattr(bins, "shape") else namespace(a).asarray(bins)
+    if edges.ndim != 1:
+        raise ValueError(f"numpy.{name}: `bins` must be 1d, when an array")
+    if not isinstance(edges, Traced) and np.any(np.asarray(edges[:-1] > edges[1:])):
+        raise ValueError(f"numpy.{name}: `bins` must increase monotonically, when an array")
+    return edges
+
+
+def _outer_edges(a, range):
+    """The first and last edge: ``range``, or the extremes of ``a`` (0 and 1 when it is
+    empty); an empty span widened by 0.5 on each side, as NumPy does."""
+    if range is not None:
+        first, last = range
+        if not isinstance(first, Traced) and not isinstance(last, Traced):
+            if first > last:
+                raise ValueError(f"numpy.histogram: max must be larger than min in range parameter ({first}, {last}).")
+            if not (np.isfinite(first) and np.isfinite(last)):
+                raise ValueError(f"numpy.histogram: supplied range of [{first}, {last}] is not finite")
+
+    elif a.shape[0] == 0:
+        return 0, 1
+    else:
+        first, last = smallest(a), largest(a)
+        if known_true(ew.logical_not.bind(ew.logical_and.bind(ew.isfinite.bind(first), ew.isfinite.bind(last)))):
+            raise ValueError("numpy.histogram: autodetected range of the values is not finite "
+                             "(NaN or infinity in the data)")
+    same = ew.equal.bind(first, last)
+    if isinstance(same, bool) or isinstance(same, np.bool_):
+        return (first - 0.5, last + 0.5) if same else (first, last)
+    return (ew.where.bind(same, ew.subtract.bind(first, 0.5), first),
+            ew.where.bind(same, ew.add.bind(last, 0.5), last))
+
+
+def _numpy_dtype_or_number(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    dtype = value.dtype
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
 
 
 def _as_float64(x):

@@ -59,6 +59,31 @@ def _swapaxes(a, axis1, axis2):
     return kcore.transpose.bind(a, axes=tuple(order))
 
 
+@implements(np.rollaxis)
+def _rollaxis(a, axis, start=0):
+    """``axis`` moved to stand before ``start`` (NumPy's older moveaxis)."""
+    ndim = a.ndim
+    axis = normalize_axis(axis, ndim)[0]
+    start = operator.index(start)
+    if start < 0:
+        start += ndim
+    if not 0 <= start < ndim + 1:
+        raise np.exceptions.AxisError(f"numpy.rollaxis: 'start' arg requires {-ndim} <= start < {ndim + 1}")
+    if axis < start:
+        start -= 1
+    order = [k for k in range(ndim) if k != axis]
+    order.insert(start, axis)
+    return kcore.transpose.bind(a, axes=tuple(order)) if order != list(range(ndim)) else a
+
+
+@implements(np.matrix_transpose, np.linalg.matrix_transpose)
+def _matrix_transpose(x, /):
+    x = asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"numpy.matrix_transpose: input array must be at least 2-dimensional, but it is {x.ndim}")
+    return kcore.transpose.bind(x, axes=tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2))
+
+
 @implements(np.expand_dims)
 def _expand_dims(a, axis):
     axis = (axis,) if isinstance(axis, int) else tuple(axis)
@@ -84,21 +109,26 @@ def _broadcast_arrays(*args, subok=False):
     return tuple(kcore.broadcast_to.bind(asarray(a), shape=shape) for a in args)
 
 
+def _at_least(rank, a):
+    """``a`` with unit axes added up to ``rank`` where NumPy's atleast_{rank}d puts them."""
+    a = asarray(a)
+    if not hasattr(a, "ndim"):
+        a = np.asarray(a)
+    if a.ndim >= rank:
+        return a
+    shape = tuple(a.shape)
+    if rank == 3 and a.ndim == 2:
+        shape = shape + (1,)
+    elif rank == 3 and a.ndim == 1:
+        shape = (1,) + shape + (1,)
+    else:
+        shape = (1,) * (rank - a.ndim) + shape
+    return kcore.reshape.bind(a, shape=shape)
+
+
 def _atleast_handler(rank):
     def handler(*arrays):
-        out = []
-        for a in arrays:
-            a = asarray(a)
-            if a.ndim < rank:
-                shape = tuple(a.shape)
-                if rank == 3 and a.ndim == 2:
-                    shape = shape + (1,)
-                elif rank == 3 and a.ndim == 1:
-                    shape = (1,) + shape + (1,)
-                else:
-                    shape = (1,) * (rank - a.ndim) + shape
-                a = kcore.reshape.bind(a, shape=shape)
-            out.append(a)
+        out = [_at_least(rank, a) for a in arrays]
         return out[0] if len(out) == 1 else tuple(out)
 
     return handler
@@ -168,6 +198,41 @@ def _stack(arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     return result if dtype is None else ew.astype.bind(result, dtype=dtype)
 
 
+def _joined(arrays, axis, dtype):
+    result = ks.concatenate.bind(*arrays, axis=axis)
+    return result if dtype is None else ew.astype.bind(result, dtype=dtype)
+
+
+@implements(np.vstack)
+def _vstack(tup, *, dtype=None, casting="same_kind"):
+    """Rows: each array at least 2-D, joined along axis 0 (``np.row_stack`` comes here too)."""
+    return _joined([_at_least(2, a) for a in tup], 0, dtype)
+
+
+@implements(np.hstack)
+def _hstack(tup, *, dtype=None, casting="same_kind"):
+    """Columns: along axis 1, or axis 0 for 1-D arrays."""
+    arrays = [_at_least(1, a) for a in tup]
+    return _joined(arrays, 0 if arrays and arrays[0].ndim == 1 else 1, dtype)
+
+
+@implements(np.dstack)
+def _dstack(tup):
+    return _joined([_at_least(3, a) for a in tup], 2, None)
+
+
+@implements(np.column_stack)
+def _column_stack(tup):
+    """1-D arrays as columns (0-d as 1x1), 2-D arrays as they are, joined along axis 1."""
+    columns = []
+    for a in tup:
+        a = asarray(a)
+        if a.ndim < 2:
+            a = kcore.reshape.bind(a, shape=(-1, 1))
+        columns.append(a)
+    return _joined(columns, 1, None)
+
+
 # --- pad -----------------------------------------------------------------------------------------
 @implements(np.pad)
 def _pad(array, pad_width, mode="constant", **kwargs):
@@ -179,7 +244,7 @@ def _pad(array, pad_width, mode="constant", **kwargs):
     reflect_type = kwargs.pop("reflect_type", "even")
     if kwargs or reflect_type != "even":
         raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs) or ['reflect_type']} is not supported on traced arrays")
-    pad_width = _pairs(pad_width, array.ndim, int)
+    pad_width = _pad_widths(pad_width, array.ndim)
     if mode == "constant":
         constant = _pairs(constant, array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
         return ki.pad.bind(array, pad_width=pad_width, constant_values=constant)
@@ -189,6 +254,28 @@ def _pad(array, pad_width, mode="constant", **kwargs):
             index = _pad_index(x.shape[axis], before, after, mode)
             x = getitem_static(x, (slice(None),) * axis + (index,))
     return x
+
+
+def _pad_widths(pad_width, ndim):
+    """Every form of ``pad_width`` NumPy accepts, as one (before, after) pair of ints per
+    axis: an int, a pair, one pair per axis (sequences or an integer array), and a dict
+    {axis: int or pair} (axes not named are not padded)."""
+    if isinstance(pad_width, dict):
+        pairs = [(0, 0)] * ndim
+        for axis, width in pad_width.items():
+            if isinstance(width, tuple) and len(width) == 2:
+                pairs[axis] = tuple(width)
+            else:
+                pairs[axis] = (width, width)
+        pad_width = pairs
+    widths = np.asarray(pad_width)
+    if widths.dtype.kind not in "iu":
+        raise TypeError(f"numpy.pad: `pad_width` must be of integral type, got {pad_width!r}")
+    if widths.size and widths.min() < 0:
+        raise ValueError(f"numpy.pad: index can't contain negative values (pad_width={pad_width!r})")
+    if widths.ndim < 3 and widths.size == 2 and widths.shape != (2, 1):
+        widths = widths.reshape(2)  # one (before, after) pair for every axis
+    return _pairs(widths, ndim, int)
 
 
 def _pairs(value, ndim, convert):
@@ -227,6 +314,47 @@ def _roll(a, shift, axis=None):
 @implements(np.flip)
 def _flip(m, axis=None):
     return ks.flip.bind(m, axis=normalize_axis(axis, m.ndim))
+
+
+@implements(np.flipud)
+def _flipud(m):
+    m = asarray(m)
+    if m.ndim < 1:
+        raise ValueError("numpy.flipud: input must be >= 1-d.")
+    return ks.flip.bind(m, axis=(0,))
+
+
+@implements(np.fliplr)
+def _fliplr(m):
+    m = asarray(m)
+    if m.ndim < 2:
+        raise ValueError("numpy.fliplr: input must be >= 2-d.")
+    return ks.flip.bind(m, axis=(1,))
+
+
+@implements(np.rot90)
+def _rot90(m, k=1, axes=(0, 1)):
+    """``k`` quarter turns in the plane of ``axes``, from the first axis towards the second:
+    flips and one transpose (NumPy's own construction)."""
+    m = asarray(m)
+    axes = tuple(axes)
+    if len(axes) != 2:
+        raise ValueError("numpy.rot90: len(axes) must be 2.")
+    if axes[0] == axes[1] or abs(axes[0] - axes[1]) == m.ndim:
+        raise ValueError("numpy.rot90: axes must be different.")
+    if not all(-m.ndim <= a < m.ndim for a in axes):
+        raise ValueError(f"numpy.rot90: axes={axes} out of range for array of ndim={m.ndim}.")
+    first, second = normalize_axis(axes, m.ndim)
+    k = operator.index(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return ks.flip.bind(m, axis=tuple(sorted((first, second))))
+    order = list(range(m.ndim))
+    order[first], order[second] = order[second], order[first]
+    if k == 1:
+        return kcore.transpose.bind(ks.flip.bind(m, axis=(second,)), axes=tuple(order))
+    return ks.flip.bind(kcore.transpose.bind(m, axes=tuple(order)), axis=(second,))
 
 
 @implements(np.lib.stride_tricks.sliding_window_view)
@@ -279,8 +407,11 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
         spacings = [1.0] * len(axes)
     elif len(varargs) == 1:
         spacings = list(varargs) * len(axes)
-    else:
+    elif len(varargs) == len(axes):
         spacings = list(varargs)
+    else:
+        raise TypeError(f"numpy.gradient: invalid number of arguments: {len(varargs)} spacings for "
+                        f"{len(axes)} axes (give none, one, or one per axis)")
     results = []
     for ax, h in zip(axes, spacings):
         h = _uniform_step(h)
@@ -341,7 +472,7 @@ def _gradient(f, *varargs, axis=None, edge_order=1):
         if dtype_kind(x.dtype) in "fc" and result.dtype != x.dtype:  # NumPy keeps a float32 f
             result = ew.astype.bind(result, dtype=x.dtype)
         results.append(result)
-    return results[0] if len(results) == 1 else results
+    return results[0] if len(results) == 1 else tuple(results)
 
 
 def _uniform_step(h):
@@ -424,10 +555,13 @@ def _array_split(x, indices_or_sections, axis=0):
 
 
 @implements(np.split)
-def _split(ary, indices_or_sections, axis=0):
+def _split_handler(ary, indices_or_sections, axis=0):
+    return _split(asarray(ary), indices_or_sections, axis, "split")
+
+
+def _split(x, indices_or_sections, axis, name):
     """NumPy's split: array_split, but a section count must divide the axis evenly."""
-    x = asarray(ary)
-    points = fixed(indices_or_sections, "numpy.split (traced split points)")
+    points = fixed(indices_or_sections, f"numpy.{name} (traced split points)")
     if not (isinstance(points, (tuple, list)) or getattr(points, "ndim", 0) > 0):
         if x.shape[normalize_axis(axis, x.ndim)[0]] % int(points):
             raise ValueError("array split does not result in an equal division")
@@ -437,6 +571,23 @@ def _split(ary, indices_or_sections, axis=0):
 @implements(np.array_split)
 def _array_split_handler(ary, indices_or_sections, axis=0):
     return _array_split(asarray(ary), fixed(indices_or_sections, "numpy.array_split (traced split points)"), axis)
+
+
+def _split_along(name, axis_of, minimum_ndim):
+    """vsplit / hsplit / dsplit: np.split along the axis their name says."""
+
+    def handler(ary, indices_or_sections):
+        x = asarray(ary)
+        if x.ndim < minimum_ndim:
+            raise ValueError(f"numpy.{name} only works on arrays of {minimum_ndim} or more dimensions")
+        return _split(x, indices_or_sections, axis_of(x), name)
+
+    return handler
+
+
+implements(np.vsplit)(_split_along("vsplit", lambda x: 0, 2))
+implements(np.hsplit)(_split_along("hsplit", lambda x: 1 if x.ndim > 1 else 0, 1))
+implements(np.dsplit)(_split_along("dsplit", lambda x: 2, 3))
 
 
 # --- diagonals and triangles ---------------------------------------------------------------------------
