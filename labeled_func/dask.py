@@ -19,6 +19,7 @@ dask is imported only here, inside functions: labeled_func imports without it.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import operator
 import re
@@ -37,10 +38,24 @@ from .engine.errors import UnsupportedOperationError
 from . import random as lf_random
 from .named import _position, is_labeled, named_coords, restore_tree_coords, shadowing, tree_nodes
 
-__all__ = ["has_lazy_leaves", "vmap_lazy"]
+__all__ = ["has_lazy_leaves", "vmap_lazy", "compiled_blocks"]
 
 DATA = "__labeled_func_data__"  # a DataArray's data as a variable of a Dataset
 SCATTER_BYTES = 1 << 20         # a skeleton larger than this goes to a distributed cluster once
+
+
+_COMPILE_BLOCKS = contextvars.ContextVar("labeled_func_compile_blocks", default=None)
+
+
+@contextlib.contextmanager
+def compiled_blocks(compile_block):
+    """Inside the block, each lazy vmap runs its blocks through ``compile_block(mapped, block)``
+    (``lf.jit`` on Dask data: one program per block shape, replayed in every block)."""
+    token = _COMPILE_BLOCKS.set(compile_block)
+    try:
+        yield
+    finally:
+        _COMPILE_BLOCKS.reset(token)
 
 
 def has_lazy_leaves(args, kwargs):
@@ -62,6 +77,9 @@ def vmap_lazy(mapped, args, kwargs):
     split = _Inputs(args, kwargs, leaves, specs, labels, dim, found)
     pieces, chunks = _align(found, size, mapped.allow_rechunk)
     skeleton = _Skeleton(block, split, _Draws.plan(mapped.randomness))
+    compile_block = _COMPILE_BLOCKS.get()
+    if compile_block is not None:
+        skeleton.run = compile_block(mapped, block)
     if skeleton.draws is not None and skeleton.draws.per_block:
         pieces.append((_positions(size, chunks), True))
     with np.errstate(all="ignore"), structure_only():
@@ -267,22 +285,24 @@ class _Skeleton:
 
     def __init__(self, block, inputs, draws):
         self.block = block
+        self.run = block  # what the blocks call: the block itself, or its lf.jit
         self.inputs = inputs
         self.draws = draws
         self.outputs = None
 
-    def call(self, arrays):
+    def call(self, arrays, block=None):
+        block = self.block if block is None else block
         if self.draws is None:
             args, kwargs = self.inputs.rebuild(arrays)
-            return self.block(*args, **kwargs)
+            return block(*args, **kwargs)
         if self.draws.per_block:
             arrays, positions = arrays[:-1], arrays[-1]
         with self.draws.seeded(positions[0] if self.draws.per_block else None):
             args, kwargs = self.inputs.rebuild(arrays)
-            return self.block(*args, **kwargs)
+            return block(*args, **kwargs)
 
     def __call__(self, *arrays):
-        return tuple(self.outputs.arrays(self.call(arrays)))
+        return tuple(self.outputs.arrays(self.call(arrays, self.run)))
 
 
 class _Draws:

@@ -14,13 +14,13 @@ import functools
 import inspect
 import numbers
 import threading
+import weakref
 
 import numpy as np
 import optree
 import xarray as xr
 
-from kernels.backend import library_of
-
+from . import dask as lazy
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 
@@ -50,7 +50,9 @@ def jit(func, *, static_argnames=()):
     (use ``xr.where`` / ``lf.cond``), and so does a shape that depends on its values.
     ``lf.random`` draws are made afresh at every call.  Other side effects (``print``,
     appending to a list) happen while tracing only, as in JAX.  Called inside another
-    transform, ``jit`` runs ``func`` as it is.
+    transform, ``jit`` runs ``func`` as it is.  On Dask-backed arguments the results are
+    lazy, as ``func``'s are, and each lazy ``lf.vmap`` inside compiles its blocks: one
+    program per block shape, replayed in every block.  See docs/jit.md.
 
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray(np.linspace(0.0, 1.0, 5), dims="sample")
@@ -83,26 +85,53 @@ class Jitted:
                                  f"{getattr(func, '__name__', 'the function')} (it has {sorted(known)})")
         self.cache = collections.OrderedDict()
         self.lock = threading.Lock()
+        self.tracing = threading.Lock()
+        self.blocks = weakref.WeakKeyDictionary()  # vmap level -> its Dask blocks, jitted
         self.traces = 0  # how many times the function was traced (for tests and curiosity)
         functools.update_wrapper(self, func, updated=())
 
     def __call__(self, *args, **kwargs):
         if current_levels():  # inside another transform: the function as it is
             return self.func(*args, **kwargs)
+        if lazy.has_lazy_leaves(args, kwargs):  # Dask: each lazy vmap inside compiles its blocks
+            with lazy.compiled_blocks(self._block_program):
+                return self.func(*args, **kwargs)
         call = _Call(self, args, kwargs)
+        compiled = self._cached(call)
+        if compiled is None:
+            with self.tracing:  # one trace per signature, however many threads ask at once
+                compiled = self._cached(call)
+                if compiled is None:
+                    compiled, result = self._trace(call)
+                    with self.lock:
+                        self.cache[call.key] = compiled
+                        while len(self.cache) > CACHE_SIZE:
+                            self.cache.popitem(last=False)
+                    return result
+        return compiled.outputs.build(compiled.program.run(call.arrays))
+
+    def _cached(self, call):
         with self.lock:
             compiled = self.cache.get(call.key)
-            if compiled is not None:
-                self.cache.move_to_end(call.key)
-        if compiled is None or not compiled.matches(call):
-            compiled, result = self._trace(call)
-            with self.lock:
-                self.cache[call.key] = compiled
-                self.cache.move_to_end(call.key)
-                while len(self.cache) > CACHE_SIZE:
-                    self.cache.popitem(last=False)
-            return result
-        return compiled.outputs.build(compiled.program.run(call.arrays))
+            if compiled is None or not compiled.matches(call):
+                return None
+            self.cache.move_to_end(call.key)
+            return compiled
+
+    def _block_program(self, mapped, block):
+        """The jitted form of a lazy vmap's per-block function ``block`` (``mapped`` is the
+        vmap level: the same object at every call when the vmap is built outside)."""
+        with self.lock:
+            jitted = self.blocks.get(mapped)
+            if jitted is None:
+                jitted = self.blocks[mapped] = Jitted(block, ())
+            return jitted
+
+    def __getstate__(self):  # to a Dask worker: the function, not its programs or locks
+        return {"func": self.func, "static_argnames": self.static_argnames}
+
+    def __setstate__(self, state):
+        self.__init__(state["func"], state["static_argnames"])
 
     def _trace(self, call):
         level = JitLevel()
@@ -210,9 +239,6 @@ class _Call:
         if isinstance(leaf, np.generic):
             return ("constant", type(leaf), leaf.item()), []
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            if library_of(leaf) == "dask":
-                raise TypeError(f"lf.jit: {self._where(path)} is a Dask array; lf.jit does not take Dask arrays yet "
-                                "(call the jitted function on each block, or compute first)")
             return ("array", type(leaf), tuple(leaf.shape), str(leaf.dtype)), [leaf]
         raise TypeError(
             f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which is neither an array, a DataArray or "

@@ -151,3 +151,11 @@ def test_bad_input_on_the_cluster(client):
     mismatched = lf.vmap(lambda a, b: a * b, dim="sample")(ds.a.chunk({"sample": N // 4}), ds.b.chunk({"sample": 3000}))
     assert mismatched.chunks == ((N // 4,) * 4,)
     np.testing.assert_allclose(client.compute(mismatched).result(), ds.a * ds.b, rtol=RTOL)
+
+
+def test_jit_of_a_lazy_vmap_on_the_cluster_equals_the_in_memory_vmap(client):
+    ds = samples(4000, seed=3)
+    per_sample = lf.vmap(lf.grad(model), dim="sample")
+    jitted = lf.jit(per_sample)  # pickled to the workers without its programs: each traces once
+    result = client.compute(jitted(ds.chunk({"sample": 1000}))).result()
+    xr.testing.assert_allclose(result, per_sample(ds), rtol=RTOL)

@@ -376,10 +376,51 @@ def test_static_argnames_must_name_parameters_and_values_must_hash():
         lf.jit(lambda x, scale: x * scale[0], static_argnames="scale")(X, [2.0])
 
 
-def test_dask_arguments_are_refused_naming_them():
-    dask_array = pytest.importorskip("dask.array")
-    with pytest.raises(TypeError, match="argument 'x' is a Dask array"):
-        lf.jit(lambda x: x * 2)(dask_array.ones(4, chunks=2))
+def dask_samples(n=10, seed=0):
+    rng = np.random.default_rng(seed)
+    x = xr.DataArray(rng.normal(size=(n, 6)), dims=("sample", "t"),
+                     coords={"sample": np.arange(n), "t": np.linspace(0, 1, 6)}, attrs={"units": "m"})
+    return xr.DataArray(rng.normal(size=n), dims="sample", coords={"sample": np.arange(n)}), x
+
+
+def test_dask_a_lazy_vmap_traces_once_per_block_shape_and_replays_in_every_block():
+    pytest.importorskip("dask.array")
+    calls = []
+
+    def loss(p, x):
+        calls.append(1)  # a side effect: once per trace (and once for the lazy graph's structure)
+        return (np.sin(p * x) ** 2).sum("t")
+
+    per_sample = lf.vmap(lf.grad(loss), dim="sample")
+    p, x = dask_samples()
+    expected = per_sample(p, x)
+    calls.clear()
+    jitted = lf.jit(per_sample)
+    lazy = jitted(p.chunk(sample=4), x.chunk(sample=4))  # blocks of 4, 4 and 2 examples
+    assert lazy.chunks == ((4, 4, 2),) and len(calls) == 1, "building the graph computes nothing"
+    xr.testing.assert_identical(lazy.compute(scheduler="threads"), expected)
+    assert len(calls) == 3, "one trace for the blocks of 4, one for the block of 2"
+    again = jitted((p * 1.5).chunk(sample=4), x.chunk(sample=4)).compute(scheduler="sync")
+    assert len(calls) == 4, "a new graph: its structure, and no new trace"
+    xr.testing.assert_identical(again, per_sample(p * 1.5, x))
+
+
+def test_dask_outside_the_vmap_stays_lazy_and_random_draws_match_the_unjitted_graph():
+    pytest.importorskip("dask.array")
+    p, x = dask_samples(12, seed=1)
+
+    def noisy(p, x):
+        return (p * x + lf.random.normal(like=x)).mean("t")
+
+    def model(p, x):
+        return lf.vmap(noisy, dim="sample", randomness="different")(p, x) * 2.0
+
+    lf.random.seed(5)
+    expected = model(p.chunk(sample=5), x.chunk(sample=5)).compute()
+    lf.random.seed(5)
+    got = lf.jit(model)(p.chunk(sample=5), x.chunk(sample=5))
+    assert got.chunks == ((5, 5, 2),)
+    xr.testing.assert_identical(got.compute(), expected)
 
 
 # --- fusion ---------------------------------------------------------------------------------------------
