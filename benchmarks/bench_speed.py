@@ -28,7 +28,7 @@ import numpy as np
 import xarray as xr
 
 import labeled_func as lf
-from benchmarks.bench_autodiff import ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami
+from benchmarks.bench_autodiff import ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami, lorenz96, lorenz96_jacobian
 from benchmarks.bench_vmap import best_time
 
 ISHIGAMI_N = 1_000_000
@@ -177,24 +177,8 @@ def advection_diffusion_rows():
 
 
 # --- Lorenz-96 --------------------------------------------------------------------------------------
-def lorenz96(x):
-    """The cyclic Lorenz-96 tendency of a state with dim "site"."""
-    return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + FORCING
-
-
 def lorenz96_numpy(x):
     return (np.roll(x, -1) - np.roll(x, 2)) * np.roll(x, 1) - x + FORCING
-
-
-def lorenz96_jacobian(x):
-    m = x.size
-    rows = np.arange(m)
-    jac = np.zeros((m, m))
-    np.add.at(jac, (rows, (rows + 1) % m), x[(rows - 1) % m])
-    np.add.at(jac, (rows, (rows - 2) % m), -x[(rows - 1) % m])
-    np.add.at(jac, (rows, (rows - 1) % m), x[(rows + 1) % m] - x[(rows - 2) % m])
-    np.add.at(jac, (rows, rows), -1.0)
-    return jac
 
 
 def finite_difference_loop(x):

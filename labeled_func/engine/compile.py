@@ -104,7 +104,9 @@ class JitLevel(Level):
         return None
 
     # --- primitives ----------------------------------------------------------------------------
-    def process(self, prim, args, params):
+    def read(self, args):
+        """The values of ``args`` in this run, and what a node reads for each: the slot of a
+        value this level traces (a view first brought up to date), else a Constant."""
         values, refs = [], []
         for arg in args:
             if type(arg) is JitTracer and arg._level is self:
@@ -115,6 +117,10 @@ class JitLevel(Level):
             else:
                 values.append(arg)
                 refs.append(Constant(arg))
+        return values, refs
+
+    def process(self, prim, args, params):
+        values, refs = self.read(args)
         out = prim.impl(*values, **params)
         if isinstance(out, tuple):
             raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
@@ -136,16 +142,7 @@ class JitLevel(Level):
     def process_per_example(self, fun, arrays):
         """A call that must see concrete values (``np.vectorize``'s Python loop) is one
         opaque node: each run calls ``fun`` on that run's arrays, as NumPy would."""
-        refs, values = [], []
-        for array in arrays:
-            if type(array) is JitTracer and array._level is self:
-                if array._view is not None:
-                    refresh_view(array)
-                refs.append(array._slot)
-                values.append(array._value)
-            else:
-                refs.append(Constant(array))
-                values.append(array)
+        values, refs = self.read(arrays)
         if all(type(ref) is Constant for ref in refs):
             return fun(arrays)
         outs = fun(values)
