@@ -155,6 +155,8 @@ def _getitem_transpose(g, x, *arrays, template):
     block_shape, pad_width = layout
     if tuple(g.shape) != block_shape:  # ints drop axes, None adds them: x's axes, each kept
         g = reshape.bind(g, shape=block_shape)
+    if not any(before or after for before, after in pad_width):  # the key read all of x
+        return g
     return pad.bind(g, pad_width=pad_width, constant_values=((0, 0),) * len(pad_width))
 
 
