@@ -16,6 +16,9 @@ where the time is in the NumPy kernels, against NumPy written by hand.
 - The same workloads under `lf.jit` (traced once before timing, then replayed), and the
   cost of one operation in a replayed program (a chain of 100 `np.sin` on 10 elements)
   against the same chain in NumPy.
+- Where PyTorch is installed (it is not a dependency): lf's times over torch.func's for
+  the same models (`torch.func.vmap(torch.func.grad(f))` on an (N, D) tensor; jacrev and
+  jacfwd of the Lorenz-96 tendency at M = 400), PyTorch with the threads it chooses.
 
 Every result is first checked against an independent oracle (the closed form, central
 differences); every figure is the best of several repeats, baselines in the same run.
@@ -31,12 +34,19 @@ import labeled_func as lf
 from benchmarks.bench_autodiff import ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami, lorenz96, lorenz96_jacobian
 from benchmarks.bench_vmap import best_time
 
+try:  # the torch.func rows, where PyTorch is installed (not a dependency)
+    import torch
+    import torch.func
+except ImportError:
+    torch = None
+
 ISHIGAMI_N = 1_000_000
 MEMORY_N = 4_000_000
 CELLS, STEPS, DX, DT = 64, 200, 1.0 / 64, 0.005
 FLOW_N = 2_000
 FLOW_PARAMS = ("velocity", "diffusivity", "decay")
 SITES, FORCING = 2_000, 8.0
+TORCH_SITES = 400
 FD_STEP = 1e-7
 REPEATS = 3
 
@@ -51,16 +61,40 @@ def row(benchmark, value_s, baseline_s, target, goal):
             "ratio": ratio, "target": f"ratio <= {goal}", "met": ratio <= goal}
 
 
-def with_and_without_jit(name, transformed, args, baseline_s, goal, jit_goal, check):
-    """Two rows: ``transformed(*args)`` and ``lf.jit(transformed)(*args)`` (traced before
-    timing) against ``baseline_s``; ``check`` compares a result with the oracle."""
+def lf_times(transformed, args, check):
+    """The best times of ``transformed(*args)`` and of ``lf.jit(transformed)(*args)`` (traced
+    before timing); ``check`` compares each result with the oracle first."""
     jitted = lf.jit(transformed)
+    check(transformed(*args))
     check(jitted(*args))
     check(jitted(*args))  # replayed
-    plain_s = best_time(lambda: transformed(*args), REPEATS)
-    jit_s = best_time(lambda: jitted(*args), REPEATS)
-    return [row(name, plain_s, baseline_s, "ratio", goal), row("  the same under lf.jit", jit_s, baseline_s,
-                                                                  "ratio", jit_goal)]
+    return best_time(lambda: transformed(*args), REPEATS), best_time(lambda: jitted(*args), REPEATS)
+
+
+def with_and_without_jit(name, transformed, args, baseline_s, goal, jit_goal, check, torch_rows=None):
+    """Two rows: ``transformed(*args)`` and ``lf.jit(transformed)(*args)`` against
+    ``baseline_s``; then, where PyTorch is installed, ``torch_rows(plain_s, jit_s)``."""
+    plain_s, jit_s = lf_times(transformed, args, check)
+    rows = [row(name, plain_s, baseline_s, "ratio", goal),
+            row("  the same under lf.jit", jit_s, baseline_s, "ratio", jit_goal)]
+    return rows + (torch_rows(plain_s, jit_s) if torch_rows is not None and torch is not None else [])
+
+
+def against_torch(label, torch_s, plain_s, jit_s, goal, jit_goal):
+    """Rows of lf's two times over torch.func's (goals None: for reference)."""
+    version = torch.__version__.split("+")[0]
+    rows = []
+    for name, value_s, target in ((f"  lf / {label} (torch {version})", plain_s, goal),
+                                  ("  lf.jit / the same", jit_s, jit_goal)):
+        ratio = value_s / torch_s
+        rows.append({"benchmark": name, "value": value_s * 1e3, "baseline": torch_s * 1e3, "unit": "ms",
+                     "ratio": ratio, "target": "none (for reference)" if target is None else f"ratio <= {target}",
+                     "met": target is None or ratio <= target})
+    return rows
+
+
+def torch_tensor(array):
+    return torch.as_tensor(np.ascontiguousarray(array), dtype=torch.float64)
 
 
 # --- Ishigami -----------------------------------------------------------------------------------
@@ -85,9 +119,20 @@ def ishigami_rows():
             np.testing.assert_allclose(got[name].values, expected, rtol=1e-12, atol=1e-12)
 
     numpy_s = best_time(lambda: ishigami_gradient_power(*values.values()), REPEATS)
+
+    def torch_rows(plain_s, jit_s):
+        def f(x):
+            return torch.sin(x[0]) + ISHIGAMI_A * torch.sin(x[1]) ** 2 + ISHIGAMI_B * x[2] ** 4 * torch.sin(x[0])
+
+        per_sample = torch.func.vmap(torch.func.grad(f))
+        table = torch_tensor(np.stack(list(values.values()), axis=-1))
+        np.testing.assert_allclose(per_sample(table).numpy(), np.stack(exact, axis=-1), rtol=1e-12, atol=1e-12)
+        torch_s = best_time(lambda: per_sample(table), REPEATS)
+        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, None, 0.6)
+
     return with_and_without_jit(
         f"Ishigami per-sample grads, vmap(grad) / NumPy gradient written with ** (N={ISHIGAMI_N:.0e})",
-        lf.vmap(lf.grad(ishigami), dim="sample"), (samples,), numpy_s, 0.8, 0.45, check)
+        lf.vmap(lf.grad(ishigami), dim="sample"), (samples,), numpy_s, 0.8, 0.45, check, torch_rows)
 
 
 def peak_bytes(func):
@@ -170,10 +215,29 @@ def advection_diffusion_rows():
             np.testing.assert_allclose(got[name].values, expected[name], rtol=1e-5, atol=1e-9)
 
     fd_s = best_time(lambda: forward_differences(values), REPEATS)
+
+    def torch_rows(plain_s, jit_s):
+        u0 = torch_tensor(initial_field())
+
+        def model(p):
+            u = u0
+            for _ in range(STEPS):
+                left, right = torch.roll(u, 1), torch.roll(u, -1)
+                u = u + DT * (-p[0] * (u - left) / DX + p[1] * (right - 2 * u + left) / DX**2 - p[2] * u)
+            return (u**2).mean()
+
+        per_sample = torch.func.vmap(torch.func.grad(model))
+        table = torch_tensor(np.stack([values[name] for name in FLOW_PARAMS], axis=-1))
+        got = per_sample(table).numpy()
+        for k, name in enumerate(FLOW_PARAMS):
+            np.testing.assert_allclose(got[:, k], expected[name], rtol=1e-5, atol=1e-9)
+        torch_s = best_time(lambda: per_sample(table), REPEATS)
+        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, None, 0.6)
+
     return with_and_without_jit(
         f"advection-diffusion {CELLS} cells x {STEPS} steps, vmap(grad) / NumPy forward FD "
         f"(N={FLOW_N:,}, 3 params, 4 evaluations)",
-        lf.vmap(lf.grad(advection_diffusion), dim="sample"), (samples,), fd_s, 1.6, 0.7, check)
+        lf.vmap(lf.grad(advection_diffusion), dim="sample"), (samples,), fd_s, 1.6, 0.7, check, torch_rows)
 
 
 # --- Lorenz-96 --------------------------------------------------------------------------------------
@@ -205,6 +269,33 @@ def lorenz96_rows():
 
         rows += with_and_without_jit(f"Lorenz-96 Jacobian, {name} / NumPy forward-FD loop (M={SITES:,})",
                                      transform(lorenz96), (state,), fd_s, 0.5, 0.3, check)
+    return rows + lorenz96_torch_rows()
+
+
+def lorenz96_torch_rows(sites=TORCH_SITES):
+    """jacrev and jacfwd of the Lorenz-96 tendency against torch.func's, at M = 400."""
+    if torch is None:
+        return []
+    rng = np.random.default_rng(4)
+    state = xr.DataArray(FORCING + rng.normal(size=sites), dims="site")
+    exact = lorenz96_jacobian(state.values)
+    x = torch_tensor(state.values)
+
+    def tendency(v):
+        return (torch.roll(v, -1) - torch.roll(v, 2)) * torch.roll(v, 1) - v + FORCING
+
+    rows = []
+    for name, transform, torch_transform in (("jacrev", lf.jacrev, torch.func.jacrev),
+                                             ("jacfwd", lf.jacfwd, torch.func.jacfwd)):
+        def check(got):
+            np.testing.assert_allclose(np.asarray(got), exact, rtol=1e-14, atol=1e-14)
+
+        jacobian = torch_transform(tendency)
+        check(jacobian(x).numpy())
+        torch_s = best_time(lambda: jacobian(x), REPEATS)
+        plain_s, jit_s = lf_times(transform(lorenz96), (state,), check)
+        rows += against_torch(f"torch.func.{name}, Lorenz-96 Jacobian (M={sites})", torch_s, plain_s, jit_s,
+                              1.2, 0.8)
     return rows
 
 
