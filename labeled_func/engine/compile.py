@@ -435,12 +435,3 @@ def _bound(node):
         return node.function
     function, params = node.function, node.params
     return lambda *args: function(*args, **params)
-
-
-def is_recorded(value):
-    """Whether an abstract (recording) level traces ``value`` at any depth."""
-    while isinstance(value, Traced):
-        if value._level.abstract:
-            return True
-        value = value._value
-    return False
