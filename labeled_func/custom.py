@@ -27,7 +27,7 @@ import optree
 import xarray as xr
 
 from .engine import Tracer, bind_custom_jvp, bind_custom_vjp, differentiated
-from .flat import FlatArrays, match_arrays
+from .flat import FlatArrays, match_arrays, replace_arrays
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -189,14 +189,7 @@ class _Call:
         for leaf in self.residual_leaves:
             count = len(_arrays_of(leaf))
             data, start = arrays[start:start + count], start + count
-            if not count:
-                leaves.append(leaf)
-            elif isinstance(leaf, xr.DataArray):
-                leaves.append(leaf.copy(deep=False, data=data[0]))
-            elif isinstance(leaf, xr.Dataset):
-                leaves.append(leaf.copy(deep=False, data=dict(zip(leaf.data_vars, data))))
-            else:
-                leaves.append(data[0])
+            leaves.append(replace_arrays(leaf, data) if count else leaf)
         return optree.tree_unflatten(self.residual_treedef, leaves)
 
 

@@ -18,7 +18,7 @@ import xarray as xr
 from kernels import creation as kc
 from kernels.backend import dtype_kind
 
-__all__ = ["FlatArrays", "match_arrays"]
+__all__ = ["FlatArrays", "match_arrays", "replace_arrays"]
 
 
 class FlatArrays:
@@ -72,11 +72,12 @@ class FlatArrays:
         for leaf, count in zip(self.leaves, self.counts):
             new = arrays[k:k + count]
             k += count
-            leaves.append(_replace(leaf, new) if count else leaf)
+            leaves.append(replace_arrays(leaf, new) if count else leaf)
         return optree.tree_unflatten(self.treedef, leaves)
 
 
-def _replace(leaf, arrays):
+def replace_arrays(leaf, arrays):
+    """``leaf`` (a DataArray, a Dataset or an array) holding ``arrays`` instead of its own."""
     if isinstance(leaf, xr.DataArray):
         return leaf.copy(deep=False, data=arrays[0])
     if isinstance(leaf, xr.Dataset):

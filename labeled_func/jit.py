@@ -23,6 +23,7 @@ import xarray as xr
 from . import dask as lazy
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
+from .flat import replace_arrays
 
 __all__ = ["jit", "CACHE_SIZE"]
 
@@ -252,14 +253,7 @@ class _Call:
         for leaf, count in zip(self.leaves, self.counts):
             new = arrays[k:k + count]
             k += count
-            if not count:
-                leaves.append(leaf)
-            elif isinstance(leaf, xr.DataArray):
-                leaves.append(leaf.copy(deep=False, data=new[0]))
-            elif isinstance(leaf, xr.Dataset):
-                leaves.append(leaf.copy(deep=False, data=dict(zip(leaf.data_vars, new))))
-            else:
-                leaves.append(new[0])
+            leaves.append(replace_arrays(leaf, new) if count else leaf)
         tree = optree.tree_unflatten(self.treedef, leaves)
         if self.bound is None:
             return tree
