@@ -91,7 +91,15 @@ def _to_number(xp, args):
     return [int(arg) if isinstance(arg, bool) else arg for arg in args]
 
 
-_ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number}
+def _to_condition(xp, args):
+    """A Python bool condition as an array: CuPy's ``where`` calls ``condition.astype``."""
+    condition, *rest = args
+    if not hasattr(condition, "dtype"):
+        condition = xp.asarray(bool(condition))
+    return [condition, *rest]
+
+
+_ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number, "condition": _to_condition}
 
 
 def _define(name, function_name=None, semantics=None):
@@ -249,7 +257,7 @@ fmax = elementwise_primitive("fmax", _fmax)
 fmin = elementwise_primitive("fmin", _fmin)
 
 # --- ternary ----------------------------------------------------------------
-where = _define("where")
+where = _define("where", semantics="condition")
 
 
 def _astype_impl(x, *, dtype):
@@ -652,7 +660,11 @@ def _special(name):
         arrays = [arg for arg in args if hasattr(arg, "dtype")]
         library = library_of(arrays[0]) if arrays else None
         if library == "cupy":
+            import cupy
             import cupyx.scipy.special as special
+
+            # cupyx's functions compare and broadcast their arguments as arrays (polygamma's n)
+            args = [arg if hasattr(arg, "dtype") else cupy.asarray(arg) for arg in args]
         elif library in ("numpy", None):
             import scipy.special as special
         else:

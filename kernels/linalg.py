@@ -262,7 +262,14 @@ def _linalg_primitive(name, impl, jvp=None, vjp=None, **options):
 
 # --- solve ----------------------------------------------------------------------------
 def _solve_impl(a, b):
-    return namespace(a, b).linalg.solve(a, b)
+    """``b`` is a stack of (M, K) matrices.  The stack dims are broadcast here: NumPy's
+    solve broadcasts them, CuPy's requires them equal."""
+    xp = namespace(a, b)
+    if a.shape[:-2] != b.shape[:-2]:
+        stack = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        a = xp.broadcast_to(a, stack + tuple(a.shape[-2:]))
+        b = xp.broadcast_to(b, stack + tuple(b.shape[-2:]))
+    return xp.linalg.solve(a, b)
 
 
 def _solve_batch(axis_size, values, batched):
@@ -552,12 +559,25 @@ def _eig_values_impl(a):
     """NumPy's eigvals orders the eigenvalues as its eig does; elsewhere (CuPy says it need
     not) they come from the same eig call as the eigenvectors."""
     linalg = _eig_linalg(a)
-    return linalg.eigvals(a) if linalg is np.linalg else linalg.eig(a)[0]
+    return linalg.eigvals(a) if linalg is np.linalg else _numpy_dtypes(a, *linalg.eig(a))[0]
+
+
+def _eig_vectors_impl(a):
+    linalg = _eig_linalg(a)
+    return linalg.eig(a)[1] if linalg is np.linalg else _numpy_dtypes(a, *linalg.eig(a))[1]
+
+
+def _numpy_dtypes(a, w, v):
+    """Eigenpairs in NumPy's dtypes: real for a real matrix whose whole spectrum is real
+    (CuPy's eig answers complex always)."""
+    xp = namespace(a)
+    if dtype_kind(a.dtype) == "c" or not bool(xp.all(xp.imag(w) == 0)):
+        return w, v
+    return xp.real(w), xp.real(v)
 
 
 eig_values = _linalg_primitive("eig_values", _eig_values_impl, _eig_values_jvp, _eig_values_vjp)
-eig_vectors = _linalg_primitive("eig_vectors", lambda a: _eig_linalg(a).eig(a)[1],
-                                _eig_vectors_jvp, _eig_vectors_vjp)
+eig_vectors = _linalg_primitive("eig_vectors", _eig_vectors_impl, _eig_vectors_jvp, _eig_vectors_vjp)
 
 
 # --- svd (reduced): A = U diag(s) Vh, s descending ---------------------------------------

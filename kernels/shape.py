@@ -132,6 +132,13 @@ flip = linear_rules(Primitive("flip", _flip_impl, _flip_batch), lambda g, x, *, 
 def _sliding_window_impl(x, *, window_shape, axis):
     xp = namespace(x)
     library = namespace_library(xp)
+    if library == "cupy" and len(axis) > 1 and list(axis) != sorted(axis):
+        # CuPy's orders the window dims of axes given out of order unlike NumPy's (seen on
+        # CuPy 14): ask in ascending order, then put the window dims in the order asked
+        order = sorted(range(len(axis)), key=lambda i: axis[i])
+        view = _sliding_window_impl(x, window_shape=tuple(window_shape[i] for i in order),
+                                    axis=tuple(axis[i] for i in order))
+        return xp.permute_dims(view, tuple(range(x.ndim)) + tuple(x.ndim + order.index(i) for i in range(len(axis))))
     if library in ("numpy", "cupy"):  # NumPy's and CuPy's own: a strided view, no copy
         return sys.modules[library].lib.stride_tricks.sliding_window_view(x, window_shape, axis=axis)
     return extra(xp, "sliding_window_view")(x, window_shape, axis)

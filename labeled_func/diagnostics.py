@@ -41,6 +41,12 @@ _LABELS = (
     "instead, e.g. x.where(x[dim] == label, 0).sum(dim), or use positions with "
     "np.take_along_axis."
 )
+_OPT_EINSUM = (
+    "xarray computes dot products with opt_einsum when it is installed, and opt_einsum hands "
+    "every operand to the library of the first one (Dask here), which cannot hold a traced "
+    "value. Put a traced argument first (xr.dot(p, d) rather than xr.dot(d, p)), or turn "
+    "opt_einsum off around the call: `with xr.set_options(use_opt_einsum=False): ...`."
+)
 _XARRAY_ADVICE = {
     "interp": _INTERP,
     "interp_like": _INTERP,
@@ -141,6 +147,8 @@ def _advice(site, kind):
         return _XARRAY_CONTROL_FLOW[site.method]
     if site.method == "apply_ufunc" and site.options.get("vectorize"):
         return _VECTORIZE
+    if any(name.startswith("opt_einsum.") for name in site.through):
+        return _OPT_EINSUM
     advice = _XARRAY_ADVICE.get(site.options.get("accessor") or site.method)
     if advice is not None:
         return advice

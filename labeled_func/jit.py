@@ -284,7 +284,8 @@ def _hashable(name, value):
 # --- outputs: the template, the slots of their arrays ----------------------------------------------
 def _placeholder(array):
     """A stand-in of ``array``'s shape and dtype that holds no memory (a template's data)."""
-    return np.broadcast_to(np.zeros((), dtype=np.dtype(array.dtype)), tuple(array.shape))
+    dtype = np.dtype(getattr(array.dtype, "_np_dtype", array.dtype))  # array_api_strict's dtypes wrap NumPy's
+    return np.broadcast_to(np.zeros((), dtype=dtype), tuple(array.shape))
 
 
 class _Outputs:

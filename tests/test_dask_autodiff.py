@@ -195,7 +195,9 @@ def _written(p, d):
 @pytest.mark.parametrize("argnums", [0, 1], ids=["wrt_params", "wrt_data"])
 @pytest.mark.parametrize("name", list(OPERATIONS))
 def test_operations_under_grad_on_lazy_data(name, argnums, scheduler):
-    gradient = lf.grad(OPERATIONS[name], argnums=argnums)(P, LAZY)
+    # xr.dot with opt_einsum installed and Dask data first: see the test below
+    with xr.set_options(use_opt_einsum=False):
+        gradient = lf.grad(OPERATIONS[name], argnums=argnums)(P, LAZY)
     assert scheduler.calls == 0 and is_lazy(gradient)
     xr.testing.assert_allclose(gradient.compute(), lf.grad(OPERATIONS[name], argnums=argnums)(P, DATA),
                                rtol=1e-12, atol=1e-12)
@@ -298,3 +300,21 @@ def test_second_order_with_dask_backed_arguments(scheduler, chunked, second_orde
     lazy = transform(p, d)
     assert scheduler.calls == 0 and is_lazy(lazy)
     assert_same(lazy, transform(params, data))
+
+
+def test_xr_dot_through_opt_einsum_with_dask_first_says_how_to_avoid_it(scheduler):
+    """With opt_einsum installed, xarray's dot hands every operand to the library of the first
+    (Dask): the error says to put the traced argument first or turn opt_einsum off, and both
+    work (against the in-memory gradient)."""
+    pytest.importorskip("opt_einsum")
+    loss = OPERATIONS["dot"]
+    expected = lf.grad(loss)(P, DATA)
+    with xr.set_options(use_opt_einsum=True):
+        with pytest.raises(lf.ConversionError, match=r"opt_einsum(.|\n)*use_opt_einsum=False"):
+            lf.grad(loss)(P, LAZY)
+        swapped = lf.grad(lambda p, d: (xr.dot(p, d, dim="x") ** 2).mean())(P, LAZY)
+    with xr.set_options(use_opt_einsum=False):
+        off = lf.grad(loss)(P, LAZY)
+    assert scheduler.calls == 0 and is_lazy(swapped) and is_lazy(off)
+    xr.testing.assert_allclose(swapped.compute(), expected)
+    xr.testing.assert_allclose(off.compute(), expected)

@@ -13,7 +13,7 @@ from kernels import creation as kc
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active, bind_per_example
-from .tracer import PrimalTracer, integral, primal_of
+from .tracer import PrimalTracer, integral, primal_of, stays_traced
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
 __all__ = ["JVPLevel", "JVPTracer", "split_tangent", "tangent_of"]
@@ -41,7 +41,8 @@ class JVPLevel(Level):
         if prim.traced_constant:
             return JVPTracer(self, prim.bind(*primals, **params), None)
         if not prim.differentiable:
-            return prim.bind(*primals, **params)
+            out = prim.bind(*primals, **params)
+            return JVPTracer(self, out, None) if stays_traced(out) else out
         if prim.jvp is None:
             raise UnsupportedOperationError(f"{prim.name} has no JVP rule: it cannot be differentiated in forward mode")
         out, tangent = prim.jvp(primals, tangents, **params)
@@ -52,7 +53,7 @@ class JVPLevel(Level):
                 result._view = view
                 return result
         if tangent is None or integral(out):
-            return out
+            return JVPTracer(self, out, None) if stays_traced(out) else out
         return JVPTracer(self, out, tangent)
 
     def process_custom_jvp(self, fun, rule, arrays):

@@ -17,7 +17,7 @@ from kernels.backend import dtype_kind
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active, bind_per_example
-from .tracer import PrimalTracer, integral, primal_of
+from .tracer import PrimalTracer, integral, primal_of, stays_traced
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
 __all__ = ["VJPLevel", "VJPTracer", "Node", "CustomNode", "backward", "input_node", "node_of"]
@@ -94,7 +94,7 @@ class VJPLevel(Level):
                 result._view = view
                 return result
         if not prim.differentiable or not parents or integral(out):
-            return out
+            return VJPTracer(self, out, None) if stays_traced(out) else out
         if prim.vjp is None:
             raise UnsupportedOperationError(f"{prim.name} has no VJP rule: it cannot be differentiated in reverse mode")
         return VJPTracer(self, out, Node(prim, params, tuple(parents), tuple(primals), out))

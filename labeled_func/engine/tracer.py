@@ -17,7 +17,7 @@ from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
 from kernels import linalg as kl
-from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, numpy_namespace
+from kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, numpy_namespace
 from kernels.primitive import Traced, bottom
 
 from . import diagnose
@@ -441,6 +441,17 @@ def integral(value):
     """Integer or boolean values: outputs of an AD level that carry no derivative."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and is_integer_dtype(dtype)
+
+
+_RAW_OK = ("numpy", None, "dask")
+
+
+def stays_traced(value):
+    """Whether an output without a derivative stays a tracer (without one) rather than the
+    raw array: for libraries whose own functions refuse tracers (CuPy, array_api_strict).
+    A raw CuPy array beside a tracer would make xarray pick CuPy's namespace, or NumPy
+    hand the call to CuPy's ``__array_function__``; NumPy and Dask arrays defer to tracers."""
+    return library_of(value) not in _RAW_OK
 
 
 class PrimalTracer(Tracer):

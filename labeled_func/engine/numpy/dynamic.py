@@ -49,6 +49,18 @@ def _host(value):
     return value if library == "numpy" and not isinstance(value, (list, tuple)) else np.asarray(value)
 
 
+def _on_device_of(value, out):
+    """Positions and counts found on the host, back in the library of ``value`` (CuPy:
+    on the GPU, as CuPy's own function returns them); NumPy's as they are."""
+    if library_of(value) != "cupy":
+        return out
+    xp = namespace(value)
+    if isinstance(out, tuple):
+        return type(out)(*[xp.asarray(part) for part in out]) if hasattr(out, "_fields") else tuple(
+            xp.asarray(part) for part in out)
+    return xp.asarray(out)
+
+
 def pick(a, positions, axis):
     """``a`` (flattened when ``axis`` is None) at integer ``positions`` along ``axis``."""
     a = asarray(a)
@@ -66,17 +78,17 @@ def _count(value):
 
 @implements(np.nonzero)
 def _nonzero(a):
-    return np.nonzero(fixed(a, "numpy.nonzero"))
+    return _on_device_of(a, np.nonzero(fixed(a, "numpy.nonzero")))
 
 
 @implements(np.argwhere)
 def _argwhere(a):
-    return np.argwhere(fixed(a, "numpy.argwhere"))
+    return _on_device_of(a, np.argwhere(fixed(a, "numpy.argwhere")))
 
 
 @implements(np.flatnonzero)
 def _flatnonzero(a):
-    return np.flatnonzero(fixed(a, "numpy.flatnonzero"))
+    return _on_device_of(a, np.flatnonzero(fixed(a, "numpy.flatnonzero")))
 
 
 @implements(np.unique)
@@ -85,7 +97,7 @@ def _unique(ar, return_index=False, return_inverse=False, return_counts=False, a
     found = np.unique(fixed(ar, "numpy.unique"), return_index=True, return_inverse=return_inverse,
                       return_counts=return_counts, axis=axis, equal_nan=equal_nan, sorted=sorted)
     values = pick(ar, found[1], axis)
-    out = (values,) + ((found[1],) if return_index else ()) + tuple(found[2:])
+    out = (values,) + _on_device_of(ar, ((found[1],) if return_index else ()) + tuple(found[2:]))
     return out[0] if len(out) == 1 else out
 
 
@@ -97,7 +109,7 @@ UniqueInverseResult = namedtuple("UniqueInverseResult", ["values", "inverse_indi
 def _unique_all_of(x, name):
     """np.unique_all's result with traced values (sorted; NumPy leaves the order open)."""
     found = np.unique_all(fixed(x, f"numpy.{name}"))
-    return found, pick(x, found.indices, None)
+    return _on_device_of(x, found), pick(x, found.indices, None)
 
 
 @implements(np.unique_values)

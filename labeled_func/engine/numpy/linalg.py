@@ -22,7 +22,7 @@ from kernels import elementwise as ew
 from kernels import linalg as kl
 from kernels import indexing as ki
 from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
+from kernels.backend import any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
 from kernels.creation import ones_like, zeros_like
 from kernels.indexing import getitem_static
 from kernels.primitive import Traced
@@ -635,17 +635,17 @@ def _observation_weights(weights, name, count, frequencies, like):
             raise RuntimeError(f"incompatible numbers of samples and {name}")
         xp = namespace(weights)
         return weights if weights.dtype == xp.float64 else ew.astype.bind(weights, dtype=xp.float64)
-    weights = np.asarray(weights, dtype=float)
-    if frequencies and not np.all(weights == np.around(weights)):
+    xp = namespace(like)
+    weights = xp.asarray(weights, dtype=xp.float64)  # in the library of the data (CuPy stays on the GPU)
+    if frequencies and any_true(weights != xp.round(weights)):
         raise TypeError("fweights must be integer")
     if weights.ndim > 1:
         raise RuntimeError(f"cannot handle multidimensional {name}")
     if weights.shape[0] != count:
         raise RuntimeError(f"incompatible numbers of samples and {name}")
-    if np.any(weights < 0):
+    if any_true(weights < 0):
         raise ValueError(f"{name} cannot be negative")
-    xp = namespace(like)
-    return xp.asarray(weights, dtype=xp.float64)
+    return weights
 
 
 def _variables_as_rows(x, rowvar, dtype, transpose_unless_single_row):

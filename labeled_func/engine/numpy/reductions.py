@@ -901,7 +901,7 @@ def _bin_edges(a, bins, range, weights, name):
     edges = bins if isinstance(bins, Traced) or hasattr(bins, "shape") else namespace(a).asarray(bins)
     if edges.ndim != 1:
         raise ValueError(f"numpy.{name}: `bins` must be 1d, when an array")
-    if not isinstance(edges, Traced) and np.any(np.asarray(edges[:-1] > edges[1:])):
+    if not isinstance(edges, Traced) and any_true(edges[:-1] > edges[1:]):
         raise ValueError(f"numpy.{name}: `bins` must increase monotonically, when an array")
     return edges
 

@@ -1,0 +1,243 @@
+"""Every entry of the operator table on CuPy arrays (a GPU), against NumPy.
+
+Skipped, with the reason, where CuPy or a GPU is missing (CI has none). Three checks per
+(entry, dtype), each listing every failing call as ``test_ops_vmap.py`` does:
+
+1. ``lf.vmap`` of the entry on CuPy arrays against the per-example NumPy loop on the
+   same values (arrays batched at axis 0 or not batched);
+2. for differentiable entries in float64, the VJP on CuPy (a random cotangent) against
+   the VJP on NumPy of the same values: the NumPy VJP is checked against finite
+   differences in ``test_ops_grad.py``, so this asks whether the rules' kernels run on
+   CuPy and give the same numbers;
+3. the same vmap under ``lf.jit`` (the replayed program must run on CuPy arrays and never
+   take NumPy's fused path).
+
+The results must be CuPy arrays: nothing may move to the host behind the user's back.
+"""
+
+import traceback
+
+import numpy as np
+import pytest
+
+import labeled_func as lf
+from opinfo import OP_DB, array_positions, assert_same, case, examples, placements, stack_outputs, with_arrays
+
+cupy = pytest.importorskip("cupy", reason="CuPy is not installed (the 'gpu' extra on a GPU machine)")
+try:
+    _GPUS = cupy.cuda.runtime.getDeviceCount()
+except Exception as error:  # noqa: BLE001 - CUDARuntimeError without a driver
+    pytest.skip(f"CuPy finds no usable GPU ({type(error).__name__}: {error})", allow_module_level=True)
+if _GPUS < 1:
+    pytest.skip("CuPy finds no GPU", allow_module_level=True)
+
+pytestmark = pytest.mark.gpu
+
+F64 = np.dtype(np.float64)
+BATCH = 3
+CASES = [case(op, "cupy", dtype) for op in OP_DB for dtype in op.dtypes]
+GRAD_CASES = [case(op, "cupy-grad", F64) for op in OP_DB if op.differentiable and F64 in op.dtypes]
+
+
+# Entries whose samples build NumPy arrays inside the call (a mask from a tuple, fftfreq):
+# CuPy refuses NumPy arrays in its operations, outside lf as well.
+NUMPY_CONSTANTS = {"fftfreq", "nanmean_where", "nanmax_where", "nanmin_where", "trim_zeros"}
+# With a raw CuPy first argument NumPy hands the call to CuPy's own function (CuPy's
+# __array_function__ comes first), as it does outside lf: these CuPy functions lack the
+# feature the sample uses (reductions' where=, histogram's weights beside a raw array).
+CUPY_OWN_FUNCTION = {"add_reduce_where", "amax_where", "fmin_reduce_where", "max_where", "maximum_reduce_where",
+                     "min_where", "nansum_where", "prod_where", "sum_where", "sum_where_initial",
+                     "histogram_weighted"}
+
+
+def skipped_placement(op, in_dims):
+    """Why this placement of the entry is not checked on CuPy, or None."""
+    if op.name.startswith("vectorize") and None in in_dims:
+        return "np.vectorize loops over host values: a raw CuPy argument refuses to convert, outside lf as well"
+    if op.name in CUPY_OWN_FUNCTION and in_dims[0] is None:
+        return "CuPy's own function runs for a raw first argument and lacks the feature"
+    return None
+
+
+def to_numpy(value):
+    assert isinstance(value, cupy.ndarray), f"returned a {type(value).__module__}.{type(value).__name__}, not CuPy"
+    return cupy.asnumpy(value)
+
+
+def raw_first_argument_refuses_tracer(op, in_dims):
+    """``x[i]`` / ``x[...] = v`` / ``x + y`` with a raw CuPy ``x``: CuPy's own method runs
+    before any tracer can (as NumPy's does); the policy errors are tested on NumPy."""
+    return in_dims[0] is None and (op.index_into_first_arg or op.writes_into_first_arg or op.operator_on_first_arg)
+
+
+def on_device(sample_examples, in_dims):
+    sample = sample_examples[0]
+    return [
+        cupy.asarray(sample.args[j] if dim is None else np.stack([example.args[j] for example in sample_examples]))
+        for j, dim in zip(array_positions(sample), in_dims)
+    ]
+
+
+# Eigen- and singular vectors: their signs are the library's choice (LAPACK's and cuSOLVER's
+# differ), so these entries are compared through the sign-free function of the derivative
+# tests (``ad_op``: products v_ij v_kj).
+SIGN_CHOICE = {"linalg_eigh", "linalg_eigh_upper", "linalg_svd"}
+
+
+# eig's eigenvectors are unit vectors up to a complex phase, which the library chooses (CuPy's
+# float32 ones come as -1 times LAPACK's): compared through the phase-free v_ij conj(v_kj).
+PHASE_CHOICE = {"linalg_eig", "linalg_eig_real_spectrum"}
+
+
+def function_of(op, sample):
+    """``op`` (or its sign-free ``ad_op``) as a function of the sample's arrays."""
+    if op.name in SIGN_CHOICE:
+        return differentiated_with_arrays(op, sample)
+    call = with_arrays(op, sample)
+    if op.name in PHASE_CHOICE:
+        def phase_free(*arrays):
+            w, v = call(*arrays)
+            return w, np.einsum("...ij,...kj->...ikj", v, np.conj(v))
+        return phase_free
+    return call
+
+
+def same(actual, expected, op, dtype):
+    """``assert_same``, except for float32 and complex64 inputs: their results (a float64
+    density too) are compared at single precision, 1e-5, and factorizations at 1e-3 (cuSOLVER
+    and LAPACK round differently in single precision, amplified by the condition number)."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), type(actual)
+        for a, e in zip(actual, expected):
+            same(a, e, op, dtype)
+        return
+    if np.dtype(dtype) not in (np.float32, np.complex64) or expected.dtype.kind not in "fc" \
+            or not op.compare_values:
+        assert_same(actual, expected, compare_values=op.compare_values, to_numpy=to_numpy)
+        return
+    actual = to_numpy(actual)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != loop's {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != loop's {expected.dtype}"
+    rtol = 1e-3 if op.name.startswith("linalg_") else 1e-5
+    finite = np.abs(expected[np.isfinite(expected)])
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol * (1 + (finite.max() if finite.size else 0)))
+
+
+def loop(op, sample_examples, in_dims):
+    sample = sample_examples[0]
+    call = function_of(op, sample)
+    positions = array_positions(sample)
+    return stack_outputs([
+        call(*[(example if dim is not None else sample).args[j] for j, dim in zip(positions, in_dims)])
+        for example in sample_examples
+    ])
+
+
+def run_vmap_cases(op, dtype, transform, *, fixed_shapes=False):
+    if op.name in NUMPY_CONSTANTS:
+        pytest.skip(f"{op.name}: its samples mix NumPy constants into the call, which CuPy refuses")
+    failures, calls = [], 0
+    for sample_examples in examples(op, dtype, BATCH):
+        sample = sample_examples[0]
+        call = function_of(op, sample)
+        for in_dims in placements(sample, choices=(0, None)):
+            if raw_first_argument_refuses_tracer(op, in_dims) or skipped_placement(op, in_dims):
+                continue
+            if any(j in op.dynamic_shape_args and d is not None for j, d in zip(array_positions(sample), in_dims)):
+                continue  # DynamicShapeError: the policy, tested on NumPy
+            calls += 1
+            try:
+                actual = transform(lf.vmap(call, in_dims=in_dims))(*on_device(sample_examples, in_dims))
+                same(actual, loop(op, sample_examples, in_dims), op, dtype)
+            except Exception as error:  # noqa: BLE001 - every failing call is listed
+                if fixed_shapes and isinstance(error, lf.DynamicShapeError):
+                    calls -= 1  # lf.jit records fixed shapes: the policy, tested on NumPy in test_jit.py
+                    continue
+                failures.append(f"{sample!r} in_dims={in_dims}: {describe(error)}")
+    return failures, calls
+
+
+def describe(error):
+    """The error's type, first line and innermost frame of this project (where to look)."""
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if "/labeled_func/" in f.filename
+              or "/kernels/" in f.filename]
+    where = f" [at {frames[-1].filename.rsplit('/', 2)[-2]}/{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}]" \
+        if frames else ""
+    return f"{type(error).__name__}: {first_line}{where}"
+
+
+def fail_if(op, failures, calls, what):
+    if not calls:
+        pytest.skip(f"{op.name}: every placement is a policy error (tested on NumPy)")
+    if failures:
+        shown = "\n".join(failures[:12])
+        pytest.fail(f"{len(failures)} of {calls} calls of {op.name} on CuPy {what}:\n{shown}", pytrace=False)
+
+
+@pytest.mark.parametrize("op, dtype", CASES)
+def test_vmap_on_cupy_matches_numpy_loop(op, dtype):
+    fail_if(op, *run_vmap_cases(op, dtype, lambda f: f), "differ from the NumPy loop")
+
+
+@pytest.mark.parametrize("op, dtype", CASES)
+def test_jit_of_vmap_on_cupy_matches_numpy_loop(op, dtype):
+    def twice(f):  # the first call traces, the second replays the program
+        jitted = lf.jit(f)
+        return lambda *args: (jitted(*args), jitted(*args))[1]
+
+    fail_if(op, *run_vmap_cases(op, dtype, twice, fixed_shapes=True), "under lf.jit differ from the NumPy loop")
+
+
+@pytest.mark.parametrize("op, dtype", GRAD_CASES)
+def test_vjp_on_cupy_matches_vjp_on_numpy(op, dtype):
+    if op.name in NUMPY_CONSTANTS:
+        pytest.skip(f"{op.name}: its samples mix NumPy constants into the call, which CuPy refuses")
+    failures, calls = [], 0
+    for (sample,) in examples(op, dtype, 1):
+        positions = array_positions(sample)
+        wrt = [k for k, j in enumerate(positions)
+               if j not in op.integer_index_args and np.issubdtype(sample.args[j].dtype, np.floating)]
+        if not wrt:
+            continue
+        full = differentiated_with_arrays(op, sample)
+        arrays = [sample.args[j] for j in positions]
+
+        def fn(*free, arrays=arrays, full=full, wrt=wrt, lib=np):
+            args = [lib.asarray(a) for a in arrays]
+            for k, value in zip(wrt, free):
+                args[k] = value
+            return full(*args)
+
+        calls += 1
+        try:
+            out, vjp_np = lf.vjp(fn, *[arrays[k] for k in wrt])
+            rng = np.random.default_rng(1)
+            cotangent = tree_like(out, lambda o: rng.standard_normal(np.shape(o)).astype(np.result_type(o)))
+            expected = vjp_np(cotangent)
+            out_gpu, vjp_gpu = lf.vjp(lambda *free: fn(*free, lib=cupy), *[cupy.asarray(arrays[k]) for k in wrt])
+            actual = vjp_gpu(tree_like(cotangent, cupy.asarray))
+            same(out_gpu, tree_like(out, np.asarray), op, dtype)
+            same(tuple(actual), tuple(np.asarray(e) for e in expected), op, dtype)
+        except Exception as error:  # noqa: BLE001 - every failing call is listed
+            failures.append(f"{sample!r}: {describe(error)}")
+    fail_if(op, failures, calls, "VJPs differ from NumPy's")
+
+
+def differentiated_with_arrays(op, sample):
+    """``op.differentiated`` (``ad_op`` where set) as a function of the sample's arrays."""
+    positions = array_positions(sample)
+
+    def call(*arrays):
+        args = list(sample.args)
+        for j, array in zip(positions, arrays):
+            args[j] = array
+        return op.differentiated(*args, **sample.kwargs)
+
+    return call
+
+
+def tree_like(value, leaf):
+    if isinstance(value, (tuple, list)):
+        return type(value)(tree_like(v, leaf) for v in value)
+    return leaf(value)
