@@ -18,8 +18,10 @@ folding, by construction: they never reach the level), a node identical to an ea
 one (same callable, parameters and inputs) reuses its output (common subexpression
 elimination), and ``Program.prune`` drops the nodes no output needs (dead code).
 Then ``Program.fuse`` turns each tree of float64 elementwise nodes (intermediates read
-once) on large arrays into one ``numexpr`` evaluation: one pass over memory instead of
-one per operation.
+once) into one kernel: on NumPy arrays (of ``FUSE_MIN_SIZE`` elements at least) one
+``numexpr`` evaluation, on CuPy arrays one ``cupy.ElementwiseKernel`` (the expression in
+CUDA C, compiled by CuPy once per expression): one pass over memory instead of one per
+operation, and on the GPU one kernel launch.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ from .stack import Level
 from .tracer import PrimalTracer, Wording, unknown_value_policy
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
-__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS", "FUSE_MIN_SIZE"]
+__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS", "FUSE_MIN_SIZE", "cuda_source"]
 
 FUSE_MIN_SIZE = 1 << 14
 """Elements of a result below which elementwise nodes are not fused (numexpr's ~1 us per
@@ -329,9 +331,8 @@ class Program:
 
     def fuse(self):
         """Each tree of fusable nodes whose intermediates are read once (and are no output)
-        becomes one numexpr evaluation at the place of its root."""
-        if numexpr is None:
-            return self
+        becomes one numexpr evaluation (NumPy) or one ElementwiseKernel (CuPy) at the place
+        of its root."""
         readers = {}
         for node in self.nodes:
             for ref in node.refs:
@@ -343,8 +344,12 @@ class Program:
         for node in self.nodes:
             if node.fusable is None:
                 continue
+            library = node.fusable.library
+            if library == "numpy" and numexpr is None:
+                continue
+            table = _EXPRESSIONS if library == "numpy" else _CUDA_EXPRESSIONS
             pieces, leaves, dtypes, size = [], [], [], 1
-            for ref, dtype in zip(node.refs, node.fusable):
+            for ref, dtype in zip(node.refs, node.fusable.dtypes):
                 inner = trees.get(ref) if type(ref) is int else None
                 if (inner is not None and readers.get(ref) == 1 and ref not in outputs
                         and len(leaves) + len(inner[1]) + len(node.refs) <= _MAX_LEAVES):
@@ -353,7 +358,7 @@ class Program:
                     size += inner[3]
                 else:
                     pieces.append(_leaf_name(ref, dtype, leaves, dtypes))
-            trees[node.slot] = (_EXPRESSIONS[node.prim].format(*pieces), leaves, dtypes, size)
+            trees[node.slot] = (table[node.prim].format(*pieces), leaves, dtypes, size)
         fused = []
         for node in self.nodes:
             if node.slot in absorbed:
@@ -362,7 +367,10 @@ class Program:
             if tree is not None and tree[3] > 1:
                 expression, leaves, dtypes, _ = tree
                 names = [f"v{k}" for k in range(len(leaves))]
-                evaluate = numexpr.NumExpr(_named(expression, names), signature=list(zip(names, dtypes)))
+                if node.fusable.library == "numpy":
+                    evaluate = numexpr.NumExpr(_named(expression, names), signature=list(zip(names, dtypes)))
+                else:
+                    evaluate = cuda_kernel(_named(expression, names), names, dtypes, node.fusable.out)
                 node = Node(evaluate, {}, tuple(leaves), node.slot)
             fused.append(node)
         self.nodes = fused
@@ -385,29 +393,85 @@ _EXPRESSIONS = {
     # the mask costs nothing once fused; d - d is 0 exactly where d is finite
     ew.safe_multiply: "where(({0} == 0) & (({1} - {1}) != 0), 0, {0} * {1})",
 }
+# The same primitives in CUDA C, for CuPy's ElementwiseKernel (float64 and bool operands; a
+# comparison of doubles is a bool, a bool in arithmetic is 0 or 1 as in NumPy).
+_CUDA_EXPRESSIONS = {
+    ew.add: "({} + {})", ew.subtract: "({} - {})", ew.multiply: "({} * {})", ew.divide: "({} / {})",
+    ew.negative: "(-{})", ew.sqrt: "sqrt({})", ew.exp: "exp({})", ew.expm1: "expm1({})", ew.log: "log({})",
+    ew.log1p: "log1p({})", ew.sin: "sin({})", ew.cos: "cos({})", ew.tan: "tan({})", ew.asin: "asin({})",
+    ew.acos: "acos({})", ew.atan: "atan({})", ew.sinh: "sinh({})", ew.cosh: "cosh({})",
+    ew.tanh: "tanh({})", ew.asinh: "asinh({})", ew.acosh: "acosh({})", ew.atanh: "atanh({})",
+    ew.atan2: "atan2({}, {})", ew.absolute: "fabs({})", ew.where: "({} ? {} : {})",
+    ew.equal: "({} == {})", ew.not_equal: "({} != {})", ew.less: "({} < {})", ew.less_equal: "({} <= {})",
+    ew.greater: "({} > {})", ew.greater_equal: "({} >= {})", ew.logical_and: "({} && {})",
+    ew.logical_or: "({} || {})", ew.logical_not: "(!{})",
+    ew.safe_multiply: "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * ({1}))",
+}
 _FLOAT, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
 _MAX_LEAVES = 24  # numexpr takes at most 32 operands (its output and temporaries count too)
 
 
-def _fusable(prim, params, values, out):
-    """The dtypes of the inputs when ``prim`` may join a fused expression: a primitive numexpr
-    computes as NumPy does, no parameters, float64 (or boolean) arrays and Python numbers in,
-    a float64 or boolean array of at least ``FUSE_MIN_SIZE`` elements out; else None."""
-    if prim not in _EXPRESSIONS or params or type(out) is not np.ndarray or out.dtype not in (_FLOAT, _BOOL):
+class Fusable:
+    """What a node brings to a fused expression: its library ("numpy" or "cupy"), the dtypes
+    of its inputs and the dtype of its output."""
+
+    __slots__ = ("library", "dtypes", "out")
+
+    def __init__(self, library, dtypes, out):
+        self.library, self.dtypes, self.out = library, dtypes, out
+
+
+def _array_library(value):
+    """"numpy" or "cupy" for their arrays of float64 or bool, else None (no import of CuPy)."""
+    kind = type(value)
+    if kind is np.ndarray:
+        library = "numpy"
+    elif kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
+        library = "cupy"
+    else:
         return None
-    if math.prod(out.shape) < FUSE_MIN_SIZE:
+    return library if value.dtype in (_FLOAT, _BOOL) else None
+
+
+def _fusable(prim, params, values, out):
+    """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
+    CUDA C compute as NumPy does, no parameters, float64 (or boolean) arrays of one library
+    and Python numbers in, a float64 or boolean array out (on NumPy of at least
+    ``FUSE_MIN_SIZE`` elements: on the GPU fewer launches pay at any size); else None."""
+    if prim not in _EXPRESSIONS or params:
+        return None
+    library = _array_library(out)
+    if library is None or (library == "numpy" and math.prod(out.shape) < FUSE_MIN_SIZE):
         return None
     dtypes = []
     for value in values:
-        if type(value) is np.ndarray and value.dtype in (_FLOAT, _BOOL):
-            dtypes.append(value.dtype)
-        elif type(value) is float or type(value) is int:
+        if type(value) is float or type(value) is int:
             dtypes.append(_FLOAT)
         elif type(value) is bool:
             dtypes.append(_BOOL)
+        elif _array_library(value) == library:
+            dtypes.append(value.dtype)
         else:
             return None
-    return tuple(dtypes)
+    return Fusable(library, tuple(dtypes), out.dtype)
+
+
+def cuda_source(expression, names, dtypes, out):
+    """The parameters and the operation of the CuPy ElementwiseKernel computing ``expression``
+    of inputs ``names`` (of ``dtypes``) into ``out`` (of dtype ``out``)."""
+    def ctype(dtype):
+        return "bool" if dtype is bool or np.dtype(dtype) == _BOOL else "float64"
+
+    params = ", ".join(f"{ctype(dtype)} {name}" for name, dtype in zip(names, dtypes))
+    return params, f"{ctype(out)} out", f"out = {expression}"
+
+
+def cuda_kernel(expression, names, dtypes, out):
+    """The fused expression as a CuPy ElementwiseKernel (CuPy compiles and caches it)."""
+    import cupy
+
+    in_params, out_params, operation = cuda_source(expression, names, dtypes, out)
+    return cupy.ElementwiseKernel(in_params, out_params, operation, "lf_fused")
 
 
 def _leaf_name(ref, dtype, leaves, dtypes):

@@ -1,0 +1,144 @@
+"""The CUDA C that lf.jit fuses CuPy elementwise chains into, checked on the CPU.
+
+CI has no GPU, so the kernels CuPy would compile are compiled here as C by the system's C
+compiler (the expressions use only C99 arithmetic, comparisons, ``?:`` and <math.h>
+functions, which CUDA C shares) and run over arrays through ctypes. Oracles: NumPy's own
+function for each primitive (to 1e-12), and the unfused replay of a whole program for a
+fused tree. Skipped where no C compiler is found. On a GPU, tests/test_ops_cupy.py runs the
+real kernels (every op-table entry under lf.jit on CuPy).
+"""
+
+import ctypes
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from kernels import elementwise as ew
+from labeled_func.engine import compile as jit_compile
+from labeled_func.engine.compile import Constant, Fusable, Node, Program, cuda_source
+
+CC = shutil.which("cc") or shutil.which("gcc")
+pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler to check the CUDA C expressions on the CPU")
+F64, BOOL = np.dtype(np.float64), np.dtype(np.bool_)
+
+
+def c_kernel(in_params, out_params, operation, tmp_path, name):
+    """A callable running ``operation`` elementwise over broadcast arguments, compiled as C:
+    the stand-in of ``cupy.ElementwiseKernel(in_params, out_params, operation)``."""
+    params = [p.split() for p in in_params.split(",")]
+    out_type, _ = out_params.split()
+    ctype = {"float64": "double", "bool": "bool"}
+    loads = "".join(f"    {ctype[t]} {n} = {n}_p[i];\n" for t, n in params)
+    pointers = ", ".join(f"const {ctype[t]}* {n}_p" for t, n in params)
+    source = (
+        "#include <math.h>\n#include <stdbool.h>\n"
+        f"void kernel(long n, {pointers}, {ctype[out_type]}* out_p) {{\n"
+        "  for (long i = 0; i < n; i++) {\n"
+        f"{loads}    {ctype[out_type]} out;\n    {operation};\n    out_p[i] = out;\n  }}\n}}\n"
+    )
+    c_file, library = tmp_path / f"{name}.c", tmp_path / f"{name}.so"
+    c_file.write_text(source)
+    subprocess.run([CC, "-std=c99", "-O1", "-shared", "-fPIC", "-o", str(library), str(c_file), "-lm"],
+                   check=True, capture_output=True)
+    function = ctypes.CDLL(str(library)).kernel
+    dtypes = [F64 if t == "float64" else BOOL for t, _ in params]
+    out_dtype = F64 if out_type == "float64" else BOOL
+
+    def run(*args):
+        arrays = [np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=d), np.broadcast_shapes(
+            *[np.shape(b) for b in args]))) for a, d in zip(args, dtypes)]
+        out = np.empty(arrays[0].shape, dtype=out_dtype)
+        function(ctypes.c_long(out.size), *[a.ctypes.data_as(ctypes.c_void_p) for a in arrays],
+                 out.ctypes.data_as(ctypes.c_void_p))
+        return out
+
+    return run
+
+
+def operands(prim, rng):
+    """Sample inputs for ``prim`` inside its domain (a few exact zeros and infinities where the
+    primitive's semantics are about them)."""
+    x = rng.uniform(-2.0, 2.0, 64)
+    y = rng.uniform(-2.0, 2.0, 64)
+    y[::7] = 0.0
+    unit = rng.uniform(-0.9, 0.9, 64)
+    if prim in (ew.sqrt, ew.log, ew.log1p, ew.acosh):
+        return (np.abs(x) + 1.0,)
+    if prim in (ew.asin, ew.acos, ew.atanh):
+        return (unit,)
+    if prim in (ew.logical_and, ew.logical_or):
+        return (x > 0, y > 0)
+    if prim is ew.logical_not:
+        return (x > 0,)
+    if prim is ew.where:
+        return (x > 0, x, y)
+    if prim is ew.safe_multiply:
+        d = x.copy()
+        d[::5] = np.inf
+        g = y.copy()
+        return (g, d)
+    if prim in (ew.add, ew.subtract, ew.multiply, ew.divide, ew.atan2, ew.equal, ew.not_equal, ew.less,
+                ew.less_equal, ew.greater, ew.greater_equal):
+        return (x, np.where(y == 0, 1.5, y) if prim is ew.divide else y)
+    return (x,)
+
+
+@pytest.mark.parametrize("prim", list(jit_compile._CUDA_EXPRESSIONS), ids=lambda p: p.name)
+def test_each_cuda_expression_computes_what_numpy_does(prim, tmp_path):
+    args = operands(prim, np.random.default_rng(0))
+    with np.errstate(invalid="ignore"):  # safe_multiply's oracle: 0 * inf before the mask
+        expected = prim.impl(*args)
+    names = [f"v{k}" for k in range(len(args))]
+    expression = jit_compile._CUDA_EXPRESSIONS[prim].format(*names)
+    dtypes = [a.dtype.type if a.dtype != BOOL else bool for a in args]
+    kernel = c_kernel(*cuda_source(expression, names, dtypes, expected.dtype), tmp_path, prim.name)
+    actual = kernel(*args)
+    assert actual.dtype == expected.dtype
+    np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_every_numexpr_primitive_has_a_cuda_expression():
+    assert set(jit_compile._CUDA_EXPRESSIONS) == set(jit_compile._EXPRESSIONS)
+
+
+def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
+    """g * cos(x) * (1 + 0.1 * z**4) with the mask of a safe product, recorded as CuPy nodes:
+    fusion makes one kernel of the tree (z**2, read twice, stays its own node); its run
+    equals the node-by-node run."""
+    compiled = []
+
+    def kernel(expression, names, dtypes, out):
+        compiled.append(expression)
+        return c_kernel(*cuda_source(expression, names, dtypes, out), tmp_path, f"tree{len(compiled)}")
+
+    monkeypatch.setattr(jit_compile, "cuda_kernel", kernel)
+
+    def build():
+        program = Program()
+        program.inputs = [0, 1, 2]
+        steps = [  # (prim, refs) writing slots 3, 4, ...
+            (ew.cos, (0,)), (ew.multiply, (1, 1)), (ew.multiply, (4, 4)), (ew.multiply, (Constant(0.1), 5)),
+            (ew.add, (Constant(1.0), 6)), (ew.multiply, (3, 7)), (ew.safe_multiply, (2, 8)),
+        ]
+        for slot, (prim, refs) in enumerate(steps, start=3):
+            node = Node(prim.impl, {}, refs, slot, prim)
+            node.fusable = Fusable("cupy", tuple(F64 for _ in refs), F64)
+            program.nodes.append(node)
+        program.outputs = [9]
+        return program
+
+    rng = np.random.default_rng(1)
+    x, z = rng.uniform(-3, 3, 1000), rng.uniform(-3, 3, 1000)
+    g = rng.normal(size=1000)
+    g[::4] = 0.0
+    inputs = [x, z, g]
+    unfused = build()
+    unfused.fuse = lambda: unfused  # the node-by-node replay
+    expected = unfused.prune().run(inputs)[0]
+    fused = build().prune()
+    assert len(fused.nodes) == 2 and len(compiled) == 1, compiled
+    assert len(re.findall(r"\bv\d+\b", compiled[0].replace("out", ""))) >= 3
+    np.testing.assert_allclose(fused.run(inputs)[0], expected, rtol=1e-12, atol=0)
