@@ -43,7 +43,14 @@ def linear_rules(prim, transpose_rule):
 
     prim.jvp = jvp
     prim.vjp = vjp
+    prim.keeps = keeps_indices
     return prim
+
+
+def keeps_indices(count, traced):
+    """What the VJP of a linear rule reads: the index arguments, not the value (its shape
+    only) nor the output."""
+    return range(1, count), False
 
 
 def differentiable_input(value):

@@ -415,6 +415,23 @@ for _prim, (_derivative, _safe) in _UNARY.items():
     partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
 
 
+def _reads(x, out):
+    """A ``keeps`` of a one-argument rule: whether its derivative reads ``x`` / ``out``."""
+    positions = (0,) if x else ()
+    return lambda count, traced: (positions, out)
+
+
+# what each derivative above reads (a reverse-mode tape keeps only that)
+for _prim in (sqrt, cbrt, reciprocal, exp, exp2, expm1, tan, tanh):
+    _prim.keeps = _reads(False, True)
+absolute.keeps = _reads(True, True)  # a complex input's rule reads |z| too (real_valued_rules below)
+for _prim in (square, log, log2, log10, log1p, sin, cos, asin, acos, atan, sinh, cosh, asinh, acosh,
+              atanh):
+    _prim.keeps = _reads(True, False)
+for _prim in (negative, positive):
+    _prim.keeps = _reads(False, False)
+
+
 def _indicator(mask, like):
     """1.0 where ``mask`` holds, else 0.0, in ``like``'s dtype (arithmetic, not where)."""
     if not _is_array(mask):
@@ -474,6 +491,17 @@ _BINARY = {
 
 for _prim, (_partials, _safe) in _BINARY.items():
     partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+
+# what their derivatives read: add and subtract nothing (shapes only); a product the other
+# factor of each factor that receives a cotangent; a quotient the divisor, and the output
+# for the divisor's cotangent
+add.keeps = subtract.keeps = lambda count, traced: ((), False)
+multiply.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
+divide.keeps = lambda count, traced: ((1,), 1 in traced)
+# x ** y reads the output for the exponent's cotangent only
+power.keeps = lambda count, traced: ((0, 1), 1 in traced)
+for _prim in (atan2, maximum, minimum, fmax, fmin, copysign, remainder):  # the output's dtype at most
+    _prim.keeps = lambda count, traced: ((0, 1), False)
 
 
 def _power_partial(x, y):

@@ -70,10 +70,16 @@ class Primitive:
     ``traced_constant=True`` (the ``*_like`` constructors) keeps such an output traced
     at a differentiating level, with a zero derivative, so that writing traced values
     into it in place works.
+
+    ``keeps(count, traced) -> (positions, out)``, where set, says which values the VJP
+    reads, given the number of arguments and the positions of those that receive a
+    cotangent: the argument positions and whether the output.  A reverse-mode tape keeps
+    only those; the others are stand-ins of the same shape and dtype that hold no memory
+    (a linear rule reads shapes only).  None: the VJP may read every value.
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",
-                 "traced_constant")
+                 "traced_constant", "keeps")
 
     def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False,
                  differentiable=True, traced_constant=False):
@@ -85,6 +91,7 @@ class Primitive:
         self.dynamic_shape = dynamic_shape
         self.differentiable = differentiable
         self.traced_constant = traced_constant
+        self.keeps = None
 
     def bind(self, *args, **params):
         return bind(self, args, params)

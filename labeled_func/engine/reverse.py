@@ -10,10 +10,13 @@ node's cotangent once it is used.  A call of a function with custom rules record
 """
 from __future__ import annotations
 
+import numpy as np
+
 from kernels import core as kcore
 from kernels import creation as kc
 from kernels import elementwise as ew
-from kernels.backend import dtype_kind
+from kernels.backend import device_of, dtype_kind, namespace
+from kernels.primitive import bottom
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active, bind_per_example
@@ -89,7 +92,7 @@ class VJPLevel(Level):
         if prim in VIEW_PRIMITIVES and type(args[0]) is VJPTracer and args[0]._level is self:
             view = make_view(prim, args, params, out)
             if view is not None:  # traced even without a node: writes through it reach the base
-                node = Node(prim, params, tuple(parents), tuple(primals), out) if parents and not integral(out) else None
+                node = _node(prim, params, parents, primals, out) if parents and not integral(out) else None
                 result = VJPTracer(self, out, node)
                 result._view = view
                 return result
@@ -97,7 +100,7 @@ class VJPLevel(Level):
             return VJPTracer(self, out, None) if stays_traced(out) else out
         if prim.vjp is None:
             raise UnsupportedOperationError(f"{prim.name} has no VJP rule: it cannot be differentiated in reverse mode")
-        return VJPTracer(self, out, Node(prim, params, tuple(parents), tuple(primals), out))
+        return VJPTracer(self, out, _node(prim, params, parents, primals, out))
 
     def process_custom_jvp(self, fun, rule, arrays):
         """Reverse mode from a JVP rule: the rule runs once with tangents traced by a
@@ -192,6 +195,36 @@ class VJPLevel(Level):
             node = None if node is None else _broadcast_node(node, primal, shape)
         dest._value = primal
         dest._node = node
+
+
+def _node(prim, params, parents, primals, out):
+    """The tape node of ``prim``: it holds only the values the VJP reads (``prim.keeps``),
+    stand-ins of the others."""
+    if prim.keeps is not None:
+        positions, keeps_out = prim.keeps(len(primals), [i for i, _ in parents])
+        primals = [p if i in positions else stand_in(p) for i, p in enumerate(primals)]
+        if not keeps_out:
+            out = stand_in(out)
+    return Node(prim, params, tuple(parents), tuple(primals), out)
+
+
+_ZEROS = {}
+
+
+def stand_in(value):
+    """An array of ``value``'s shape and dtype (and library and device) holding no memory:
+    one zero, broadcast.  What a tape keeps of a value its VJP reads the shape of only."""
+    if not hasattr(value, "shape"):
+        return value
+    shape, dtype = tuple(value.shape), value.dtype
+    base = bottom(value)
+    if type(base) is np.ndarray or isinstance(base, np.generic):
+        zero = _ZEROS.get(dtype)
+        if zero is None:
+            zero = _ZEROS[dtype] = np.zeros((), dtype=dtype)
+        return np.broadcast_to(zero, shape)
+    xp = namespace(base)
+    return xp.broadcast_to(xp.zeros((), dtype=dtype, device=device_of(base)), shape)
 
 
 def _broadcast_node(node, out, shape):
