@@ -281,3 +281,62 @@ def test_hessian_values():
     assert H.dims == ("param", "param_wrt")
     np.testing.assert_allclose(H.values, np.diag(6 * p.values * data.values))
     assert list(H["param_wrt"].values) == ["a", "b", "c"]
+
+
+# --- keyword arguments split as xarray's .pipe would, and the methods added with them ---------------
+def test_keyword_arguments_go_to_the_function_and_options_to_the_transform():
+    x = xr.DataArray(np.arange(6.0).reshape(3, 2), dims=("sample", "t"))
+
+    def weighted(x, *, scale, shift=0.0):
+        return scale * (x ** 2).sum("t") + shift
+
+    mapped = x.func.vmap(weighted, "sample", scale=2.0, kwargs={"shift": 1.0}, chunk_size=2)
+    expected = xr.concat([weighted(x.isel(sample=i), scale=2.0, shift=1.0) for i in range(3)], "sample")
+    xr.testing.assert_allclose(mapped, expected)
+    gradient = x.isel(sample=0).func.grad(lambda v, scale: scale * (v ** 3).sum(), scale=3.0)
+    np.testing.assert_allclose(gradient.values, 9.0 * x.isel(sample=0).values ** 2)
+    jacobian = x.isel(sample=1).func.jacrev(lambda v, k: k * v ** 2, k=0.5, wrt_suffix="_in")
+    assert jacobian.dims == ("t", "t_in")
+    np.testing.assert_allclose(jacobian.values, np.diag(x.isel(sample=1).values))
+
+
+def test_a_name_both_option_and_parameter_is_a_type_error_naming_it():
+    x = xr.DataArray(np.ones((3, 2)), dims=("sample", "t"))
+
+    def f(x, chunk_size):
+        return x * chunk_size
+
+    with pytest.raises(TypeError, match=r"'chunk_size' is both an option of lf.vmap and a parameter of f(.|\n)*kwargs="):
+        x.func.vmap(f, "sample", chunk_size=2)
+    out = x.func.vmap(f, "sample", kwargs={"chunk_size": 2})  # the way to give it to f
+    np.testing.assert_allclose(out.values, 2.0)
+    with pytest.raises(TypeError, match="'scale' given both by name and in kwargs="):
+        x.func.vmap(lambda x, scale: x * scale, "sample", scale=1.0, kwargs={"scale": 2.0})
+
+
+def test_vmap_through_the_accessor_takes_in_dims_without_dim():
+    x = xr.DataArray(np.arange(6.0).reshape(3, 2), dims=("sample", "t"))
+    w = xr.DataArray([1.0, -1.0], dims="t")
+    out = x.func.vmap(lambda x, w: (x * w).sum("t"), in_dims=("sample", None), args=(w,))
+    np.testing.assert_allclose(out.values, (x * w).sum("t").values)
+
+
+def test_linearize_jit_dgsm_and_local_equal_the_functional_calls():
+    x = xr.DataArray([0.5, 1.0, 2.0], dims="i")
+    out, jvp_fn = x.func.linearize(lambda x, k: k * np.sin(x), args=(2.0,))
+    _, expected = lf.jvp(lambda x: 2.0 * np.sin(x), (x,), (xr.ones_like(x),))
+    xr.testing.assert_allclose(jvp_fn(xr.ones_like(x)), expected)
+
+    samples = xr.Dataset({"a": ("sample", np.linspace(0, 1, 50)), "b": ("sample", np.linspace(1, 2, 50))})
+    per_sample = lf.vmap(lf.grad(lambda p: (p.a * p.b) ** 2), dim="sample")
+    first = samples.func.jit(per_sample)
+    again = samples.func.jit(per_sample)
+    xr.testing.assert_allclose(first, per_sample(samples))
+    xr.testing.assert_allclose(again, first)
+    from labeled_func import accessor
+    assert accessor._jitted(per_sample, ()).traces == 1  # the second call replayed
+
+    model = lambda p: p.a ** 2 + 3 * p.b  # noqa: E731
+    xr.testing.assert_allclose(samples.func.dgsm(model, seed=0), lf.sensitivity.dgsm(model, samples, seed=0))
+    params = xr.Dataset({"a": 2.0, "b": 1.0})
+    xr.testing.assert_allclose(params.func.local(model), lf.sensitivity.local(model, params))
