@@ -1,8 +1,9 @@
 """Every ```python block of README.md and docs/*.md runs, and prints what it says.
 
 A block with `>>>` prompts is a doctest: its expected output and exceptions are
-checked (whitespace normalised, `...` matches anything, and for an exception only its
-class is compared). Any other ```python block is executed and must not raise. Each
+checked (whitespace normalised, `...` matches anything). An exception shows its class
+and the first line of its message (long ones cut with `...`): the rendered page shows
+what the user will read, and the test fails when the message changes. Any other ```python block is executed and must not raise. Each
 block is self-contained: it runs in a fresh namespace, so it imports what it uses.
 Code that is not meant to run goes in a ```text block.
 """
@@ -16,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
-DOCTEST_FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL
+DOCTEST_FLAGS = doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS
 
 
 def collect_blocks():
