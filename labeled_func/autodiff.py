@@ -457,8 +457,9 @@ class _Reverse:
 
 def _relabel(tree, slot, parameter, attrs_of):
     """``tree``, a derivative with the structure of ``slot``'s argument, with the attrs of
-    every DataArray and Dataset variable set to ``attrs_of(wrt name, argument's attrs)``;
-    a Dataset keeps no attrs of its own (they describe the argument)."""
+    every DataArray and Dataset variable set to ``attrs_of(wrt name, argument's attrs)``.
+    A Dataset keeps its own attrs: they describe where the data come from (``title``,
+    ``source``, ``history``), not a quantity."""
     paths = optree.tree_flatten_with_path(slot.value, none_is_leaf=True)[0]
     leaves = []
     for path, leaf, original in zip(paths, slot.treedef.flatten_up_to(tree), slot.leaves):
@@ -467,7 +468,6 @@ def _relabel(tree, slot, parameter, attrs_of):
         if isinstance(leaf, xr.DataArray):
             leaf.attrs = attrs_of(_wrt_name(parameter, path, original), original.attrs)
         elif isinstance(leaf, xr.Dataset):
-            leaf.attrs = {}
             for var in leaf.data_vars:
                 leaf.variables[var].attrs = attrs_of(str(var), original[var].attrs)
         leaves.append(leaf)
