@@ -3,13 +3,15 @@ hessian, linearize.
 
 Gradients mirror the differentiated argument (a DataArray keeps its dims, coords and
 name; a Dataset its variables); Jacobians carry the output's dims followed by the
-argument's, a clashing argument dim renamed with ``wrt_suffix``.
+argument's, a clashing argument dim renamed with ``wrt_suffix``.  A derivative's attrs
+are its own (``units`` out / in, ``long_name``; see ``units.py``), never the argument's.
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import numbers
+from typing import NamedTuple, Optional
 
 import numpy as np
 import optree
@@ -26,6 +28,9 @@ from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
 from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
                      tangent_of, traced_by)
+from .named import mapped_names
+from .ravel import element_attrs, element_labels, ravel
+from .units import derivative_attrs, divide_units, reject_quantities
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
@@ -36,7 +41,10 @@ def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
     """The gradient of a scalar-valued ``func`` with respect to argument(s) ``argnums``.
 
     The gradient has the structure of the argument: a DataArray with the same dims,
-    coords and name, a Dataset with the same variables, tuples and dicts alike.  The
+    coords and name, a Dataset with the same variables, tuples and dicts alike.  Its
+    attrs are its own, not the argument's: where the output or the argument carries
+    attrs, ``units`` (output units / argument units, ``"K-1"``) and a ``long_name``
+    (see :mod:`labeled_func.units`; the same for every derivative transform).  The
     output must be real; of a complex argument z = x + iy the gradient is
     dL/dx - i dL/dy, as in JAX.  ``holomorphic=True`` (complex arguments and output)
     gives the complex derivative f'(z) of a holomorphic ``func``.
@@ -79,7 +87,8 @@ def _grad_and_value(func, argnums, has_aux, name, holomorphic=False):
         node = node_of(value, run.level)
         seeds = [] if node is None else [(node, kc.ones_like.bind(primal_of(value, run.level)))]
         grads = run.pull(seeds)
-        result = run.mirror(grads)
+        output_name, output_attrs = _described(out, func)
+        result = run.mirror(grads, lambda wrt, attrs: _derivative_attrs(output_name, output_attrs, wrt, attrs))
         return result, ((run.primal_output, run.aux) if has_aux else run.primal_output)
 
     return functools.wraps(func, updated=())(gradient_and_value)
@@ -103,7 +112,8 @@ def vjp(func, *primals, has_aux=False):
     def vjp_fn(cotangent):
         cotangents = match_arrays(primal_output, cotangent, "vjp")
         seeds = [(node, c) for node, c in zip(nodes, cotangents) if node is not None]
-        return tuple(run.mirror(run.pull(seeds), as_tuple=True))
+        # a cotangent's units depend on what the cotangent given means: it carries no attrs
+        return tuple(run.mirror(run.pull(seeds), lambda wrt, attrs: {}, as_tuple=True))
 
     return (primal_output, vjp_fn, run.aux) if has_aux else (primal_output, vjp_fn)
 
@@ -129,6 +139,7 @@ def jvp(func, primals, tangents, *, has_aux=False):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents; give one tangent per primal")
     labels = [_label(func, i) for i in range(len(primals))]
     check_one_backend(primals + tangents, labels + [f"the tangent of {label}" for label in labels], transform="jvp")
+    reject_quantities(primals + tangents, labels + [f"the tangent of {label}" for label in labels], transform="jvp")
     slots = [FlatArrays(p, _label(func, i), "jvp") for i, p in enumerate(primals)]
     level = JVPLevel()
     level.label = "jvp"
@@ -161,6 +172,7 @@ def linearize(func, *primals):
     """
     labels = [_label(func, i) for i in range(len(primals))]
     check_one_backend(primals, labels, transform="linearize")
+    reject_quantities(primals, labels, transform="linearize")
     slots = [FlatArrays(p, label, "linearize") for p, label in zip(primals, labels)]
     level = JVPLevel()
     level.label = "linearize"
@@ -178,7 +190,8 @@ def linearize(func, *primals):
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt", holomorphic=False):
     """The Jacobian by reverse mode: one VJP per output element, vmapped.
 
-    Dims: the output's dims, then the argument's (a clashing name gets ``wrt_suffix``).
+    Dims: the output's dims, then the argument's (a name taken by the output, or by a
+    dim an enclosing vmap maps, gets ``wrt_suffix`` until it is free).
     The outputs must be real (rows are gradients, dL/dx - i dL/dy of a complex argument);
     ``holomorphic=True`` (complex arguments and outputs) gives f'(z).
 
@@ -230,7 +243,7 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name, holomorphic=Fa
                 for column, array in zip(columns, run.arrays)
             ])
             start += size
-        result = _label_jacobian(output, run.slots, blocks, wrt_suffix, run.single)
+        result = _label_jacobian(output, run.slots, blocks, _Naming(wrt_suffix, func, positions), run.single)
         return (result, run.aux) if has_aux else result
 
     return functools.wraps(func, updated=())(jacobian)
@@ -300,7 +313,8 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
                                           reverse=False))
                 start += size
             blocks.append(row)
-        result = _label_jacobian(output, slots, blocks, wrt_suffix, isinstance(argnums, int))
+        naming = _Naming(wrt_suffix, func, positions, second=name == "hessian")
+        result = _label_jacobian(output, slots, blocks, naming, isinstance(argnums, int))
         if has_aux:
             aux = seen["aux"].rebuild([getitem_static(a, (0,)) for a in aux_arrays])
             return result, aux
@@ -309,19 +323,79 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
     return functools.wraps(func, updated=())(jacobian)
 
 
-def hessian(func, argnums=0, *, wrt_suffix="_wrt", holomorphic=False):
+def hessian(func, argnums=0, *, wrt_suffix="_wrt", holomorphic=False, as_matrix=False):
     """``jacfwd(jacrev(func))``: for a loss of ``p(param)`` dims ``("param", "param_wrt")``.
 
     Real arguments; ``holomorphic=True`` for the second complex derivative of a
     holomorphic ``func`` of complex arguments.
 
+    ``as_matrix=True`` (a scalar ``func`` and one argument, ``argnums`` an int): one
+    DataArray with dims ``("param", "param" + wrt_suffix)``, whatever the argument's
+    structure (a Dataset of parameters, a dict of arrays): its rows and columns are the
+    elements of :func:`lf.ravel` of the argument, in that order, labeled by
+    :func:`labeled_func.ravel.element_labels` (``"k"`` for a 0-d variable ``k``,
+    ``"curve[2]"`` for the elements of others).  For a Newton step or a Laplace
+    approximation: its inverse at the minimum of a negative log-likelihood is the
+    covariance of the parameters.  It carries ``units`` where all elements share them.
+
     >>> import xarray as xr, labeled_func as lf
     >>> p = xr.DataArray([1.0, 2.0], dims="param", coords={"param": ["a", "b"]})
     >>> lf.hessian(lambda p: (p ** 3).sum())(p).dims
     ('param', 'param_wrt')
+    >>> q = xr.Dataset({"k": 2.0, "c": 3.0})
+    >>> H = lf.hessian(lambda q: q.k ** 2 * q.c, as_matrix=True)(q)
+    >>> H.param.values.tolist(), H.values.tolist()
+    (['k', 'c'], [[6.0, 4.0], [4.0, 0.0]])
     """
+    if as_matrix:
+        return _hessian_matrix(func, argnums, wrt_suffix, holomorphic)
     inner = _jacrev(func, argnums, False, None, wrt_suffix, "hessian", holomorphic)
     return _jacfwd(inner, argnums, False, "error", wrt_suffix, "hessian", holomorphic)
+
+
+def _hessian_matrix(func, argnums, suffix, holomorphic):
+    """``hessian(func, as_matrix=True)``: the Hessian with respect to ``lf.ravel`` of the
+    argument, as a ``(param, param_wrt)`` DataArray."""
+    if not isinstance(argnums, int) or isinstance(argnums, bool):
+        raise ValueError(f"hessian(as_matrix=True): argnums={argnums!r} must be one int; put the "
+                         "parameters in one Dataset or dict to get one matrix of all of them")
+
+    def matrix(*args, **kwargs):
+        (position,) = _argnums(argnums, len(args), "hessian")
+        _check_backends(func, args, kwargs, "hessian")
+        FlatArrays(args[position], _label(func, position), "hessian")  # floating-point arrays only
+        flat, unravel = ravel(args[position])
+        seen = {}
+
+        def of_vector(vector):
+            new_args = list(args)
+            new_args[position] = unravel(vector)
+            out = func(*new_args, **kwargs)
+            if tuple(getattr(out, "shape", ())):
+                raise ValueError(
+                    f"hessian(as_matrix=True): the function must return a scalar (a loss), but it returned "
+                    f"{'dims ' + str(out.dims) if isinstance(out, xr.DataArray) else 'shape ' + str(tuple(out.shape))}; "
+                    "reduce it, or call lf.hessian without as_matrix")
+            seen["output"] = _described(out, func)
+            return out
+
+        values = hessian(of_vector, 0, holomorphic=holomorphic)(flat)
+        labels = np.array(element_labels(args[position]), dtype=str)
+        (name, out_attrs) = seen["output"]
+        parameter = _parameter(func, position)
+        described = element_attrs(args[position])
+        attrs = {}
+        if out_attrs or any(described):  # as for every derivative: attrs where the inputs have some
+            attrs["long_name"] = (f"second derivative of {name.beside(parameter) or 'the output'} "
+                                  f"with respect to {parameter}")
+            units = {divide_units(out_attrs.get("units"), a.get("units"), b.get("units"))
+                     for a in described for b in described}
+            if len(units) == 1 and None not in units:
+                attrs["units"] = units.pop()
+        dims = ("param", "param" + suffix)
+        return xr.DataArray(values, dims=dims, coords={dims[0]: labels, dims[1]: labels}, attrs=attrs)
+
+    return functools.wraps(func, updated=())(matrix)
 
 
 # --- one reverse pass ---------------------------------------------------------------------
@@ -332,6 +406,7 @@ class _Reverse:
         _check_backends(func, args, kwargs, name)
         self.single = getattr(positions, "single", False)
         self.slots = [FlatArrays(args[i], _label(func, i), name) for i in positions]
+        self.parameters = [_parameter(func, i) for i in positions]
         self.labels = _labeled(func, positions, self.slots)
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.level = level = VJPLevel()
@@ -367,16 +442,73 @@ class _Reverse:
             out.append(g)
         return out
 
-    def mirror(self, grads, as_tuple=False):
-        """The gradient arrays put back in the structure of the differentiated arguments."""
+    def mirror(self, grads, attrs, as_tuple=False):
+        """The gradient arrays put back in the structure of the differentiated arguments,
+        each DataArray and Dataset variable with ``attrs(wrt name, the argument's attrs)``."""
         results, k = [], 0
-        for slot in self.slots:
+        for slot, parameter in zip(self.slots, self.parameters):
             count = len(slot.arrays)
-            results.append(slot.rebuild(grads[k:k + count]))
+            results.append(_relabel(slot.rebuild(grads[k:k + count]), slot, parameter, attrs))
             k += count
         if as_tuple:
             return results
         return results[0] if self.single else tuple(results)
+
+
+def _relabel(tree, slot, parameter, attrs_of):
+    """``tree``, a derivative with the structure of ``slot``'s argument, with the attrs of
+    every DataArray and Dataset variable set to ``attrs_of(wrt name, argument's attrs)``.
+    A Dataset keeps its own attrs: they describe where the data come from (``title``,
+    ``source``, ``history``), not a quantity."""
+    paths = optree.tree_flatten_with_path(slot.value, none_is_leaf=True)[0]
+    leaves = []
+    for path, leaf, original in zip(paths, slot.treedef.flatten_up_to(tree), slot.leaves):
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            leaf = leaf.copy(deep=False)
+        if isinstance(leaf, xr.DataArray):
+            leaf.attrs = attrs_of(_wrt_name(parameter, path, original), original.attrs)
+        elif isinstance(leaf, xr.Dataset):
+            for var in leaf.data_vars:
+                leaf.variables[var].attrs = attrs_of(str(var), original[var].attrs)
+        leaves.append(leaf)
+    return optree.tree_unflatten(slot.treedef, leaves)
+
+
+def _wrt_name(parameter, path, leaf):
+    """What a derivative is taken with respect to, in words: the DataArray's name, else
+    the parameter's name and the path to the leaf (``params['k']``)."""
+    if isinstance(leaf, xr.DataArray) and leaf.name is not None:
+        return str(leaf.name)
+    return parameter + "".join(f"[{k!r}]" for k in path)
+
+
+def _described(output, func):
+    """``(name, attrs)`` of a function's output, for the attrs of its derivatives: a
+    DataArray's name (``None`` if it has none) and attrs, and the function's name as a
+    fallback (``None`` for a lambda)."""
+    name, attrs = (output.name, dict(output.attrs)) if isinstance(output, xr.DataArray) else (None, {})
+    return _OutputName(None if name is None else str(name), _function_name(func)), attrs
+
+
+def _function_name(func):
+    name = getattr(func, "__name__", None)
+    return name if isinstance(name, str) and name.isidentifier() else None
+
+
+class _OutputName(NamedTuple):
+    """An output's name and a fallback: xarray passes names on through arithmetic, so an
+    output named like the argument (``(x ** 2).sum()`` is named ``x``) is named by the
+    function instead."""
+
+    name: Optional[str]
+    fallback: Optional[str]
+
+    def beside(self, wrt):
+        return self.name if self.name is not None and self.name != wrt else self.fallback
+
+
+def _derivative_attrs(output_name, output_attrs, wrt, wrt_attrs, of_derivative=False):
+    return derivative_attrs(output_name.beside(wrt), output_attrs, wrt, wrt_attrs, of_derivative=of_derivative)
 
 
 def _labeled(func, positions, slots):
@@ -423,12 +555,23 @@ def _check_complex(name, holomorphic, outputs=(), inputs=()):
 
 
 def _label(func, i):
-    try:
-        names = [n for n, p in inspect.signature(func).parameters.items()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    except (TypeError, ValueError):
-        names = []
+    """Positional argument ``i`` in messages: ``argument 'x'`` (``argument 0`` unnamed)."""
+    names = _parameter_names(func)
     return f"argument {names[i]!r}" if i < len(names) else f"argument {i}"
+
+
+def _parameter(func, i):
+    """The name of positional parameter ``i`` of ``func`` (``argument i`` unnamed)."""
+    names = _parameter_names(func)
+    return names[i] if i < len(names) else f"argument {i}"
+
+
+def _parameter_names(func):
+    try:
+        return [n for n, p in inspect.signature(func).parameters.items()
+                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
 
 
 class _Positions(tuple):
@@ -454,6 +597,7 @@ def _argnums(argnums, count, name):
 def _check_backends(func, args, kwargs, name):
     labels = [_label(func, i) for i in range(len(args))] + list(kwargs)
     check_one_backend(tuple(args) + tuple(kwargs.values()), labels, transform=name)
+    reject_quantities(tuple(args) + tuple(kwargs.values()), labels, transform=name)
 
 
 def _split_aux(result, has_aux, name):
@@ -539,7 +683,21 @@ def _numpy_dtype(dtype):
 
 
 # --- labeled Jacobians ------------------------------------------------------------------------
-def _label_jacobian(output, slots, blocks, suffix, single):
+class _Naming:
+    """How the blocks of one Jacobian are labeled: ``suffix`` for clashing argument dims,
+    the names no new dim may take (the output's, and those the enclosing vmaps map), the
+    names of the differentiated parameters, the function's name, and ``second``: the
+    output is itself a first derivative (the outer Jacobian of a Hessian)."""
+
+    def __init__(self, suffix, func, positions, second=False):
+        self.suffix = suffix
+        self.hidden = mapped_names()
+        self.parameters = [_parameter(func, i) for i in positions]
+        self.function = _function_name(func)
+        self.second = second
+
+
+def _label_jacobian(output, slots, blocks, naming, single):
     """Nest blocks output-outer, argument-inner, with dims and coords of both."""
     out_leaves = []
     k = 0
@@ -547,29 +705,30 @@ def _label_jacobian(output, slots, blocks, suffix, single):
         per_array = blocks[k:k + count]
         k += count
         if isinstance(leaf, xr.Dataset):
-            out_leaves.append({var: _argument_structure(leaf[var], row, slots, suffix, single)
+            out_leaves.append({var: _argument_structure(leaf[var], row, slots, naming, single)
                                for var, row in zip(leaf.data_vars, per_array)})
         elif count:
-            out_leaves.append(_argument_structure(leaf, per_array[0], slots, suffix, single))
+            out_leaves.append(_argument_structure(leaf, per_array[0], slots, naming, single))
         else:
             out_leaves.append(leaf)
     return optree.tree_unflatten(output.treedef, out_leaves)
 
 
-def _argument_structure(out_leaf, row, slots, suffix, single):
+def _argument_structure(out_leaf, row, slots, naming, single):
     results, k = [], 0
-    for slot in slots:
+    for slot, parameter in zip(slots, naming.parameters):
         leaves, j = [], 0
-        for leaf, count in zip(slot.leaves, slot.counts):
+        paths = optree.tree_flatten_with_path(slot.value, none_is_leaf=True)[0]
+        for path, leaf, count in zip(paths, slot.leaves, slot.counts):
             parts = row[k + j:k + j + count]
             j += count
             if not count:
                 leaves.append(leaf)
             elif isinstance(leaf, xr.Dataset):
-                leaves.append(xr.Dataset({var: _block(out_leaf, leaf[var], part, suffix)
+                leaves.append(xr.Dataset({var: _block(out_leaf, leaf[var], part, naming, str(var))
                                           for var, part in zip(leaf.data_vars, parts)}))
             else:
-                leaves.append(_block(out_leaf, leaf, parts[0], suffix))
+                leaves.append(_block(out_leaf, leaf, parts[0], naming, _wrt_name(parameter, path, leaf)))
         k += j
         results.append(optree.tree_unflatten(slot.treedef, leaves))
     return results[0] if single else tuple(results)
@@ -580,11 +739,13 @@ def _dimensionless(leaf):
     return isinstance(leaf, numbers.Number) or (hasattr(leaf, "shape") and len(leaf.shape) == 0)
 
 
-def _block(out_leaf, in_leaf, block, suffix):
+def _block(out_leaf, in_leaf, block, naming, wrt):
     """One Jacobian block as a DataArray when the argument or the output is labeled.
 
     An argument with no dims (a Python number, a 0-d array) contributes no dims, so
-    the block is labeled by the output alone, as for a 0-d DataArray argument.
+    the block is labeled by the output alone, as for a 0-d DataArray argument.  An
+    argument dim gets ``naming.suffix`` until its name is free: not a dim or coordinate
+    of the output, nor one that an enclosing vmap maps (the vmap puts it back).
     """
     if not isinstance(in_leaf, xr.DataArray):
         if not (isinstance(out_leaf, xr.DataArray) and _dimensionless(in_leaf)):
@@ -592,11 +753,14 @@ def _block(out_leaf, in_leaf, block, suffix):
         in_leaf = xr.DataArray(0.0)
     if isinstance(out_leaf, xr.DataArray):
         out_dims, out_coords = tuple(out_leaf.dims), dict(out_leaf.coords.items())
+        out_name, out_attrs = _OutputName(None if out_leaf.name is None else str(out_leaf.name),
+                                          naming.function), out_leaf.attrs
     elif getattr(out_leaf, "ndim", 0) == 0:
         out_dims, out_coords = (), {}
+        out_name, out_attrs = _OutputName(None, naming.function), {}
     else:
         return block
-    taken = set(out_dims) | set(out_coords)
+    taken = set(out_dims) | set(out_coords) | naming.hidden
     # a scalar coordinate the output carries with the same value (run=5 passed through) is
     # one label, not two: it is not repeated with the suffix
     shared = {name for name, c in in_leaf.coords.items()
@@ -606,7 +770,7 @@ def _block(out_leaf, in_leaf, block, suffix):
     for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims and c not in shared]:
         new = dim
         while new in taken:
-            new += suffix
+            new += naming.suffix
         taken.add(new)
         renamed[dim] = new
     in_dims = tuple(renamed[d] for d in in_leaf.dims)
@@ -614,4 +778,5 @@ def _block(out_leaf, in_leaf, block, suffix):
     for name, c in in_leaf.coords.items():
         if name not in shared:
             coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.values, c.attrs)
-    return xr.DataArray(block, dims=out_dims + in_dims, coords=coords)
+    attrs = _derivative_attrs(out_name, out_attrs, wrt, in_leaf.attrs, of_derivative=naming.second)
+    return xr.DataArray(block, dims=out_dims + in_dims, coords=coords, attrs=attrs)

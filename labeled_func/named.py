@@ -8,6 +8,8 @@ outputs; other coordinates that contain the dim are mapped like data.
 from __future__ import annotations
 
 import numbers
+import weakref
+from contextvars import ContextVar
 
 import numpy as np
 import xarray as xr
@@ -15,12 +17,12 @@ import xarray as xr
 from kernels import shape as ks
 from kernels.indexing import getitem_static
 
-from .engine import batch_value, traced_by, unbatch_value
+from .engine import batch_value, current_levels, traced_by, unbatch_value
 from .engine.numpy import DEFERRING_TYPES
 
 __all__ = ["LABELED", "is_labeled", "leaf_dims", "map_leaf", "unmap_leaf", "dim_labels",
            "dim_label_sources", "named_coords", "shadowing", "restore_tree_coords", "tree_nodes", "TreeNode",
-           "slice_leaf", "concat_leaves", "Preserve"]
+           "slice_leaf", "concat_leaves", "Preserve", "mapped_names"]
 
 LABELED = (xr.DataArray, xr.Dataset, xr.DataTree, xr.Variable)
 
@@ -174,6 +176,43 @@ def _parent(path):
     return path.rsplit("/", 1)[0] or "/"
 
 
+# --- the names the enclosing vmaps hide ---------------------------------------------------------
+# (a weak reference to a vmap level, the names it hides); per task, as the stack of levels
+_HIDDEN: ContextVar[tuple] = ContextVar("labeled_func_hidden_names", default=())
+
+
+def _note_hidden(level, value, dim):
+    """Remember that ``level`` hides ``dim`` and the coordinates along it (from ``value``)."""
+    names = {dim}
+    if isinstance(value, (xr.DataArray, xr.Dataset, xr.DataTree)):
+        names.update(name for name in dim_labels(value, dim)[1])
+    live = tuple((ref, hidden) for ref, hidden in _HIDDEN.get()
+                 if ref() is not None and ref().alive and ref() is not level)
+    earlier = next((hidden for ref, hidden in _HIDDEN.get() if ref() is level), frozenset())
+    _HIDDEN.set(live + ((weakref.ref(level), earlier | names),))
+
+
+def mapped_names():
+    """The dims that the active vmap levels map, and the names of their coordinates: the
+    outputs get them back, so a new dim made inside (a Jacobian's ``x_wrt``) must avoid them.
+
+    >>> import xarray as xr, labeled_func as lf
+    >>> from labeled_func.named import mapped_names
+    >>> x = xr.DataArray([[1.0, 2.0]], dims=("sample", "i"), coords={"sample": [7]})
+    >>> sorted(lf.vmap(lambda x: x.assign_attrs(seen=sorted(mapped_names())), dim="sample")(x).attrs["seen"])
+    ['sample']
+    >>> mapped_names()
+    set()
+    """
+    active = {id(level) for level in current_levels() if level.batches}
+    names = set()
+    for ref, hidden in _HIDDEN.get():
+        level = ref()
+        if level is not None and id(level) in active:
+            names |= hidden
+    return names
+
+
 # --- into the level -----------------------------------------------------------------------
 def map_leaf(value, dim, level, shared=None):
     """``value`` as one example: ``dim`` hidden in a BatchTracer of ``level``.
@@ -183,6 +222,7 @@ def map_leaf(value, dim, level, shared=None):
     coordinates (``a * b``), instead of comparing mapped values (a ``bool()``).
     """
     shared = {} if shared is None else shared
+    _note_hidden(level, value, dim)
     if isinstance(value, xr.DataArray):
         return _map_dataarray(value, dim, level, shared)
     if isinstance(value, xr.Dataset):

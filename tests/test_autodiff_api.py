@@ -270,6 +270,47 @@ def test_custom_wrt_suffix(transform):
     np.testing.assert_allclose(jac.values, np.diag(2 * vector().values))
 
 
+@pytest.mark.parametrize("transform", [lf.jacfwd, lf.jacrev], ids=["jacfwd", "jacrev"])
+def test_a_wrt_dim_avoids_the_dims_an_enclosing_vmap_maps(transform):
+    # the vmap maps "b_wrt" and puts it back on the output: the argument's dim "b" must not
+    # become "b_wrt" inside, but the next free name, at every level
+    rng = np.random.default_rng(2)
+    x = xr.DataArray(rng.normal(size=(4, 3)), dims=("b_wrt", "b"),
+                     coords={"b_wrt": [1, 2, 3, 4], "b": [10.0, 20.0, 30.0]})
+
+    def f(x):
+        return np.sin(x) * x.sum("b")
+
+    mapped = lf.vmap(transform(f), dim="b_wrt")(x)
+    assert mapped.dims == ("b_wrt", "b", "b_wrt_wrt")
+    np.testing.assert_array_equal(mapped["b_wrt_wrt"].values, x["b"].values)
+    np.testing.assert_array_equal(mapped["b_wrt"].values, x["b_wrt"].values)
+    for k in range(4):  # the loop: each example alone, where "b_wrt" is free
+        alone = transform(f)(x.isel(b_wrt=k, drop=True))
+        assert alone.dims == ("b", "b_wrt")
+        np.testing.assert_allclose(mapped.isel(b_wrt=k).values, alone.values, rtol=1e-14)
+        xv = x.isel(b_wrt=k).values  # and by hand: d/dx_j [sin(x_i) S] = cos(x_i) S d_ij + sin(x_i)
+        expected = np.diag(np.cos(xv) * xv.sum()) + np.sin(xv)[:, None]
+        np.testing.assert_allclose(alone.values, expected, rtol=1e-13)
+
+
+def test_a_wrt_dim_avoids_the_dims_and_coordinates_of_nested_vmaps():
+    rng = np.random.default_rng(4)
+    x = xr.DataArray(rng.normal(size=(2, 3, 2)), dims=("i_wrt", "i_wrt_wrt", "i"),
+                     coords={"i_wrt_wrt": [5, 6, 7], "i": [0.5, 1.5]})
+    hessian = lf.hessian(lambda y: (y ** 3).sum())
+    nested = lf.vmap(lf.vmap(hessian, dim="i_wrt_wrt"), dim="i_wrt")(x)
+    assert nested.dims == ("i_wrt", "i_wrt_wrt", "i", "i_wrt_wrt_wrt")
+    for a in range(2):
+        for b in range(3):
+            np.testing.assert_allclose(nested.isel(i_wrt=a, i_wrt_wrt=b).values,
+                                       np.diag(6 * x.isel(i_wrt=a, i_wrt_wrt=b).values), rtol=1e-14)
+    # a coordinate along a mapped dim comes back on the output too: it is not free either
+    y = xr.DataArray(rng.normal(size=(2, 3)), dims=("sample", "i"), coords={"i_wrt": ("sample", [7, 8])})
+    jac = lf.vmap(lf.jacrev(lambda v: v ** 2), dim="sample")(y)
+    assert jac.dims == ("sample", "i", "i_wrt_wrt") and jac["i_wrt"].dims == ("sample",)
+
+
 def test_hessian_dims_and_values():
     x = vector()
     hess = lf.hessian(lambda y: (y**3).sum() + y.sum() ** 2)(x)
