@@ -624,7 +624,21 @@ def _scalar(out, name):
         return out
     if isinstance(out, numbers.Number):
         return out
+    if isinstance(out, tuple) and len(out) == 2 and _is_scalar_like(out[0]):
+        raise ValueError(
+            f"{name}: the function returned a pair whose first entry is a scalar: if the second is "
+            f"auxiliary data (a loss and what goes with it), pass has_aux=True, "
+            f"lf.{name}(func, has_aux=True), to get (gradient, aux); for the derivatives of both "
+            "entries use lf.jacrev"
+        )
     raise ValueError(f"{name}: the function must return a scalar, got {type(out).__name__}; use lf.jacrev for structured outputs")
+
+
+def _is_scalar_like(value):
+    """A 0-d DataArray or array, or a Python/NumPy number."""
+    if isinstance(value, numbers.Number):
+        return True
+    return getattr(value, "ndim", None) == 0 and not isinstance(value, xr.Dataset)
 
 
 def _strip(tree, level, name, label="aux"):

@@ -513,3 +513,12 @@ def test_while_loop_with_a_mapped_predicate_under_vmap_of_jvp():
 
     tangents = lf.vmap(tangent_of, dim="sample")(xs)
     np.testing.assert_allclose(tangents.values, [8.0, 64.0, 1.0, 2.0])
+
+
+def test_a_loss_and_aux_pair_without_has_aux_says_to_pass_it():
+    x = xr.DataArray([1.0, 2.0], dims="i")
+    for transform in (lf.grad, lf.grad_and_value):
+        with pytest.raises(ValueError, match=r"has_aux=True"):
+            transform(lambda y: ((y ** 2).sum(), {"mean": y.mean()}))(x)
+    with pytest.raises(ValueError, match=r"got tuple; use lf.jacrev"):  # not a (scalar, aux) pair
+        lf.grad(lambda y: (y ** 2, y))(x)
