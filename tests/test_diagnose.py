@@ -401,3 +401,12 @@ def test_register_conversion_sites_from_above(isolated):
     with pytest.raises(lf.TransformError):
         caller(probe)
     assert probe.kinds == ["float"]
+
+
+def test_item_of_a_dataarray_names_the_method_called_not_xarrays_wrapper():
+    """xarray builds DataArray.item from a generic ``def func(self, ...)``: the message names
+    ``DataArray.item``, not ``DataArray.func`` (which reads like the .func accessor)."""
+    x = xr.DataArray(np.ones((3, 2)), dims=("sample", "t"))
+    with pytest.raises(lf.ItemError) as caught:
+        lf.vmap(lambda v: v.sum().item(), dim="sample")(x)
+    assert "DataArray.item" in str(caught.value) and "DataArray.func" not in str(caught.value)

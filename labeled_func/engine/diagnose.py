@@ -714,9 +714,21 @@ def call_site(frame=None):
         if package not in seen and name not in _WRAPPERS and name not in _CONVERSION_DUNDERS:
             seen.add(package)
             through.append(_public_name(package, frame.f_globals.get("__name__", ""),
-                                        _owner(frame), frame.f_code.co_name))
-    return Site(library, owner, entry.f_code.co_name, entry.f_globals.get("__name__", ""),
+                                        _owner(frame), _code_name(frame)))
+    return Site(library, owner, _code_name(entry), entry.f_globals.get("__name__", ""),
                 options, tuple(through), location)
+
+
+def _code_name(frame):
+    """The name of the function a frame runs; for a generic wrapper made per method by a
+    factory (xarray's ``def func(self, ...)`` closing over ``name``: ``DataArray.item``), the
+    method's name from the closure."""
+    code = frame.f_code
+    if code.co_name == "func" and "name" in code.co_freevars:
+        name = frame.f_locals.get("name")
+        if isinstance(name, str) and name.isidentifier():
+            return name
+    return code.co_name
 
 
 def _labeled(value):
