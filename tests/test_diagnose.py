@@ -410,3 +410,39 @@ def test_item_of_a_dataarray_names_the_method_called_not_xarrays_wrapper():
     with pytest.raises(lf.ItemError) as caught:
         lf.vmap(lambda v: v.sum().item(), dim="sample")(x)
     assert "DataArray.item" in str(caught.value) and "DataArray.func" not in str(caught.value)
+
+
+def _line_of(marker):
+    """The line number of the line of this file that holds ``marker`` (as text)."""
+    with open(__file__) as source:
+        for number, line in enumerate(source, start=1):
+            if marker in line and "_line_of" not in line:
+                return number
+    raise AssertionError(marker)
+
+
+def test_inplace_out_random_and_unsupported_errors_end_with_the_users_line():
+    """The four errors that used to give no file:line of the user's code name it (appended
+    from the traceback, where the message has no location of its own)."""
+    x = xr.DataArray(np.ones((3, 2)), dims=("sample", "t"))
+    buffer = np.zeros(2)
+
+    def store(v):
+        buffer[...] = v.data  # MARK-inplace
+        return v
+
+    def out_argument(v):
+        return np.exp(v.data, out=np.empty(2))  # MARK-out
+
+    def draw(v):
+        return v + lf.random.normal(())  # MARK-random
+
+    def unsupported(v):
+        return np.polyfit(v.data, v.data, 1)  # MARK-unsupported
+
+    for func, error, mark in ((store, lf.InplaceError, "MARK-inplace"), (out_argument, lf.OutArgumentError, "MARK-out"),
+                              (draw, lf.RandomnessError, "MARK-random"),
+                              (unsupported, lf.UnsupportedOperationError, "MARK-unsupported")):
+        with pytest.raises(error) as caught:
+            lf.vmap(func, dim="sample")(x)
+        assert f"test_diagnose.py:{_line_of(mark)}" in str(caught.value), str(caught.value)

@@ -7,6 +7,9 @@ public home.
 """
 from __future__ import annotations
 
+import os
+import re
+
 __all__ = [
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
@@ -18,11 +21,41 @@ class TransformError(RuntimeError):
     """Base class of every error a transform raises for a policy it cannot follow."""
 
 
-class InplaceError(TransformError):
+class _Located(TransformError):
+    """An error whose message ends with the user's line that led to it (``at file:line``),
+    read from the traceback when the message is shown, unless the message names one."""
+
+    def __str__(self):
+        message = super().__str__()
+        if _LOCATION.search(message):
+            return message
+        where = user_line(self.__traceback__)
+        return f"{message} (at {where})" if where else message
+
+
+_LOCATION = re.compile(r"(called from|at) [^\s()]+:\d+")
+_LIBRARIES = tuple(os.sep + name + os.sep for name in (
+    "labeled_func", "kernels", "xarray", "numpy", "pandas", "dask", "distributed", "scipy", "optree",
+    "array_api_compat", "array_api_strict", "cupy", "numexpr", "importlib", "contextlib", "functools"))
+
+
+def user_line(tb):
+    """``file:line`` of the innermost frame of the traceback outside the libraries (the
+    user's code), or None."""
+    found = None
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename
+        if not any(part in filename for part in _LIBRARIES) and "pytest" not in filename:
+            found = f"{os.path.basename(filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+class InplaceError(_Located):
     """A mapped value written in place into an unmapped array."""
 
 
-class OutArgumentError(TransformError):
+class OutArgumentError(_Located):
     """``out=`` given to an operation on a traced value."""
 
 
@@ -38,7 +71,7 @@ class DynamicShapeError(TransformError):
     """An operation whose output shape depends on the values of a mapped input."""
 
 
-class RandomnessError(TransformError):
+class RandomnessError(_Located):
     """A random draw under ``vmap(..., randomness="error")``."""
 
 
@@ -50,7 +83,7 @@ class EscapedTracerError(TransformError):
     """A traced value used after the transform that made it returned."""
 
 
-class UnsupportedOperationError(TransformError):
+class UnsupportedOperationError(_Located):
     """A NumPy function with no kernel."""
 
 
