@@ -1,42 +1,102 @@
 """Derivative-based sensitivity analysis from exact per-sample gradients.
 
 ``dgsm`` computes the derivative-based global sensitivity measures
-ν_i = E[(∂f/∂x_i)²] with one forward and one backward pass per sample (finite
-differences need D + 1 model evaluations and are biased); ``local`` gives the local
-elasticities ∂y/∂p · p/y.
+ν_i = E[(∂f/∂x_i)²] with one vectorised model evaluation for all samples (finite
+differences need D + 1 evaluations per sample and are biased), SALib's result names
+and the Sobol'–Kucherenko upper bound of the total Sobol' indices; ``local`` gives the
+local elasticities ∂y/∂p · p/y, by forward or reverse mode, whichever is cheaper.
 """
 from __future__ import annotations
+
+import math
+import sys
+from statistics import NormalDist
 
 import numpy as np
 import xarray as xr
 
-from .autodiff import jacrev
+from kernels.backend import namespace
+
+from .autodiff import jacfwd, jacrev, vjp
 from .vmap import vmap
 
 __all__ = ["dgsm", "local"]
 
+MODES = ("auto", "forward", "reverse")
+SALIB_DISTS = ("unif", "triang", "norm", "truncnorm", "lognorm", "logunif")
+# Poincaré constants C_i (Var g(x_i) <= C_i E[g'(x_i)^2]) of the distributions that have a
+# closed form: S_Ti <= C_i ν_i / Var(Y) (Sobol' & Kucherenko 2009).
+POINCARE = {
+    "unif": lambda low, high: (high - low) ** 2 / np.pi ** 2,   # sharp: cos(π(x - low)/(high - low))
+    "norm": lambda mean, std: std ** 2,                         # sharp: any linear function
+}
+WEIGHT_BLOCK = 4096            # samples per seeded block of bootstrap weights, whatever the chunks
+WEIGHTS_PER_STEP = 2 ** 19     # at most this many bootstrap weights per in-memory step (4 MiB of float64)
+STEPS_WITH_PROGRESS = 10       # gradient steps when progress is on and chunk_size is not given
 
-def dgsm(model, samples, *, dim="sample", bounds=None, num_resamples=100, conf_level=0.95, seed=None):
+
+def dgsm(model, samples, *, dim="sample", bounds=None, problem=None, num_resamples=100, conf_level=0.95,
+         seed=None, mode="auto", chunk_size=None, progress=None):
     """Derivative-based global sensitivity measures of ``model`` over ``samples``.
 
     Parameters
     ----------
     model : callable
-        Maps ONE example's parameters (a Dataset of 0-d variables) to a scalar or a
-        DataArray of outputs.
-    samples : xarray.Dataset
-        One data variable per parameter, each along ``dim``.
+        With a Dataset of samples: maps ONE example's parameters (a Dataset of 0-d
+        variables) to a scalar or a DataArray of outputs.  With an array of samples:
+        a model written for SALib, that maps an ``(n, D)`` array to ``n`` outputs; it
+        is called on one row at a time, an array of shape ``(1, D)``.
+    samples : xarray.Dataset or array of shape (N, D)
+        One data variable per parameter, each along ``dim``; or SALib's sample matrix
+        (plain random or quasi-random points, not a ``finite_diff`` design), with
+        ``problem``.  Dask-backed samples give a lazy result: nothing is computed.
+    dim : str
+        The samples' dim.
     bounds : dict, optional
-        ``{name: (low, high)}`` for every parameter: adds ``dgsm`` =
-        ν·(high − low)²/(π²·Var(Y)), SALib's normalisation for uniform inputs.
+        ``{name: (low, high)}`` for every parameter, uniform on that interval: adds
+        ``dgsm``, ``dgsm_conf`` and ``ST_bound``.
+    problem : dict, optional
+        Instead of ``bounds``: SALib's problem, ``{"names": [...], "bounds": [...]}``
+        with an optional ``"dists"`` (``"unif"``: bounds are (low, high); ``"norm"``:
+        (mean, std); SALib's other distributions give NaN normalised measures).
     num_resamples, conf_level, seed
-        Bootstrap of ``vi_conf``, the half-width of the ``conf_level`` interval of ``vi``.
+        Bootstrap of the ``*_conf`` half-widths of the ``conf_level`` normal interval:
+        ``num_resamples`` resamples (at least 2), reproducible with an integer ``seed``.
+    mode : {"auto", "forward", "reverse"}
+        How each example's Jacobian is computed: reverse mode for a scalar output,
+        else forward when the parameters are fewer than the outputs ("auto").
+    chunk_size : int, optional
+        Samples per vectorised gradient evaluation (bounds the memory).
+    progress : bool or callable, optional
+        In-memory samples: ``True`` draws a progress bar (tqdm when installed, else a
+        line on stderr); a callable is called as ``progress(done, total)`` after each
+        step.  Without ``chunk_size`` the gradients then take ten steps.  Dask-backed
+        samples compute nothing here: use ``dask.diagnostics.ProgressBar`` on compute.
 
     Returns
     -------
     xarray.Dataset
-        ``vi`` (and ``vi_conf``, ``dgsm``) with a ``param`` dim (coords: parameter
-        names) followed by the model output's dims.
+        With a ``param`` dim (coords: parameter names) followed by the model
+        output's dims: SALib's ``vi`` (ν_i), ``vi_std`` (the standard deviation of
+        (∂f/∂x_i)² over the samples), ``dgsm`` (ν_i (high − low)² / (π² Var Y), for
+        uniform inputs) and ``dgsm_conf`` (its bootstrap half-width), then ``vi_conf``
+        (the half-width of ``vi``) and ``ST_bound`` (C_i ν_i / Var Y ≥ S_Ti, the total
+        Sobol' index: C_i = (high − low)²/π² uniform, σ_i² normal).  Without bounds or
+        problem: ``vi``, ``vi_std`` and ``vi_conf``.  ``to_dataframe()`` starts with
+        SALib's four columns.
+
+    Raises
+    ------
+    ValueError
+        For samples, bounds, problems or options it cannot use, naming the argument.
+
+    Notes
+    -----
+    The bootstrap weighs each sample by 0 or 1 with probability ½ (a weighted
+    bootstrap with independent weights: mean 1, variance 1, as the classical
+    bootstrap's counts to first order) and takes the weighted means with one matrix
+    product per block of samples.  The weights come from a seed per block of 4096
+    samples, so the result does not depend on the Dask chunks.
 
     Examples
     --------
@@ -47,44 +107,270 @@ def dgsm(model, samples, *, dim="sample", bounds=None, num_resamples=100, conf_l
     >>> result = lf.sensitivity.dgsm(lambda p: 3 * p.a + p.b ** 2, samples)
     >>> result.vi.sel(param="a").round(6).item()    # E[3²]
     9.0
+
+    SALib's problem and sample matrix, with a model written for SALib:
+
+    >>> problem = {"names": ["a", "b"], "bounds": [[0, 1], [0, 1]]}
+    >>> X = rng.uniform(0, 1, (4000, 2))
+    >>> result = lf.sensitivity.dgsm(lambda X: 3 * X[:, 0] + X[:, 1] ** 2, X, problem=problem)
+    >>> list(result.to_dataframe().columns[:4])
+    ['vi', 'vi_std', 'dgsm', 'dgsm_conf']
+    >>> result.ST_bound.round(1).values.tolist()   # S_T = 0.89 and 0.11: the bounds hold
+    [1.1, 0.2]
     """
-    _check_samples(samples, dim, bounds)
-    names = list(samples.data_vars)
-    per_sample, outputs = vmap(_partials(model, names), dim=dim)(samples)
-    squares = xr.concat([per_sample[name] ** 2 for name in names], dim="param").assign_coords(param=names)
-    squares = squares.transpose("param", dim, ...)
-    result = xr.Dataset({"vi": squares.mean(dim)})
-    result["vi_conf"] = _bootstrap_halfwidth(squares, dim, num_resamples, conf_level, seed)
-    if bounds is not None:
+    samples, model, names, dists = _inputs(model, samples, dim, bounds, problem)
+    _check_options(num_resamples, conf_level, seed, mode, chunk_size)
+    lazy = bool(samples.chunks)
+    if lazy and progress not in (None, False):
+        raise ValueError(
+            "sensitivity.dgsm: progress= reports on in-memory work, and on Dask-backed samples "
+            "dgsm computes nothing; wrap the compute in dask.diagnostics.ProgressBar() instead"
+        )
+    size = samples.sizes[dim]
+    if size < 2:
+        raise ValueError(f"sensitivity.dgsm: samples has {size} sample(s) along {dim!r}; the measures need at least 2")
+    gradient_step = chunk_size or (math.ceil(size / STEPS_WITH_PROGRESS) if progress else size)
+    report = _Progress(progress, math.ceil(size / gradient_step) + math.ceil(size / _resample_step(num_resamples)))
+
+    jacobian = _example_jacobian(model, names, mode)
+    if lazy:
+        partials, outputs = vmap(jacobian, dim=dim, chunk_size=chunk_size)(samples)
+        squares = _squares(partials, names, dim)
+    else:
+        pieces = []
+        for start in range(0, size, gradient_step):
+            partials, outputs = vmap(jacobian, dim=dim)(samples.isel({dim: slice(start, start + gradient_step)}))
+            pieces.append((_squares(partials, names, dim), outputs))
+            report.advance()
+        squares, outputs = (xr.concat(parts, dim) if len(pieces) > 1 else parts[0] for parts in zip(*pieces))
+
+    centred = outputs - outputs.mean(dim) if dists is not None else None
+    entropy = np.random.SeedSequence(seed).entropy
+    resampled = _resampled_means(squares, centred, dim, names, num_resamples, entropy, lazy, report)
+    report.close()
+    z = NormalDist().inv_cdf(0.5 + conf_level / 2)
+
+    result = {"vi": squares.mean(dim), "vi_std": squares.std(dim)}
+    if dists is not None:
         variance = outputs.var(dim)
-        widths = xr.DataArray([bounds[n][1] - bounds[n][0] for n in names], dims="param", coords={"param": names})
-        result["dgsm"] = result["vi"] * widths ** 2 / (np.pi ** 2 * variance)
-    return result
+        uniform_scale = _per_param(names, [POINCARE["unif"](*dists[n][1]) if dists[n][0] == "unif" else np.nan
+                                           for n in names])
+        poincare = _per_param(names, [POINCARE[dists[n][0]](*dists[n][1]) if dists[n][0] in POINCARE else np.nan
+                                      for n in names])
+        resampled_variance = resampled["y2"] - resampled["y"] ** 2
+        result["dgsm"] = result["vi"] * uniform_scale / variance
+        result["dgsm_conf"] = z * (resampled["vi"] * uniform_scale / resampled_variance).std("resample", ddof=1)
+    result["vi_conf"] = z * resampled["vi"].std("resample", ddof=1)
+    if dists is not None:
+        result["ST_bound"] = result["vi"] * poincare / variance
+    return xr.Dataset(result)
 
 
-def local(model, params, *, normalize=True):
+def local(model, params, *, normalize=True, mode="auto"):
     """The local sensitivities of ``model`` at ``params``, keyed by parameter.
 
     ``model`` maps ``params`` (a Dataset of parameters) to a DataArray (or scalar).
     With ``normalize`` the result holds elasticities ∂y/∂p · p/y, else ∂y/∂p.
+    ``mode`` picks the Jacobian's mode: ``"forward"`` (``lf.jacfwd``, one JVP per
+    parameter element), ``"reverse"`` (``lf.jacrev``, one VJP per output element) or
+    ``"auto"``: forward when the parameter elements are fewer than the output's, so
+    that time and memory grow linearly with the output.  Both give the same Dataset.
 
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> t = xr.DataArray([0.0, 1.0, 2.0], dims="t")
     >>> decay = lambda p: p.amplitude * np.exp(-p.rate * t)
     >>> e = lf.sensitivity.local(decay, xr.Dataset({"amplitude": 2.0, "rate": 0.5}))
     >>> e.amplitude.values.tolist(), e.rate.values.tolist()     # 1 and -rate·t
-    ([1.0, 1.0, 1.0], [-0.0, -0.5, -1.0])
+    ([1.0, 1.0, 1.0], [0.0, -0.5, -1.0])
     """
     if not isinstance(params, xr.Dataset):
         raise ValueError("sensitivity.local: params must be a Dataset with one variable per parameter")
-    jacobian = jacrev(model)(params)
+    _check_mode(mode, "local")
+    output = model(params) if normalize or mode == "auto" else None
+    if isinstance(output, (xr.Dataset, xr.DataTree)) or not (output is None or isinstance(output, xr.DataArray)
+                                                             or np.ndim(output) == 0):
+        raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar), "
+                         f"not a {type(output).__name__}")
+    if mode == "auto":
+        parameter_size = sum(int(np.prod(var.shape)) for var in params.data_vars.values())
+        mode = "forward" if parameter_size < int(np.prod(np.shape(output))) else "reverse"
+    jacobian = (jacfwd if mode == "forward" else jacrev)(model)(params)
     if not isinstance(jacobian, xr.Dataset):
         raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar)")
     if not normalize:
         return jacobian
-    output = model(params)
     return xr.Dataset({name: jacobian[name] * _along_wrt_dims(params[name], jacobian[name]) / output
                        for name in params.data_vars})
+
+
+# --- inputs -----------------------------------------------------------------------------------
+def _inputs(model, samples, dim, bounds, problem):
+    """(samples as a Dataset, the model of one example, the names, {name: (dist, params)} or None)."""
+    if bounds is not None and problem is not None:
+        raise ValueError("sensitivity.dgsm: give bounds= or problem=, not both")
+    names, dists = _read_problem(problem) if problem is not None else (None, None)
+    if isinstance(samples, xr.Dataset):
+        missing = [name for name, var in samples.data_vars.items() if dim not in var.dims]
+        if missing:
+            raise ValueError(f"sensitivity.dgsm: the sample variables {missing} have no dim {dim!r}; every "
+                             "parameter needs one value per sample")
+        if names is not None:
+            if set(names) != set(samples.data_vars):
+                raise ValueError(f"sensitivity.dgsm: problem['names'] {names} and the sample variables "
+                                 f"{list(samples.data_vars)} differ; give one name per variable")
+            samples = samples[names]
+        names = list(samples.data_vars)
+        if bounds is not None:
+            absent = [name for name in names if name not in bounds]
+            if absent:
+                raise ValueError(f"sensitivity.dgsm: bounds has no (low, high) for the parameters {absent}")
+            dists = {name: ("unif", _interval(bounds[name], name)) for name in names}
+        return samples, model, names, dists
+    if hasattr(samples, "shape") and hasattr(samples, "dtype") and len(samples.shape) == 2:
+        if names is None:
+            raise ValueError(f"sensitivity.dgsm: samples is an array of shape {tuple(samples.shape)}; give "
+                             "problem= (SALib's dict with 'names' and 'bounds') to name its columns, or pass a "
+                             "Dataset with one variable per parameter")
+        if samples.shape[1] != len(names):
+            raise ValueError(f"sensitivity.dgsm: samples has {samples.shape[1]} columns and problem['names'] "
+                             f"{len(names)} names; give one column per parameter")
+        columns = xr.Dataset({name: (dim, samples[:, j]) for j, name in enumerate(names)})
+        return columns, _row_model(model, names), names, dists
+    raise ValueError("sensitivity.dgsm: samples must be a Dataset with one variable per parameter, or an "
+                     f"(N, D) array with problem=; got {type(samples).__name__}")
+
+
+def _interval(pair, name):
+    values = tuple(float(v) for v in pair)
+    if not (len(values) == 2 and values[1] > values[0]):
+        raise ValueError(f"sensitivity.dgsm: bounds[{name!r}] = {pair!r} must be (low, high) with low < high")
+    return values
+
+
+def _read_problem(problem):
+    """SALib's problem dict as (names, {name: (dist, params)})."""
+    if not isinstance(problem, dict) or "names" not in problem or "bounds" not in problem:
+        raise ValueError("sensitivity.dgsm: problem must be SALib's dict with 'names' and 'bounds' "
+                         "(and optionally 'dists', 'num_vars')")
+    names, bounds = list(problem["names"]), list(problem["bounds"])
+    dists = list(problem.get("dists") or ["unif"] * len(names))
+    if "groups" in problem and problem["groups"] is not None:
+        raise ValueError("sensitivity.dgsm: problem['groups'] is not supported; DGSM measures each parameter")
+    sizes = {"names": len(names), "bounds": len(bounds), "dists": len(dists)}
+    if "num_vars" in problem:
+        sizes["num_vars"] = problem["num_vars"]
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"sensitivity.dgsm: problem has {sizes}; give one entry per parameter")
+    if len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"sensitivity.dgsm: problem['names'] {names} must be distinct strings")
+    out = {}
+    for name, dist, params in zip(names, dists, bounds):
+        if dist not in SALIB_DISTS:
+            raise ValueError(f"sensitivity.dgsm: problem['dists'] has {dist!r} for {name!r}; SALib's "
+                             f"distributions are {SALIB_DISTS}")
+        params = tuple(float(v) for v in params)
+        if dist == "unif" and not (len(params) == 2 and params[1] > params[0]):
+            raise ValueError(f"sensitivity.dgsm: problem['bounds'] for {name!r} is {params}; a uniform "
+                             "parameter needs (low, high) with low < high")
+        if dist == "norm" and not (len(params) == 2 and params[1] > 0):
+            raise ValueError(f"sensitivity.dgsm: problem['bounds'] for {name!r} is {params}; a normal "
+                             "parameter needs (mean, std) with std > 0")
+        out[name] = (dist, params)
+    return names, out
+
+
+def _row_model(model, names):
+    """A SALib model (an (n, D) array to n outputs) as the model of one example."""
+    def one_row(example):
+        row = np.stack([example[name].data for name in names])
+        output = model(np.reshape(row, (1, len(names))))
+        if np.size(output) != 1:
+            raise ValueError(
+                "sensitivity.dgsm: with an array of samples the model is called as SALib's models are, on "
+                f"an (n, D) array (here one row, shape (1, {len(names)})), and must return n outputs; it "
+                f"returned shape {np.shape(output)}"
+            )
+        return xr.DataArray(np.reshape(output, ()))
+
+    return one_row
+
+
+def _check_options(num_resamples, conf_level, seed, mode, chunk_size):
+    if isinstance(num_resamples, bool) or not isinstance(num_resamples, int) or num_resamples < 2:
+        raise ValueError(f"sensitivity.dgsm: num_resamples={num_resamples!r} must be an int >= 2")
+    if not 0 < conf_level < 1:
+        raise ValueError(f"sensitivity.dgsm: conf_level={conf_level!r} must be between 0 and 1")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"sensitivity.dgsm: seed={seed!r} must be None or a non-negative int")
+    _check_mode(mode, "dgsm")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"sensitivity.dgsm: chunk_size={chunk_size!r} must be a positive int or None")
+
+
+def _check_mode(mode, name):
+    if mode not in MODES:
+        raise ValueError(f"sensitivity.{name}: mode={mode!r} must be one of {MODES}")
+
+
+# --- per-sample derivatives -----------------------------------------------------------------
+def _example_jacobian(model, names, mode):
+    """One example's partial derivatives and the model's output, as ``(Dataset, output)``.
+
+    "auto" runs the model once in reverse mode; a scalar output is then done (one VJP),
+    an output with dims is differentiated again by the mode its size calls for.
+    """
+    def checked(example):
+        return _checked_output(model(example), names)
+
+    def with_output(example):
+        output = checked(example)
+        return output, output
+
+    def jacobian(example):
+        if mode == "forward":
+            return jacfwd(with_output, has_aux=True)(example)
+        if mode == "reverse":
+            return jacrev(with_output, has_aux=True)(example)
+        output, pullback = vjp(checked, example)
+        if output.ndim == 0:
+            return pullback(xr.ones_like(output))[0], output
+        del pullback  # free the first pass's tape before the second pass
+        chosen = jacfwd if len(names) < output.size else jacrev
+        return chosen(with_output, has_aux=True)(example)
+
+    return jacobian
+
+
+def _checked_output(output, names):
+    if isinstance(output, (xr.Dataset, xr.DataTree)):
+        raise ValueError(
+            f"sensitivity.dgsm: the model returned a {type(output).__name__}; return one "
+            "DataArray (or a scalar), e.g. lambda p: model(p)['y']"
+        )
+    if not isinstance(output, xr.DataArray):
+        if np.ndim(output):
+            raise ValueError(
+                "sensitivity.dgsm: the model returned an array without dims for one example; "
+                "return a scalar or a DataArray with named dims"
+            )
+        return xr.DataArray(output)
+    clashes = [d for d in output.dims if d == "param" or d in names]
+    if clashes:
+        raise ValueError(
+            f"sensitivity.dgsm: the model's output has dims {output.dims}, and {clashes} "
+            "is also the name of the result's 'param' dim or of a parameter; rename that "
+            "output dim (output.rename(...)) or the parameter"
+        )
+    return output
+
+
+def _squares(partials, names, dim):
+    squares = xr.concat([partials[name] ** 2 for name in names], dim="param", coords="minimal", compat="override")
+    return squares.assign_coords(param=names).transpose("param", dim, ...)
+
+
+def _per_param(names, values):
+    return xr.DataArray(np.asarray(values, dtype=float), dims="param", coords={"param": names})
 
 
 def _along_wrt_dims(param, jacobian):
@@ -94,50 +380,110 @@ def _along_wrt_dims(param, jacobian):
     return xr.Variable(wrt_dims, param.data)
 
 
-def _partials(model, names):
-    """One example's partial derivatives and the model's output, from one evaluation."""
-    def with_output(example):
-        output = model(example)
-        if isinstance(output, (xr.Dataset, xr.DataTree)):
-            raise ValueError(
-                f"sensitivity.dgsm: the model returned a {type(output).__name__}; return one "
-                "DataArray (or a scalar), e.g. lambda p: model(p)['y']"
-            )
-        clashes = [d for d in getattr(output, "dims", ()) if d == "param" or d in names]
-        if clashes:
-            raise ValueError(
-                f"sensitivity.dgsm: the model's output has dims {output.dims}, and {clashes} "
-                "is also the name of the result's 'param' dim or of a parameter; rename that "
-                "output dim (output.rename(...)) or the parameter"
-            )
-        if not isinstance(output, xr.DataArray) and np.ndim(output):
-            raise ValueError(
-                "sensitivity.dgsm: the model returned an array without dims for one example; "
-                "return a scalar or a DataArray with named dims"
-            )
-        return output, output
-
-    return jacrev(with_output, has_aux=True)
-
-
-def _check_samples(samples, dim, bounds):
-    if not isinstance(samples, xr.Dataset):
-        raise ValueError("sensitivity.dgsm: samples must be a Dataset with one variable per parameter")
-    missing = [name for name, var in samples.data_vars.items() if dim not in var.dims]
-    if missing:
-        raise ValueError(f"sensitivity.dgsm: the sample variables {missing} have no dim {dim!r}; every parameter needs one value per sample")
-    if bounds is not None:
-        absent = [name for name in samples.data_vars if name not in bounds]
-        if absent:
-            raise ValueError(f"sensitivity.dgsm: bounds has no (low, high) for the parameters {absent}")
+# --- the bootstrap ----------------------------------------------------------------------------
+def _resampled_means(squares, centred, dim, names, num_resamples, entropy, lazy, report):
+    """{"vi": (resample, param, ...), "y", "y2": (resample, ...)}: the means of the squared
+    partials and of the centred outputs and their squares, in each bootstrap resample."""
+    out_dims = squares.dims[2:]
+    columns = [squares.transpose(dim, "param", *out_dims).data]
+    if centred is not None:
+        y = centred.transpose(dim, *out_dims).data
+        columns += [y[:, None], (y ** 2)[:, None]]
+    xp = namespace(*columns)
+    columns.append(xp.ones_like(columns[0][:, :1]))  # its weighted sums are the sums of the weights
+    stacked = xp.concat(columns, axis=1)
+    shape = tuple(stacked.shape)
+    if lazy:
+        table = stacked.rechunk({k: -1 for k in range(1, stacked.ndim)}).reshape(shape[0], -1)
+        sums = _lazy_weighted_sums(table, num_resamples, entropy)
+    else:
+        table = xp.reshape(stacked, (shape[0], -1))
+        sums, step = 0, _resample_step(num_resamples)
+        for start in range(0, shape[0], step):
+            sums = sums + _weighted_sums(table[start:start + step], start, num_resamples, entropy)
+            report.advance()
+    sums = xp.reshape(sums, (num_resamples,) + shape[1:])
+    means = sums[:, :-1] / sums[:, -1:]
+    coords = {k: c for k, c in squares.coords.items() if dim not in c.dims and "param" not in c.dims}
+    means = xr.DataArray(means, dims=("resample", "statistic") + out_dims, coords=coords)
+    d = len(names)
+    resampled = {"vi": means.isel(statistic=slice(0, d)).rename(statistic="param").assign_coords(param=names)}
+    if centred is not None:
+        resampled["y"], resampled["y2"] = means.isel(statistic=d), means.isel(statistic=d + 1)
+    return resampled
 
 
-def _bootstrap_halfwidth(squares, dim, num_resamples, conf_level, seed):
-    """Half-width of the normal bootstrap interval of the mean (SALib's vi_conf)."""
-    from statistics import NormalDist
+def _resample_step(num_resamples):
+    """Samples per in-memory resampling step: whole blocks of weights, a few MiB of them."""
+    return WEIGHT_BLOCK * max(1, WEIGHTS_PER_STEP // (num_resamples * WEIGHT_BLOCK))
 
-    rng = np.random.default_rng(seed)
-    size = squares.sizes[dim]
-    means = [squares.isel({dim: rng.integers(0, size, size)}).mean(dim) for _ in range(num_resamples)]
-    spread = xr.concat(means, dim="resample").std("resample", ddof=1)
-    return NormalDist().inv_cdf(0.5 + conf_level / 2) * spread
+
+def _lazy_weighted_sums(table, num_resamples, entropy):
+    """``_weighted_sums`` of each chunk of samples of a Dask ``table``, added up lazily."""
+    def chunk_sums(block, block_info=None):
+        return _weighted_sums(block, block_info[0]["array-location"][0][0], num_resamples, entropy)
+
+    count = len(table.chunks[0])
+    partial = table.map_blocks(chunk_sums, chunks=((num_resamples,) * count, (table.shape[1],)),
+                               dtype=table.dtype, meta=table._meta)
+    return partial.reshape(count, num_resamples, table.shape[1]).sum(axis=0)
+
+
+def _weighted_sums(block, start, num_resamples, entropy):
+    """(resample, column): the bootstrap-weighted column sums of the samples
+    ``start, start + 1, ...`` in the rows of ``block``: one matrix product."""
+    weights = _bootstrap_weights(entropy, num_resamples, start, start + block.shape[0])
+    return namespace(block).asarray(weights, dtype=block.dtype) @ block
+
+
+def _bootstrap_weights(entropy, num_resamples, start, stop):
+    """(resample, sample) weights 0 or 1 of the samples ``start:stop``, each block of
+    WEIGHT_BLOCK samples drawn from its own seed, so that any slicing gives the same."""
+    first, last = start // WEIGHT_BLOCK, (stop - 1) // WEIGHT_BLOCK
+    blocks = []
+    for k in range(first, last + 1):
+        rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(k,)))
+        bits = np.frombuffer(rng.bytes(num_resamples * WEIGHT_BLOCK // 8), dtype=np.uint8)
+        blocks.append(np.unpackbits(bits).reshape(num_resamples, WEIGHT_BLOCK))
+    weights = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
+    offset = first * WEIGHT_BLOCK
+    return weights[:, start - offset:stop - offset]
+
+
+# --- progress ---------------------------------------------------------------------------------
+class _Progress:
+    """Reports steps done of ``total``: to a callable, a tqdm bar, or a line on stderr."""
+
+    def __init__(self, progress, total):
+        self.done, self.total, self.bar, self.callback = 0, total, None, None
+        if progress is None or progress is False:
+            return
+        if callable(progress):
+            self.callback = progress
+        elif progress is True:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.callback = self._print
+            else:
+                self.bar = tqdm(total=total, desc="dgsm", unit="step")
+        else:
+            raise ValueError(f"sensitivity.dgsm: progress={progress!r} must be None, a bool, or a callable "
+                             "progress(done, total)")
+
+    def advance(self):
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.callback is not None:
+            self.callback(self.done, self.total)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.callback == self._print:
+            sys.stderr.write("\n")
+
+    def _print(self, done, total):
+        sys.stderr.write(f"\rdgsm: {done}/{total} steps")
+        sys.stderr.flush()

@@ -1,4 +1,6 @@
 """lf.sensitivity against closed forms and published values."""
+import tracemalloc
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -123,3 +125,133 @@ def test_bad_inputs():
         lf.sensitivity.dgsm(ishigami, samples, bounds={"x1": (-1, 1), "x2": (-1, 1)})
     with pytest.raises(ValueError, match="named dims"):
         lf.sensitivity.dgsm(lambda p: np.stack([p.x1.data, p.x2.data]), samples)
+
+
+# --- local: forward or reverse mode -------------------------------------------------------------
+def central_differences(model, params, step=1e-6):
+    """{name: ∂y/∂p} by central differences, one parameter element at a time (dims: the
+    output's, then the parameter's renamed with `_wrt` where they clash)."""
+    out = {}
+    for name, var in params.data_vars.items():
+        columns = []
+        for k in range(var.size):
+            shift = np.zeros(var.size)
+            shift[k] = step * max(1.0, abs(var.values.ravel()[k]))
+            up = params.assign({name: var + shift.reshape(var.shape)})
+            down = params.assign({name: var - shift.reshape(var.shape)})
+            columns.append(((model(up) - model(down)) / (2 * shift[k])).values)
+        out[name] = np.stack(columns, axis=-1).reshape(np.shape(columns[0]) + var.shape)
+    return out
+
+
+def field_model(lat, lon):
+    phi, lam = np.deg2rad(lat), np.deg2rad(lon)
+
+    def model(p):
+        return (p.t0 + p.amp * np.cos(phi) ** 2 + p.wave * np.sin(2 * lam) * np.cos(phi)
+                + p.scale * np.exp(p.decay * np.sin(phi)))
+
+    def derivatives(p):  # ∂y/∂p written out by hand
+        ones = xr.ones_like(phi * lam)
+        return {"t0": ones, "amp": np.cos(phi) ** 2 * ones, "wave": np.sin(2 * lam) * np.cos(phi),
+                "scale": np.exp(p.decay * np.sin(phi)) * ones,
+                "decay": p.scale * np.sin(phi) * np.exp(p.decay * np.sin(phi)) * ones}
+
+    return model, derivatives
+
+
+FIELD_PARAMS = xr.Dataset({"t0": 280.0, "amp": 30.0, "wave": 5.0, "decay": 0.3, "scale": 2.0})
+
+
+def grid(n_lat, n_lon):
+    lat = np.linspace(-90 + 90 / n_lat, 90 - 90 / n_lat, n_lat)
+    lon = np.linspace(180 / n_lon, 360 - 180 / n_lon, n_lon)
+    return xr.DataArray(lat, dims="lat", coords={"lat": lat}), xr.DataArray(lon, dims="lon", coords={"lon": lon})
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_local_forward_reverse_and_finite_differences_agree(normalize):
+    lat, lon = grid(6, 8)
+    model, _ = field_model(lat, lon)
+    # a vector parameter on the output's own dim as well: ∂y_i/∂w_j, dims (lat, lon, lat_wrt)
+    params = FIELD_PARAMS.assign(bump=("lat", np.linspace(0.5, 1.5, 6)))
+    vector_model = lambda p: model(p) + p.bump ** 2 * np.cos(np.deg2rad(lon))
+    results = {mode: lf.sensitivity.local(vector_model, params, mode=mode, normalize=normalize)
+               for mode in ("forward", "reverse", "auto")}
+    xr.testing.assert_allclose(results["forward"], results["reverse"], rtol=1e-12, atol=1e-14)
+    xr.testing.assert_identical(results["auto"], results["forward"])  # 6·8 outputs > 11 parameter elements
+    assert results["forward"].bump.dims == ("lat", "lon", "lat_wrt")
+    differences = central_differences(vector_model, params)
+    output = vector_model(params).values
+    for name, expected in differences.items():
+        if normalize:
+            scale = params[name].values.reshape((1,) * output.ndim + params[name].shape)
+            expected = expected * scale / output.reshape(output.shape + (1,) * params[name].ndim)
+        np.testing.assert_allclose(results["forward"][name].values, expected, rtol=1e-6, atol=1e-9)
+
+
+def test_local_auto_mode_follows_the_sizes(monkeypatch):
+    import labeled_func.sensitivity as sensitivity
+
+    used = []
+    for name in ("jacfwd", "jacrev"):
+        original = getattr(sensitivity, name)
+        monkeypatch.setattr(sensitivity, name, lambda f, _o=original, _n=name: (used.append(_n), _o(f))[1])
+    lat, lon = grid(2, 2)
+    model, _ = field_model(lat, lon)
+    lf.sensitivity.local(model, FIELD_PARAMS)                                  # 5 parameters, 4 outputs
+    lf.sensitivity.local(lambda p: model(p).isel(lat=0), FIELD_PARAMS)         # 5 parameters, 2 outputs
+    lat, lon = grid(2, 3)
+    model, _ = field_model(lat, lon)
+    lf.sensitivity.local(model, FIELD_PARAMS)                                  # 5 parameters, 6 outputs
+    assert used == ["jacrev", "jacrev", "jacfwd"]
+
+
+def peak_memory(func):
+    """(func(), the peak of the memory NumPy and Python allocated while it ran)."""
+    tracemalloc.start()
+    try:
+        return func(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+MEMORY_LIMIT = 64 * 2 ** 20
+
+
+def test_local_on_a_one_degree_global_grid_runs_in_linear_memory():
+    """180 x 360 = 64,800 outputs and 5 parameters: reverse mode would pull 64,800 rows (a
+    64,800² basis, 34 GB); forward mode pushes 5 tangents through the model."""
+    lat, lon = grid(180, 360)
+    model, derivatives = field_model(lat, lon)
+    jacobian, peak = peak_memory(lambda: lf.sensitivity.local(model, FIELD_PARAMS, normalize=False))
+    assert peak < MEMORY_LIMIT, f"peak {peak / 2 ** 20:.0f} MiB: more than linear in the 64,800 outputs"
+    expected = derivatives(FIELD_PARAMS)
+    for name in FIELD_PARAMS.data_vars:
+        assert jacobian[name].dims == ("lat", "lon")
+        np.testing.assert_allclose(jacobian[name].transpose("lat", "lon").values,
+                                   expected[name].transpose("lat", "lon").values, rtol=1e-13, atol=1e-15)
+    elasticity = lf.sensitivity.local(model, FIELD_PARAMS)
+    np.testing.assert_allclose(elasticity.amp.values, (30.0 * expected["amp"] / model(FIELD_PARAMS)).values,
+                               rtol=1e-13)
+
+
+def test_the_memory_limit_catches_reverse_mode_on_a_small_grid():
+    """The check above can fail: reverse mode's memory grows with the square of the
+    outputs, and 30 x 60 = 1,800 of them already pass the limit."""
+    lat, lon = grid(30, 60)
+    model, derivatives = field_model(lat, lon)
+    jacobian, peak = peak_memory(lambda: lf.sensitivity.local(model, FIELD_PARAMS, normalize=False, mode="reverse"))
+    assert peak > MEMORY_LIMIT
+    np.testing.assert_allclose(jacobian.decay.values, derivatives(FIELD_PARAMS)["decay"].values, rtol=1e-13)
+
+
+@pytest.mark.parametrize("mode", ["sideways", None, "Forward"])
+def test_local_mode_must_be_one_of_three(mode):
+    with pytest.raises(ValueError, match=r"mode=.*'auto', 'forward', 'reverse'"):
+        lf.sensitivity.local(lambda p: p.a * 2, xr.Dataset({"a": 1.0}), mode=mode)
+
+
+def test_local_model_returning_a_dataset_raises():
+    with pytest.raises(ValueError, match="one DataArray"):
+        lf.sensitivity.local(lambda p: xr.Dataset({"y": p.a}), xr.Dataset({"a": 1.0}))
