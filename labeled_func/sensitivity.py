@@ -199,8 +199,11 @@ def local(model, params, *, normalize=True, mode="auto"):
         raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar)")
     if not normalize:
         return jacobian
-    return xr.Dataset({name: jacobian[name] * _along_wrt_dims(params[name], jacobian[name]) / output
-                       for name in params.data_vars})
+    what = getattr(output, "name", None) or "the output"
+    return xr.Dataset({
+        name: (jacobian[name] * _along_wrt_dims(params[name], jacobian[name]) / output).assign_attrs(
+            units="1", long_name=f"elasticity of {what} with respect to {name}")
+        for name in params.data_vars})
 
 
 # --- inputs -----------------------------------------------------------------------------------

@@ -255,3 +255,20 @@ def test_local_mode_must_be_one_of_three(mode):
 def test_local_model_returning_a_dataset_raises():
     with pytest.raises(ValueError, match="one DataArray"):
         lf.sensitivity.local(lambda p: xr.Dataset({"y": p.a}), xr.Dataset({"a": 1.0}))
+
+
+def test_elasticities_are_dimensionless_and_say_what_they_are():
+    t = xr.DataArray([0.0, 1.0, 2.0], dims="t")
+    params = xr.Dataset({"amplitude": xr.DataArray(2.0, attrs={"units": "K"}),
+                         "rate": xr.DataArray(0.5, attrs={"units": "s-1"})})
+
+    def model(p):
+        return (p.amplitude * np.exp(-p.rate * t)).rename("temperature").assign_attrs(units="K")
+
+    elasticities = lf.sensitivity.local(model, params)
+    for name in ("amplitude", "rate"):
+        assert elasticities[name].attrs == {"units": "1",
+                                            "long_name": f"elasticity of temperature with respect to {name}"}
+    np.testing.assert_allclose(elasticities.rate.values, -0.5 * t.values)  # d log y / d log rate = -rate t
+    derivatives = lf.sensitivity.local(model, params, normalize=False)
+    assert derivatives.rate.attrs["units"] == "K s"  # K per s-1
