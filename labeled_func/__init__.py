@@ -10,6 +10,7 @@ from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linear
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp
 from .jit import jit
+from .loops import checkpoint, scan
 from .ravel import ravel
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
@@ -20,7 +21,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
-    "jit", "ravel", "cond", "while_loop", "custom_jvp", "custom_vjp", "random", "sensitivity",
+    "jit", "ravel", "cond", "while_loop", "checkpoint", "scan", "custom_jvp", "custom_vjp", "random",
+    "sensitivity",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError",

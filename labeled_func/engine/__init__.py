@@ -6,13 +6,13 @@ What floor 3 reads of tracers goes through these names: ``primal_of``, ``tangent
 from .batching import BatchLevel, BatchTracer, any_example_true, batch_value, unbatch_value
 from .forward import JVPLevel, JVPTracer, tangent_of
 from .reverse import VJPLevel, VJPTracer, backward, input_node, node_of
-from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, current_levels, differentiated,
+from .stack import (Level, active, bind_checkpoint, bind_custom_jvp, bind_custom_vjp, bind_per_example, current_levels, differentiated,
                     inplace_assign, is_batched, traced_by)
 from .diagnose import register_conversion_sites
 from .tracer import Tracer, primal_of
 
 __all__ = ["BatchLevel", "BatchTracer", "JVPLevel", "JVPTracer", "Level", "Tracer", "VJPLevel", "VJPTracer",
-           "active", "any_example_true", "backward", "batch_value", "bind_custom_jvp", "bind_custom_vjp",
+           "active", "any_example_true", "backward", "batch_value", "bind_checkpoint", "bind_custom_jvp", "bind_custom_vjp",
            "bind_per_example",
            "current_levels", "differentiated", "inplace_assign", "input_node", "is_batched", "node_of", "primal_of",
            "register_conversion_sites", "tangent_of", "traced_by", "unbatch_value"]

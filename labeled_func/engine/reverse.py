@@ -7,8 +7,16 @@ outputs in reverse topological order, pulling each node's cotangent back to its 
 traceable: grad of grad, jacfwd of jacrev), accumulating cotangents and dropping each
 node's cotangent once it is used.  A call of a function with custom rules records one
 :class:`CustomNode`, whose pullback is the rule.
+
+A call of a checkpointed function records one :class:`CallNode` for all its outputs
+(one :class:`OutputNode` each): the function runs without a tape (:class:`Capture`
+notes the values of this level it reads, wherever they come from: its arguments or its
+closure), and the node's pullback runs it again under a private reverse level and pulls
+the cotangents back through that run.  Only the values it read are kept.
 """
 from __future__ import annotations
+
+from contextvars import ContextVar
 
 import numpy as np
 
@@ -18,12 +26,21 @@ from kernels import elementwise as ew
 from kernels.backend import device_of, dtype_kind, namespace
 from kernels.primitive import bottom
 
-from .errors import UnsupportedOperationError
-from .stack import Level, active, bind_per_example
+from .errors import InplaceError, UnsupportedOperationError
+from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, traced_by
 from .tracer import PrimalTracer, integral, primal_of, stays_traced
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
-__all__ = ["VJPLevel", "VJPTracer", "Node", "CustomNode", "backward", "input_node", "node_of"]
+__all__ = ["VJPLevel", "VJPTracer", "Node", "CustomNode", "CallNode", "OutputNode", "backward", "input_node",
+           "node_of"]
+
+# The checkpointed calls running now without a tape: {level: Capture}, per task as the stack.
+_CAPTURES: ContextVar = ContextVar("labeled_func_checkpoint_captures", default=None)
+
+
+def _capture_of(level):
+    captures = _CAPTURES.get()
+    return None if captures is None else captures.get(level)
 
 
 class Node:
@@ -58,6 +75,35 @@ class CustomNode(Node):
         return self.pullback(cotangent)
 
 
+class CallNode(Node):
+    """A call with several outputs recorded as one node (a checkpointed function).  Its
+    cotangent is a list, one entry per output (None: zero), which its :class:`OutputNode` s
+    fill; ``pullback(cotangents)`` gives one cotangent per parent position."""
+
+    __slots__ = ("pullback", "outs")
+
+    def __init__(self, pullback, parents, outs):
+        super().__init__(None, None, parents, (), None)
+        self.pullback = pullback
+        self.outs = outs
+
+    def pull(self, cotangents):
+        return self.pullback(cotangents)
+
+
+class OutputNode(Node):
+    """Output ``index`` of a :class:`CallNode`: its cotangent goes to that entry."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, call, index, out):
+        super().__init__(None, None, ((0, call),), (), out)
+        self.index = index
+
+    def pull(self, cotangent):
+        return ((self.index, cotangent),)
+
+
 def input_node(primal):
     return Node(None, None, (), (), primal)
 
@@ -75,6 +121,9 @@ class VJPLevel(Level):
     __slots__ = ()
 
     def process(self, prim, args, params):
+        captures = _CAPTURES.get()
+        if captures is not None and self in captures:
+            return captures[self].process(prim, args, params)
         primals = []
         parents = []
         for i, arg in enumerate(args):
@@ -105,6 +154,9 @@ class VJPLevel(Level):
     def process_custom_jvp(self, fun, rule, arrays):
         """Reverse mode from a JVP rule: the rule runs once with tangents traced by a
         private reverse level; its tangent output, linear in them, is pulled back later."""
+        capture = _capture_of(self)
+        if capture is not None:
+            return bind_custom_jvp(fun, rule, capture.read_all(arrays))
         primals = [primal_of(a, self) for a in arrays]
         inner = VJPLevel()
         with active(inner):
@@ -132,6 +184,9 @@ class VJPLevel(Level):
         return self._record_custom(arrays, out, pullback)
 
     def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+        capture = _capture_of(self)
+        if capture is not None:
+            return bind_custom_vjp(fun, fwd, bwd, capture.read_all(arrays), name)
         out, residuals = fwd([primal_of(a, self) for a in arrays])
         return self._record_custom(arrays, out, lambda g: bwd(residuals, g))
 
@@ -140,6 +195,9 @@ class VJPLevel(Level):
         each output records one node whose pullback runs it again that way and pulls the
         cotangent back through the run (recomputation: a private level's tape cannot outlive
         the levels below it)."""
+        capture = _capture_of(self)
+        if capture is not None:
+            return bind_per_example(fun, capture.read_all(arrays))
         primals = [primal_of(a, self) for a in arrays]
         traced = [node_of(a, self) is not None and not integral(p) for a, p in zip(arrays, primals)]
 
@@ -168,6 +226,51 @@ class VJPLevel(Level):
         outs = bind_per_example(lambda values: [out for out, _ in run(values)[0]], primals)
         return [self._record_custom(arrays, out, pullback_of(k)) for k, out in enumerate(outs)]
 
+    def process_checkpoint(self, fun, arrays):
+        """``fun`` runs without a tape (see :class:`Capture`); its outputs share one
+        :class:`CallNode` whose parents are the nodes of the values of this level it read.
+        The pullback substitutes each of those values by a fresh input of a private reverse
+        level, runs ``fun`` again and pulls the cotangents back through that run."""
+        if _capture_of(self) is not None:
+            return fun(arrays)  # inside a checkpointed call: that call's recomputation covers it
+        capture = Capture(self)
+        args = [capture.alias(a) for a in arrays]
+        token = _CAPTURES.set({**(_CAPTURES.get() or {}), self: capture})
+        try:
+            outs = [capture.read(out) for out in fun(args)]
+        finally:
+            _CAPTURES.reset(token)
+        read = capture.read_values
+        parents = tuple((i, node) for i, (_, _, node) in enumerate(read) if node is not None)
+        if not parents:
+            return outs
+
+        def pullback(cotangents):
+            inner = VJPLevel()
+            inner.label = self.label
+            nodes = [None if node is None else input_node(primal) for _, primal, node in read]
+            saved = [(tracer._level, tracer._value, tracer._node, tracer._view) for tracer, _, _ in read]
+            with active(inner):
+                try:  # the values read, as inputs of the private level (a closure's too)
+                    for (tracer, primal, _), node in zip(read, nodes):
+                        tracer._level, tracer._value, tracer._node, tracer._view = inner, primal, node, None
+                    again = fun(args)
+                    out_nodes = [node_of(out, inner) for out in again]
+                finally:
+                    for (tracer, _, _), state in zip(read, saved):
+                        tracer._level, tracer._value, tracer._node, tracer._view = state
+            if len(out_nodes) != len(cotangents):
+                raise RuntimeError(f"a checkpointed function returned {len(out_nodes)} arrays when run again on "
+                                   f"the backward pass, {len(cotangents)} the first time: it must be deterministic")
+            seeds = [(node, c) for node, c in zip(out_nodes, cotangents) if node is not None and c is not None]
+            wanted = [node for node in nodes if node is not None]
+            found = iter(backward(seeds, wanted) if seeds else [None] * len(wanted))
+            return [None if node is None else next(found) for node in nodes]
+
+        call = CallNode(pullback, parents, outs)
+        return [out if integral(out) or not hasattr(out, "shape") else VJPTracer(self, out, OutputNode(call, k, out))
+                for k, out in enumerate(outs)]
+
     def _record_custom(self, arrays, out, pullback):
         parents = []
         for i, array in enumerate(arrays):
@@ -179,6 +282,9 @@ class VJPLevel(Level):
         return VJPTracer(self, out, CustomNode(pullback, tuple(parents), out))
 
     def assign(self, dest, src, operation):
+        capture = _capture_of(self)
+        if capture is not None:
+            src = capture.check_write(dest, src, operation)
         assign_value(self, dest, src)
 
     def set_value(self, dest, src):
@@ -225,6 +331,96 @@ def stand_in(value):
         return np.broadcast_to(zero, shape)
     xp = namespace(base)
     return xp.broadcast_to(xp.zeros((), dtype=dtype, device=device_of(base)), shape)
+
+
+class Capture:
+    """A checkpointed call running at ``level`` without a tape.
+
+    Every tracer of the level that an operation reads is unwrapped to its primal, and the
+    first read of each is noted (``read_values``: the tracer, its primal and node then):
+    those are what the recomputation starts from.  Results are plain values of the levels
+    below, except those that must stay tracers: views (writes through them reach their
+    base) and ``*_like`` buffers (traced values may be written into them), noted as
+    ``created``.  Writes in place go only into the call's own arguments (``alias``: fresh
+    tracers for the same values) and what it created: a value of its closure written in
+    place would lose its derivative.
+    """
+
+    __slots__ = ("level", "read_values", "_read", "_created", "_writable")
+
+    def __init__(self, level):
+        self.level = level
+        self.read_values = []
+        self._read = set()
+        self._created = set()
+        self._writable = set()
+
+    def alias(self, array):
+        """A fresh tracer of this level for one argument of the call (its own, to write into)."""
+        if not hasattr(array, "shape"):
+            return array
+        primal, node = (refresh_view(array)._value, array._node) if traced_by(array, self.level) else (array, None)
+        tracer = VJPTracer(self.level, primal, node)
+        self._writable.add(id(tracer))
+        self._note(tracer)
+        return tracer
+
+    def read(self, value):
+        """The primal of ``value`` if it is a tracer of this level (noted on first read)."""
+        if type(value) is not VJPTracer or value._level is not self.level:
+            return value
+        created = id(value) in self._created
+        if value._view is not None:
+            if created:
+                refresh_view(value)
+            else:  # a view made before the call is brought up to date on the tape, as outside it
+                captures = _CAPTURES.get()
+                token = _CAPTURES.set({k: c for k, c in captures.items() if k is not self.level})
+                try:
+                    refresh_view(value)
+                finally:
+                    _CAPTURES.reset(token)
+        if not created and id(value) not in self._read:
+            self._note(value)
+        return value._value
+
+    def read_all(self, values):
+        return [self.read(v) for v in values]
+
+    def _note(self, tracer):
+        self._read.add(id(tracer))
+        self.read_values.append((tracer, tracer._value, tracer._node))
+
+    def process(self, prim, args, params):
+        out = prim.bind(*self.read_all(args), **params)
+        level = self.level
+        x = args[0] if args else None
+        if prim in VIEW_PRIMITIVES and type(x) is VJPTracer and x._level is level:
+            view = make_view(prim, args, params, out)
+            if view is not None:
+                return self._created_tracer(out, view)
+        if prim.traced_constant or stays_traced(out):
+            return self._created_tracer(out, None)
+        return out
+
+    def _created_tracer(self, out, view):
+        tracer = VJPTracer(self.level, out, None)
+        tracer._view = view
+        self._created.add(id(tracer))
+        if view is None:
+            self._writable.add(id(tracer))
+        return tracer
+
+    def check_write(self, dest, src, operation):
+        """``src`` unwrapped, once ``dest`` is known to be the call's own."""
+        base = dest._view.base if dest._view is not None else dest
+        if id(base) not in self._writable:
+            raise InplaceError(
+                f"{operation}: a checkpointed function (lf.checkpoint, lf.scan with checkpoint_every) "
+                "writes in place into a value it closes over; under lf.grad the value would lose its "
+                "derivative. Pass it as an argument, or write into a copy (x = x.copy())."
+            )
+        return self.read(src)
 
 
 def _broadcast_node(node, out, shape):
@@ -275,15 +471,27 @@ def backward(seeds, wanted):
 
 
 def _accumulate(cotangents, node, cotangent):
-    if _complex(cotangent) and not _complex(node.out):
+    if type(node) is CallNode:  # (index, cotangent) of one output, from its OutputNode
+        index, cotangent = cotangent
+        parts = cotangents.setdefault(id(node), [None] * len(node.outs))
+        parts[index] = _sum(parts[index], _fit(cotangent, node.outs[index]))
+        return
+    cotangents[id(node)] = _sum(cotangents.get(id(node)), _fit(cotangent, node.out))
+
+
+def _fit(cotangent, out):
+    if _complex(cotangent) and not _complex(out):
         # a real value's cotangent is real: Re of what a complex-valued use sends back
         # (kernels/elementwise.py states the convention)
         cotangent = ew.real.bind(cotangent)
-    shape = tuple(getattr(node.out, "shape", ()))
+    shape = tuple(getattr(out, "shape", ()))
     if tuple(getattr(cotangent, "shape", ())) != shape:
         cotangent = kcore.broadcast_to.bind(cotangent, shape=shape)
-    previous = cotangents.get(id(node))
-    cotangents[id(node)] = cotangent if previous is None else ew.add.bind(previous, cotangent)
+    return cotangent
+
+
+def _sum(previous, cotangent):
+    return cotangent if previous is None else ew.add.bind(previous, cotangent)
 
 
 def _complex(value):

@@ -8,7 +8,10 @@ Four things are handed to the innermost level among their arguments (found by
 updates (:func:`inplace_assign`, the level's ``assign``), calls of functions with
 custom derivative rules (:func:`bind_custom_jvp` / :func:`bind_custom_vjp`, the
 level's ``process_custom_jvp`` / ``process_custom_vjp``) and calls of functions run once
-per example (:func:`bind_per_example`, the level's ``process_per_example``).
+per example (:func:`bind_per_example`, the level's ``process_per_example``).  Calls of
+checkpointed functions (:func:`bind_checkpoint`, the level's ``process_checkpoint``) go
+to the innermost *active* level instead: the function may read values it closes over,
+traced by any active level.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from . import diagnose
 from .errors import EscapedTracerError, InplaceError
 
 __all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "differentiated", "traced_by",
-           "bind_custom_jvp", "bind_custom_vjp", "bind_per_example"]
+           "bind_custom_jvp", "bind_custom_vjp", "bind_per_example", "bind_checkpoint"]
 
 _STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
 
@@ -74,6 +77,11 @@ class Level:
     def process_per_example(self, fun, arrays):
         """A call of a function run once per example (see :func:`bind_per_example`); a
         level that neither maps nor differentiates just runs it."""
+        return fun(arrays)
+
+    def process_checkpoint(self, fun, arrays):
+        """A call of a checkpointed function (see :func:`bind_checkpoint`); a level that
+        keeps nothing for a backward pass (vmap, jvp, jit) just runs it, traced."""
         return fun(arrays)
 
 
@@ -185,3 +193,18 @@ def bind_per_example(fun, arrays):
     if level is None:
         return fun(arrays)
     return level.process_per_example(fun, arrays)
+
+
+# --- checkpointed functions ------------------------------------------------------------------------
+def bind_checkpoint(fun, arrays):
+    """``fun(arrays)`` (a list of arrays in, a list of arrays out), whose intermediate values
+    a reverse level does not keep: it runs ``fun`` again on the backward pass.
+
+    Handed to the innermost active level (not the innermost among ``arrays``): ``fun`` may
+    read values it closes over, and those are traced by active levels only.
+    """
+    top_level(arrays, "checkpoint")  # the escape check
+    levels = _STACK.get()
+    if not levels:
+        return fun(arrays)
+    return levels[-1].process_checkpoint(fun, arrays)
