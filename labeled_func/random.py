@@ -2,7 +2,9 @@
 
 Under ``vmap(..., randomness=...)``: "error" raises RandomnessError, "different"
 draws independently per example, "same" draws once and shares it.  NumPy's own
-``np.random`` is not controlled by vmap (it sees no batch; see docs/limitations.md).
+``np.random`` sees no batch: vmap raises RandomnessError when the function draws from
+NumPy's global state under "error" or "different" (vmap.py), and cannot see a Generator
+of the user's own (pass it here as ``rng=``; see docs/vmap.md).
 """
 from __future__ import annotations
 

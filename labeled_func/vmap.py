@@ -31,7 +31,9 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     ----------
     func : callable
         Takes and returns DataArrays, Datasets, DataTrees, arrays, scalars and
-        tuples/lists/dicts of them.  Inside, the mapped dims are gone.
+        tuples/lists/dicts of them.  Inside, the mapped dims are gone; the coordinates
+        along them are each example's scalars, as ``x.isel(dim=i)`` has them (numbers
+        mapped, dates and strings as labels that compare with ``==``).
     dim : str or tuple of str, optional
         Map over this dim in every argument that has it; arguments without it are
         shared by all examples.  Several dims map as nested vmaps, first outermost.
@@ -44,6 +46,8 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
         the first mapped input.
     randomness : {"error", "different", "same"}
         What ``lf.random`` draws do inside: raise, differ per example, or be shared.
+        A draw from NumPy's global random state (one draw for all the examples) raises
+        RandomnessError unless "same".
     chunk_size : int, optional
         Evaluate this many examples at a time (bounds peak memory).
     axis_size : int, optional
@@ -64,6 +68,8 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     array([0.70710678, 0.70710678, 0.70710678])
     Coordinates:
       * sample   (sample) int64 24B 10 20 30
+    >>> lf.vmap(lambda x: x.sum("t") * x.sample, dim="sample")(x).values   # each example's label
+    array([ 10., 100., 270.])
     """
     if randomness not in RANDOMNESS:
         raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
