@@ -380,9 +380,9 @@ class _Mapped:
             inside = [attach(_enter(leaf, spec, level, shared), found, entered)
                       for leaf, spec, found in zip(leaves, specs, examples)]
             args, kwargs = treedef.rebuild(inside, specs)
-            numpy_state = np.random.get_state() if watch else None
+            numpy_state = lf_random.numpy_state() if watch else None
             out = self.func(*args, **kwargs)
-            if watch and _drawn_since(numpy_state):
+            if watch and lf_random.numpy_drew_since(numpy_state):
                 raise RandomnessError(_numpy_random_message(self.randomness))
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
@@ -400,12 +400,6 @@ class _Mapped:
         if self.randomness == "same":
             return False
         return not any(level.batches and level.randomness != "same" for level in current_levels())
-
-
-def _drawn_since(state):
-    """Whether NumPy's global random state moved on since ``state`` (np.random.get_state())."""
-    now = np.random.get_state()
-    return now[2:] != state[2:] or not np.array_equal(now[1], state[1])
 
 
 def _numpy_random_message(randomness):

@@ -57,6 +57,28 @@ def test_a_normal_from_the_cached_second_value_is_caught():
         lf.vmap(DRAWS["normal"], dim="member")(ensemble())
 
 
+def test_a_cached_normal_is_caught_after_a_quiet_call():
+    # the check remembers the state of its last full read: a call that drew nothing, then
+    # a draw that leaves a normal in the cache, then a call that takes just that one
+    np.random.seed(3)
+    lf.vmap(lambda v: v * 2, dim="member")(ensemble())
+    np.random.normal()
+    lf.vmap(lambda v: v * 2, dim="member")(ensemble())
+    with pytest.raises(lf.RandomnessError):
+        lf.vmap(DRAWS["normal"], dim="member")(ensemble())
+
+
+def test_another_bit_generator_behind_np_random_is_watched_too():
+    original = np.random.get_bit_generator()
+    np.random.set_bit_generator(np.random.PCG64(0))
+    try:
+        lf.vmap(lambda v: v * 2, dim="member")(ensemble())
+        with pytest.raises(lf.RandomnessError):
+            lf.vmap(DRAWS["rand of a shape"], dim="member")(ensemble())
+    finally:
+        np.random.set_bit_generator(original)
+
+
 @pytest.mark.parametrize("chunk_size", [None, 3])
 def test_same_shares_one_draw_as_a_loop_sharing_it(chunk_size):
     x = ensemble()
