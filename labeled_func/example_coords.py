@@ -31,14 +31,15 @@ import numpy as np
 import xarray as xr
 from xarray.core import duck_array_ops
 
-from .engine import BatchTracer, batch_value
+from .engine import BatchTracer, Tracer, batch_value
 from .named import tree_nodes
-from .engine.batching import register_equality_checks
+from .engine import traced_by
+from .engine.batching import copied_as_itself, register_equality_checks
 from .engine.errors import UnsupportedOperationError
 from .engine.numpy import DEFERRING_TYPES
 
 __all__ = ["ExampleCoord", "example_coords", "Entered", "attach", "restore_untouched", "HiddenLabels",
-           "is_traceable"]
+           "is_traceable", "same_variable", "coordinates_copied_as_themselves"]
 
 
 class ExampleCoord(NamedTuple):
@@ -52,7 +53,10 @@ class ExampleCoord(NamedTuple):
 
 def is_traceable(dtype):
     """Whether a coordinate of ``dtype`` is mapped as a value (numbers and booleans)."""
-    return np.dtype(getattr(dtype, "_np_dtype", dtype)).kind in "biufc"
+    try:
+        return np.dtype(getattr(dtype, "_np_dtype", dtype)).kind in "biufc"
+    except TypeError:  # a pandas extension dtype (categorical, ...): labels
+        return False
 
 
 def example_coords(leaf, dim, restored):
@@ -67,11 +71,13 @@ def example_coords(leaf, dim, restored):
         variable = coord.variable
         if isinstance(variable, xr.IndexVariable):
             variable = xr.Variable((dim,), variable.values, variable.attrs)
-        found[name] = ExampleCoord(variable, _same(restored.get(name), coord.variable))
+        found[name] = ExampleCoord(variable, same_variable(restored.get(name), coord.variable))
     return found
 
 
-def _same(a, b):
+def same_variable(a, b):
+    """Whether variables ``a`` and ``b`` (or None) are one coordinate: the same data, or equal
+    in-memory values."""
     if a is None or b is None:
         return False
     if a is b or a._data is b._data:
@@ -92,14 +98,17 @@ class Entered:
 
     def inside(self, name, example):
         for variable, scalar in self.by_name.get(name, ()):
-            if _same(variable, example.variable):
+            if same_variable(variable, example.variable):
                 break
         else:
             variable = example.variable
             if is_traceable(variable.dtype):
                 data = batch_value(self.level, variable.data, 0)
             else:
-                data = HiddenLabels(self.level, variable.data, name, variable.dims[0])
+                labels = variable.data
+                if not isinstance(labels, (np.ndarray, Tracer)):  # pandas extension arrays
+                    labels = np.asarray(variable.values)
+                data = HiddenLabels(self.level, labels, name, variable.dims[0])
             scalar = xr.Variable((), data, variable.attrs)
             self.by_name.setdefault(name, []).append((variable, scalar))
         key = id(scalar._data)
@@ -118,6 +127,18 @@ def attach(mapped, examples, entered):
     if isinstance(mapped, xr.DataArray):
         return mapped._replace(coords={**mapped._coords, **new}, indexes=dict(mapped._indexes))
     return mapped._replace({**mapped._variables, **new}, coord_names=mapped._coord_names | set(new))
+
+
+def coordinates_copied_as_themselves(leaf, level):
+    """The mapped coordinates of an argument ``leaf`` as it enters ``level`` (those along the
+    mapped dim and those spanning it) are their own copies (see ``copied_as_itself``)."""
+    if isinstance(leaf, xr.DataTree):
+        for node in leaf.subtree:
+            coordinates_copied_as_themselves(node.to_dataset(inherit=False), level)
+    elif isinstance(leaf, (xr.DataArray, xr.Dataset)):
+        for coord in leaf.coords.values():
+            if traced_by(coord.variable._data, level):
+                copied_as_itself(coord.variable._data)
 
 
 def restore_untouched(value, entered):
@@ -140,6 +161,10 @@ def restore_untouched(value, entered):
     if isinstance(value, xr.DataTree):
         return xr.DataTree.from_dict({path: restore_untouched(ds, entered) for path, ds in tree_nodes(value)},
                                      name=value.name)
+    if isinstance(value, xr.Variable) and _hidden_of(value._data, entered.level):
+        return value.copy(data=value._data.mapped())
+    if _hidden_of(value, entered.level):
+        return value.mapped()
     return value
 
 

@@ -15,7 +15,8 @@ from . import random as lf_random
 from .backends import check_one_backend
 from .engine import BatchLevel, active, batch_value, current_levels
 from .engine.errors import RandomnessError
-from .example_coords import Entered, ExampleCoord, attach, example_coords, restore_untouched
+from .example_coords import (Entered, ExampleCoord, attach, coordinates_copied_as_themselves, example_coords,
+                             restore_untouched, same_variable)
 from .named import Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
 __all__ = ["vmap"]
@@ -167,6 +168,7 @@ class _Mapped:
         self.parameters = _parameters(original)
         self.signature = _signature(original)
         self.carried = None  # a block of a lazy vmap: see _lazy
+        self._carrying = {}  # _lazy's blocks, by what they carry
 
     def __call__(self, *args, **kwargs):
         carried = None
@@ -205,8 +207,8 @@ class _Mapped:
         """Per leaf, {name: ExampleCoord}: its 1-D coordinates along the mapped dim, from the
         leaf itself, or in a block of a lazy vmap from the ``carried`` Dataset (see _lazy)."""
         if carried is not None:
-            return [{name: ExampleCoord(carried[f"{k}/{name}"].variable, restorable)
-                     for name, restorable in names.items()} for k, names in enumerate(self.carried.names)]
+            return [{name: ExampleCoord(carried[key].variable, restorable) for name, (key, restorable) in names}
+                    for names in self.carried.names]
         return [example_coords(leaf, spec, plan.coords) if isinstance(spec, str) else {}
                 for leaf, spec in zip(plan.leaves, plan.specs)]
 
@@ -218,12 +220,21 @@ class _Mapped:
         examples = self._examples(plan, None)
         if not any(examples):
             return lazy.vmap_lazy(self, args, kwargs)
-        carried = xr.Dataset({f"{k}/{name}": e.variable for k, found in enumerate(examples)
-                              for name, e in found.items()})
-        carrying = copy.copy(self)
-        carrying.carried = _Carried(plan.dim, [{name: e.restorable for name, e in found.items()}
-                                               for found in examples])
-        return lazy.vmap_lazy(carrying, (*args, carried), kwargs)
+        variables, names = {}, []  # a coordinate that several arguments share travels once
+        for k, found in enumerate(examples):
+            names.append({})
+            for name, e in found.items():
+                key = next((key for key, v in variables.items() if key.endswith(f"/{name}") and same_variable(v, e.variable)),
+                           f"{k}/{name}")
+                variables[key] = variables.get(key, e.variable)
+                names[-1][name] = (key, e.restorable)
+        carried = _Carried(plan.dim, tuple(tuple(found.items()) for found in names))
+        carrying = self._carrying.get(carried)
+        if carrying is None:  # one per recipe: lf.jit keeps one program per vmap level it sees
+            carrying = self._carrying[carried] = copy.copy(self)
+            carrying.carried = carried
+            carrying._carrying = {}
+        return lazy.vmap_lazy(carrying, (*args, xr.Dataset(variables)), kwargs)
 
     # --- which leaf maps over what ----------------------------------------------------------------
     def plan(self, args, kwargs):
@@ -379,6 +390,8 @@ class _Mapped:
             entered = Entered(level)  # the same for the coordinates along the mapped dim
             inside = [attach(_enter(leaf, spec, level, shared), found, entered)
                       for leaf, spec, found in zip(leaves, specs, examples)]
+            for leaf in inside:
+                coordinates_copied_as_themselves(leaf, level)
             args, kwargs = treedef.rebuild(inside, specs)
             numpy_state = lf_random.numpy_state() if watch else None
             out = self.func(*args, **kwargs)
@@ -417,10 +430,11 @@ def _numpy_random_message(randomness):
 
 class _Carried(NamedTuple):
     """A lazy vmap's blocks take their coordinates along ``dim`` off the last positional
-    argument: per leaf, {coordinate name: restorable} (see ExampleCoord)."""
+    argument, a Dataset: per leaf, ((coordinate name, (its variable there, restorable)), ...)
+    (see ExampleCoord)."""
 
     dim: str
-    names: list
+    names: tuple
 
 
 class Plan(NamedTuple):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 
@@ -280,3 +281,26 @@ def test_a_merge_that_refuses_conflicts_raises_as_the_loop_does():
     same = x.isel(y=slice(1, 2))  # one example: it agrees with itself
     out = lf.vmap(lambda v: xr.merge([v, other], compat="no_conflicts"), dim="y")(same)
     xr.testing.assert_identical(out.isel(y=0), xr.merge([same.isel(y=0), other], compat="no_conflicts"))
+
+
+# --- the same under lf.jit, and labels of other kinds ---------------------------------------------
+def test_under_jit_in_memory_and_lazily():
+    x = levels()
+    jitted = lf.jit(lf.vmap(weighted, dim="level"))
+    xr.testing.assert_identical(jitted(x), loop(weighted, "level", x))
+    xr.testing.assert_identical(jitted(x * 2), loop(weighted, "level", x * 2))  # the program replayed
+    field = curvilinear()
+    f = MERGING["copy plus itself"]
+    lazy = lf.jit(lf.vmap(f, dim="y"))(field.chunk(y=2))
+    xr.testing.assert_identical(lazy.compute(), loop(f, "y", field).chunk(y=2).compute())
+
+
+def test_category_labels_compare_and_labels_come_back_as_returned():
+    x = levels().assign_coords(kind=("level", pd.Categorical(["sfc", "low", "mid", "mid"])))
+    f = lambda v: v * (v.kind == "mid")  # noqa: E731
+    out = lf.vmap(f, dim="level")(x)
+    np.testing.assert_array_equal(out.values, np.stack([f(x.isel(level=i)).values for i in range(4)]))
+    tags = times().tag
+    variable, data = lf.vmap(lambda v: (v.tag.variable, v.tag.data), dim="time")(times())
+    xr.testing.assert_identical(variable, tags.variable)
+    np.testing.assert_array_equal(data, tags.values)

@@ -24,7 +24,7 @@ from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_ex
 from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
-           "register_equality_checks"]
+           "register_equality_checks", "copied_as_itself"]
 
 
 class BatchLevel(Level):
@@ -32,12 +32,13 @@ class BatchLevel(Level):
 
     name = "vmap"
     batches = True
-    __slots__ = ("axis_size", "randomness")
+    __slots__ = ("axis_size", "randomness", "copied_as_itself")
 
     def __init__(self, axis_size, randomness="error"):
         super().__init__()
         self.axis_size = axis_size
         self.randomness = randomness
+        self.copied_as_itself = {}  # id -> tracer: see copied_as_itself()
 
     def process(self, prim, args, params):
         values = []
@@ -159,6 +160,16 @@ class BatchTracer(Tracer):
     def shape(self):
         return tuple(self._value.shape[1:])
 
+    def __copy__(self):
+        if id(self) in self._level.copied_as_itself:
+            return self
+        return super().__copy__()
+
+    def __deepcopy__(self, memo=None):
+        if id(self) in self._level.copied_as_itself:
+            return self
+        return super().__deepcopy__(memo)
+
     def _concrete(self, what):
         if what == "bool" and _EQUALITY_CHECKS:
             answer = _agreed_equality(self, sys._getframe(2))
@@ -276,6 +287,17 @@ class _Residuals:
         inner = copy.copy(self.inner)
         inner.values = values
         return inner
+
+
+def copied_as_itself(tracer):
+    """Make ``copy.copy`` and ``copy.deepcopy`` of ``tracer`` (a coordinate of an argument
+    entering its vmap level) return ``tracer`` itself, as they do for a pandas index.
+
+    xarray deep-copies coordinates (``x.copy()``, ``xr.DataArray(data, coords=x.coords)``)
+    and later compares the copies with the original when it merges them: the same object
+    needs no comparison, where two copies need the examples' values (which lf.jit does not
+    know)."""
+    tracer._level.copied_as_itself[id(tracer)] = tracer
 
 
 def batch_value(level, value, axis=0):
