@@ -423,15 +423,15 @@ def _numpy_random_message(randomness):
         "unlike in a loop over them (jacfwd and hessian vmap over tangents too). Draw with "
         "lf.random instead (lf.random.normal(like=x), lf.random.uniform(sizes=...)) and say "
         "what the draws should be: randomness='different' (independent per example) or "
-        "randomness='same' (one draw shared by every example, which is also what np.random "
-        "gives and then is allowed); or draw outside and pass the draws in, mapped over the dim."
+        "randomness='same' (one draw shared by every example; np.random gives just that, so "
+        "it is allowed then); or draw outside and pass the draws in, mapped over the dim."
     )
 
 
 class _Carried(NamedTuple):
     """A lazy vmap's blocks take their coordinates along ``dim`` off the last positional
-    argument, a Dataset: per leaf, ((coordinate name, (its variable there, restorable)), ...)
-    (see ExampleCoord)."""
+    argument, a Dataset: per leaf, ((coordinate name, (its name in that Dataset, restorable)),
+    ...) (see ExampleCoord)."""
 
     dim: str
     names: tuple

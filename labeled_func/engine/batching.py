@@ -291,7 +291,7 @@ class _Residuals:
 
 def copied_as_itself(tracer):
     """Make ``copy.copy`` and ``copy.deepcopy`` of ``tracer`` (a coordinate of an argument
-    entering its vmap level) return ``tracer`` itself, as they do for a pandas index.
+    entering its vmap level, which functions read and do not write) return ``tracer`` itself.
 
     xarray deep-copies coordinates (``x.copy()``, ``xr.DataArray(data, coords=x.coords)``)
     and later compares the copies with the original when it merges them: the same object
