@@ -2,10 +2,13 @@
 
 Under ``vmap(..., randomness=...)``: "error" raises RandomnessError, "different"
 draws independently per example, "same" draws once and shares it.  NumPy's own
-``np.random`` is not controlled by vmap (it sees no batch; see docs/limitations.md).
+``np.random`` sees no batch: vmap raises RandomnessError when the function draws from
+NumPy's global state under "error" or "different" (vmap.py), and cannot see a Generator
+of the user's own (pass it here as ``rng=``; see docs/vmap.md).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import threading
 
@@ -15,7 +18,7 @@ import xarray as xr
 from .engine import BatchTracer, current_levels
 from .engine.errors import RandomnessError
 
-__all__ = ["seed", "normal", "uniform", "get_state", "set_state"]
+__all__ = ["seed", "normal", "uniform", "get_state", "set_state", "numpy_state", "numpy_drew_since"]
 
 _lock = threading.Lock()  # one generator shared by threads: draws take turns
 _generator = np.random.default_rng()
@@ -105,3 +108,52 @@ def _draw(name, sample, sizes, like, rng):
     for level in different:  # outermost first: each wraps the one before
         value = BatchTracer(level, value)
     return xr.DataArray(value, dims=dims, coords=coords)
+
+
+# --- NumPy's global random state, watched by vmap --------------------------------------------------
+# np.random.get_state() copies the Mersenne Twister key element by element (~30 us); the
+# bytes of the state behind it read in under 1 us.  They miss one draw: a normal taken from
+# the legacy cache (normals come in pairs, the second waits without moving the state), so
+# whether one waits is read with get_state(), unless the bytes are those of the last time
+# it was read and none waited then (a cached normal appears only with a draw).
+_MT_STATE_BYTES = 624 * 4 + 4  # mt19937_state: uint32 key[624], int pos
+_last_read = None  # (state bytes, a normal was cached): the last get_state(), per process
+
+
+def numpy_state():
+    """A token of NumPy's global random state now, for :func:`numpy_drew_since`."""
+    global _last_read
+    raw = _mersenne_bytes()
+    if raw is None:  # another bit generator (np.random.set_bit_generator): the full state
+        return np.random.get_state(legacy=False)
+    last = _last_read
+    if last is not None and last[0] == raw and not last[1]:
+        return raw, False
+    cached = bool(np.random.get_state(legacy=False)["has_gauss"])
+    _last_read = (raw, cached)
+    return raw, cached
+
+
+def numpy_drew_since(token):
+    """Whether anything drew from NumPy's global random state since ``token``."""
+    if isinstance(token, dict):
+        return not _same_state(token, np.random.get_state(legacy=False))
+    raw, cached = token
+    if _mersenne_bytes() != raw:
+        return True
+    return cached and not np.random.get_state(legacy=False)["has_gauss"]
+
+
+def _mersenne_bytes():
+    generator = getattr(getattr(np.random.mtrand, "_rand", None), "_bit_generator", None)
+    if type(generator) is not np.random.MT19937:
+        return None
+    return ctypes.string_at(generator.ctypes.state_address, _MT_STATE_BYTES)
+
+
+def _same_state(a, b):
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same_state(a[k], b[k]) for k in a)
+    if isinstance(a, np.ndarray):
+        return np.array_equal(a, b)
+    return a == b

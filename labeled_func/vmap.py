@@ -1,17 +1,22 @@
 """``lf.vmap``: map a function of one example over a named dim."""
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from typing import NamedTuple
 
+import numpy as np
 import optree
 import xarray as xr
 
 from . import dask as lazy
 from . import random as lf_random
 from .backends import check_one_backend
-from .engine import BatchLevel, active, batch_value
+from .engine import BatchLevel, active, batch_value, current_levels
+from .engine.errors import RandomnessError
+from .example_coords import (Entered, ExampleCoord, attach, coordinates_copied_as_themselves, example_coords,
+                             restore_untouched, same_variable)
 from .named import Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
 
 __all__ = ["vmap"]
@@ -27,7 +32,9 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     ----------
     func : callable
         Takes and returns DataArrays, Datasets, DataTrees, arrays, scalars and
-        tuples/lists/dicts of them.  Inside, the mapped dims are gone.
+        tuples/lists/dicts of them.  Inside, the mapped dims are gone; the coordinates
+        along them are each example's scalars, as ``x.isel(dim=i)`` has them (numbers
+        mapped, dates and strings as labels that compare with ``==``).
     dim : str or tuple of str, optional
         Map over this dim in every argument that has it; arguments without it are
         shared by all examples.  Several dims map as nested vmaps, first outermost.
@@ -40,6 +47,8 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
         the first mapped input.
     randomness : {"error", "different", "same"}
         What ``lf.random`` draws do inside: raise, differ per example, or be shared.
+        A draw from NumPy's global random state (one draw for all the examples) raises
+        RandomnessError unless "same".
     chunk_size : int, optional
         Evaluate this many examples at a time (bounds peak memory).
     axis_size : int, optional
@@ -60,6 +69,8 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     array([0.70710678, 0.70710678, 0.70710678])
     Coordinates:
       * sample   (sample) int64 24B 10 20 30
+    >>> lf.vmap(lambda x: x.sum("t") * x.sample, dim="sample")(x).values   # each example's label
+    array([ 10., 100., 270.])
     """
     if randomness not in RANDOMNESS:
         raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
@@ -156,44 +167,96 @@ class _Mapped:
         self.allow_rechunk = allow_rechunk  # dask-backed inputs only (see dask.py)
         self.parameters = _parameters(original)
         self.signature = _signature(original)
+        self.carried = None  # a block of a lazy vmap: see _lazy
+        self._carrying = {}  # _lazy's blocks, by what they carry
 
     def __call__(self, *args, **kwargs):
+        carried = None
+        if self.carried is not None:
+            *args, carried = args
         if lazy.has_lazy_leaves(args, kwargs):
-            return lazy.vmap_lazy(self, args, kwargs)
-        plan = self.plan(args, kwargs)
+            return self._lazy(tuple(args), kwargs)
+        plan = self._planned(tuple(args), kwargs, carrying=False)
         leaves, specs, treedef, dim, size, coords = plan.leaves, plan.specs, plan.arguments, plan.dim, plan.size, plan.coords
         check_one_backend(leaves, plan.labels, transform="vmap")
         position = plan.out_position
+        examples = self._examples(plan, carried)
         chunk = self.chunk_size
         if chunk is None or chunk >= size:
-            return self._run(treedef, specs, dim, position, coords, leaves, size)
+            return self._run(treedef, specs, dim, position, coords, leaves, size, examples)
         state = lf_random.get_state() if self.randomness == "same" else None
+        numpy_state = np.random.get_state() if self.randomness == "same" else None
         parts = []
         for start in range(0, size, chunk):
             stop = min(start + chunk, size)
-            if state is not None:
+            if state is not None:  # "same": every chunk draws what the first one drew
                 lf_random.set_state(state)
+                np.random.set_state(numpy_state)
             sliced = [slice_leaf(v, s, start, stop) if s is not None else v for v, s in zip(leaves, specs)]
             chunk_coords = {name: var[start:stop] for name, var in coords.items()}
-            parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start))
+            chunk_examples = [{name: e._replace(variable=e.variable[start:stop]) for name, e in found.items()}
+                              for found in examples]
+            parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
         out_leaves = [concat_leaves(list(group), dim, position if isinstance(position, int) else 0)
                       for group in zip(*(f[0] for f in flat_parts))]
         return optree.tree_unflatten(flat_parts[0][1], out_leaves)
 
+    # --- the coordinates along the mapped dim, as each example sees them --------------------------
+    def _examples(self, plan, carried):
+        """Per leaf, {name: ExampleCoord}: its 1-D coordinates along the mapped dim, from the
+        leaf itself, or in a block of a lazy vmap from the ``carried`` Dataset (see _lazy)."""
+        if carried is not None:
+            return [{name: ExampleCoord(carried[key].variable, restorable) for name, (key, restorable) in names}
+                    for names in self.carried.names]
+        return [example_coords(leaf, spec, plan.coords) if isinstance(spec, str) else {}
+                for leaf, spec in zip(plan.leaves, plan.specs)]
+
+    def _lazy(self, args, kwargs):
+        """A lazy (Dask) vmap.  Its blocks get the arguments without their 1-D coordinates
+        along the mapped dim (outputs get the caller's back): their values travel instead,
+        chunked like the data, as one more argument that each block takes off again."""
+        plan = self._planned(args, kwargs, carrying=False)
+        examples = self._examples(plan, None)
+        if not any(examples):
+            return lazy.vmap_lazy(self, args, kwargs)
+        variables, names = {}, []  # a coordinate that several arguments share travels once
+        for k, found in enumerate(examples):
+            names.append({})
+            for name, e in found.items():
+                key = next((key for key, v in variables.items() if key.endswith(f"/{name}") and same_variable(v, e.variable)),
+                           f"{k}/{name}")
+                variables[key] = variables.get(key, e.variable)
+                names[-1][name] = (key, e.restorable)
+        carried = _Carried(plan.dim, tuple(tuple(found.items()) for found in names))
+        carrying = self._carrying.get(carried)
+        if carrying is None:  # one per recipe: lf.jit keeps one program per vmap level it sees
+            carrying = self._carrying[carried] = copy.copy(self)
+            carrying.carried = carried
+            carrying._carrying = {}
+        return lazy.vmap_lazy(carrying, (*args, xr.Dataset(variables)), kwargs)
+
     # --- which leaf maps over what ----------------------------------------------------------------
     def plan(self, args, kwargs):
         """How a call ``(*args, **kwargs)`` maps, as a :class:`Plan` (used by the in-memory
         and the lazy Dask paths alike)."""
-        leaves, specs, labels, arguments = self._flatten(args, kwargs)
+        return self._planned(args, kwargs, carrying=self.carried is not None)
+
+    def _planned(self, args, kwargs, carrying):
+        leaves, specs, labels, arguments = self._flatten(args, kwargs, carrying)
         dim, size, preserve, coords = self._plan(leaves, specs, labels)
         position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
         return Plan(leaves, specs, labels, arguments, dim, size, position, coords)
 
-    def _flatten(self, args, kwargs):
+    def _flatten(self, args, kwargs, carrying=False):
         labels_top = [self._label(i) for i in range(len(args))] + list(kwargs)
         values_top = list(args) + list(kwargs.values())
-        specs_top = self._top_specs(args, kwargs)
+        if carrying:  # the last positional argument holds the coordinates along the mapped dim
+            specs_top = self._top_specs(args[:-1], kwargs)
+            specs_top.insert(len(args) - 1, self.carried.dim)
+            labels_top[len(args) - 1] = f"the coordinates along dim {self.carried.dim!r}"
+        else:
+            specs_top = self._top_specs(args, kwargs)
         leaves, specs, labels, arguments = [], [], [], []
         for value, spec, label in zip(values_top, specs_top, labels_top):
             _check_entries_fit(spec, value, label, label)
@@ -319,21 +382,59 @@ class _Mapped:
         return dim, size, preserve or 0, coords
 
     # --- one pass ---------------------------------------------------------------------------------
-    def _run(self, treedef, specs, dim, position, coords, leaves, size):
+    def _run(self, treedef, specs, dim, position, coords, leaves, size, examples):
+        watch = self._watches_numpy_random()
         level = BatchLevel(size, self.randomness)
         with active(level):
             shared = {}  # equal coordinates of several arguments: one traced coordinate
-            inside = [_enter(leaf, spec, level, shared) for leaf, spec in zip(leaves, specs)]
+            entered = Entered(level)  # the same for the coordinates along the mapped dim
+            inside = [attach(_enter(leaf, spec, level, shared), found, entered)
+                      for leaf, spec, found in zip(leaves, specs, examples)]
+            for leaf in inside:
+                coordinates_copied_as_themselves(leaf, level)
             args, kwargs = treedef.rebuild(inside, specs)
+            numpy_state = lf_random.numpy_state() if watch else None
             out = self.func(*args, **kwargs)
+            if watch and lf_random.numpy_drew_since(numpy_state):
+                raise RandomnessError(_numpy_random_message(self.randomness))
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
                 raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
             results = [
-                unmap_leaf(value, dim, level, position, coords, "output" + "".join(f"[{k!r}]" for k in path))
+                unmap_leaf(restore_untouched(value, entered), dim, level, position, coords,
+                           "output" + "".join(f"[{k!r}]" for k in path))
                 for path, value in zip(paths, out_leaves)
             ]
         return optree.tree_unflatten(out_def, results)
+
+    def _watches_numpy_random(self):
+        """Whether this pass checks NumPy's global random state: unless its draws are meant
+        to be shared ("same"), or an enclosing vmap checks already (one check covers both)."""
+        if self.randomness == "same":
+            return False
+        return not any(level.batches and level.randomness != "same" for level in current_levels())
+
+
+def _numpy_random_message(randomness):
+    return (
+        f"vmap(randomness={randomness!r}): the function drew from NumPy's global random state "
+        "(np.random.normal, np.random.rand, scipy.stats' .rvs() without random_state, ...). vmap "
+        "calls the function once for all the examples, so every example would get the same draw, "
+        "unlike in a loop over them (jacfwd and hessian vmap over tangents too). Draw with "
+        "lf.random instead (lf.random.normal(like=x), lf.random.uniform(sizes=...)) and say "
+        "what the draws should be: randomness='different' (independent per example) or "
+        "randomness='same' (one draw shared by every example; np.random gives just that, so "
+        "it is allowed then); or draw outside and pass the draws in, mapped over the dim."
+    )
+
+
+class _Carried(NamedTuple):
+    """A lazy vmap's blocks take their coordinates along ``dim`` off the last positional
+    argument, a Dataset: per leaf, ((coordinate name, (its name in that Dataset, restorable)),
+    ...) (see ExampleCoord)."""
+
+    dim: str
+    names: tuple
 
 
 class Plan(NamedTuple):

@@ -7,6 +7,7 @@ never wrapped (and never broadcast just to simplify a rule).
 from __future__ import annotations
 
 import copy
+import sys
 
 import numpy as np
 
@@ -15,14 +16,15 @@ from kernels import elementwise as ew
 from kernels import shape as kshape
 from kernels.backend import namespace, namespace_dtype
 from kernels.indexing import getitem_static
-from kernels.primitive import bottom
+from kernels.primitive import bottom, known
 
 from .errors import DynamicShapeError, UnsupportedOperationError
 from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
                     traced_by)
 from .tracer import Tracer, Wording, unknown_value_policy
 
-__all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value"]
+__all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
+           "register_equality_checks", "copied_as_itself"]
 
 
 class BatchLevel(Level):
@@ -30,12 +32,13 @@ class BatchLevel(Level):
 
     name = "vmap"
     batches = True
-    __slots__ = ("axis_size", "randomness")
+    __slots__ = ("axis_size", "randomness", "copied_as_itself")
 
     def __init__(self, axis_size, randomness="error"):
         super().__init__()
         self.axis_size = axis_size
         self.randomness = randomness
+        self.copied_as_itself = {}  # id -> tracer: see copied_as_itself()
 
     def process(self, prim, args, params):
         values = []
@@ -157,7 +160,21 @@ class BatchTracer(Tracer):
     def shape(self):
         return tuple(self._value.shape[1:])
 
+    def __copy__(self):
+        if id(self) in self._level.copied_as_itself:
+            return self
+        return super().__copy__()
+
+    def __deepcopy__(self, memo=None):
+        if id(self) in self._level.copied_as_itself:
+            return self
+        return super().__deepcopy__(memo)
+
     def _concrete(self, what):
+        if what == "bool" and _EQUALITY_CHECKS:
+            answer = _agreed_equality(self, sys._getframe(2))
+            if answer is not None:
+                return answer
         return unknown_value_policy(self, what, VMAP_WORDS)
 
     def __repr__(self):
@@ -178,6 +195,60 @@ VMAP_WORDS = Wording(
     item=("{what}() of a mapped value (.item(), float(), int()): inside vmap a "
           "value stands for a whole batch, so it has no single Python number."),
 )
+
+
+# --- "are these two arrays equal?" asked by a library -------------------------------------------
+# Code objects of library functions that answer it with bool() of an elementwise comparison
+# (xarray's array_equiv, which merging coordinates calls), and of those that merge variables
+# by that answer, dropping or refusing one that differs; registered by floor 3.
+_EQUALITY_CHECKS: set = set()
+_MERGES: set = set()
+_CHECK_DEPTH = 3  # frames above __bool__ that may hold the check
+_MERGE_DEPTH = 6  # frames above the check that may hold the merge
+
+
+def register_equality_checks(checks, merges=()):
+    """``checks``: code objects of functions that decide by ``bool()`` whether two arrays are
+    equal; ``merges``: of functions that call them to merge variables of the same name.
+
+    Under vmap each example asks on its own (the loop's ``x.isel(i)`` compares its own
+    coordinates): when every example gives the same answer, that answer is every example's,
+    and ``bool()`` returns it instead of raising DataDependentControlFlowError.  Two traced
+    copies of one coordinate (``v.copy() + v``) are then equal, as in the loop.  Examples that
+    disagree inside a merge make the variable differ: a merge that drops differing
+    coordinates (xarray's arithmetic) drops it, one that refuses them raises, as the loop
+    would for those examples.
+    """
+    _EQUALITY_CHECKS.update(checks)
+    _MERGES.update(merges)
+
+
+def _agreed_equality(tracer, frame):
+    """The answer every example gives to an equality check asked from ``frame``, or None
+    (not such a check, the examples disagree outside a merge, or the values are unknown)."""
+    for _ in range(_CHECK_DEPTH):
+        if frame is None:
+            return None
+        if frame.f_code in _EQUALITY_CHECKS:
+            break
+        frame = frame.f_back
+    else:
+        return None
+    if tracer.ndim != 0 or not known(tracer) or not tracer._level.alive:
+        return None
+    raw = bottom(tracer)  # every example of every vmap level
+    xp = namespace(raw)
+    if bool(xp.all(raw)):
+        return True
+    if not bool(xp.any(raw)):
+        return False
+    for _ in range(_MERGE_DEPTH):
+        frame = frame.f_back
+        if frame is None:
+            return None
+        if frame.f_code in _MERGES:
+            return False
+    return None
 
 
 def _common_dtype(parts):
@@ -216,6 +287,17 @@ class _Residuals:
         inner = copy.copy(self.inner)
         inner.values = values
         return inner
+
+
+def copied_as_itself(tracer):
+    """Make ``copy.copy`` and ``copy.deepcopy`` of ``tracer`` (a coordinate of an argument
+    entering its vmap level, which functions read and do not write) return ``tracer`` itself.
+
+    xarray deep-copies coordinates (``x.copy()``, ``xr.DataArray(data, coords=x.coords)``)
+    and later compares the copies with the original when it merges them: the same object
+    needs no comparison, where two copies need the examples' values (which lf.jit does not
+    know)."""
+    tracer._level.copied_as_itself[id(tracer)] = tracer
 
 
 def batch_value(level, value, axis=0):
