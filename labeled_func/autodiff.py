@@ -780,6 +780,9 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
     shared = {name for name, c in in_leaf.coords.items()
               if c.ndim == 0 and name in out_coords and out_coords[name].ndim == 0
               and c.variable.equals(out_coords[name].variable)}
+    # a scalar coordinate that an enclosing vmap gives each example (one along its dim) is
+    # the vmap's to put back, as the loop's concatenation would: not repeated with the suffix
+    shared |= {name for name, c in in_leaf.coords.items() if c.ndim == 0 and name in naming.hidden}
     renamed = {}
     for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims and c not in shared]:
         new = dim
@@ -791,6 +794,6 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
     coords = {name: c.variable for name, c in out_coords.items()}
     for name, c in in_leaf.coords.items():
         if name not in shared:
-            coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.values, c.attrs)
+            coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.variable.data, c.attrs)
     attrs = _derivative_attrs(out_name, out_attrs, wrt, in_leaf.attrs, of_derivative=naming.second)
     return xr.DataArray(block, dims=out_dims + in_dims, coords=coords, attrs=attrs)

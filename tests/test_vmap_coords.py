@@ -246,9 +246,6 @@ def test_a_coordinate_spanning_the_dim_survives_merges_lazily(name):
     xr.testing.assert_identical(out.compute(), loop(f, "y", x).chunk(y=2).compute())
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "labeled_func/autodiff.py _block labels a Jacobian with c.values of the argument's "
-    "coordinates, which a traced coordinate refuses; it needs c.variable.data"))
 @pytest.mark.parametrize("transform", ["jacfwd", "jacrev", "hessian", "jacrev of an array"])
 def test_jacobians_under_vmap_keep_the_coordinate(transform):
     x, dim = curvilinear(), "y"
