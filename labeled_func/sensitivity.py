@@ -18,6 +18,7 @@ import xarray as xr
 from kernels.backend import namespace
 
 from .autodiff import jacfwd, jacrev, vjp
+from .units import divide_units
 from .vmap import vmap
 
 __all__ = ["dgsm", "local"]
@@ -163,7 +164,33 @@ def dgsm(model, samples, *, dim="sample", bounds=None, problem=None, num_resampl
     result["vi_conf"] = z * resampled["vi"].std("resample", ddof=1)
     if dists is not None:
         result["ST_bound"] = result["vi"] * poincare / variance
-    return xr.Dataset(result)
+    return _labelled(xr.Dataset(result), samples, outputs, names)
+
+
+_LONG_NAMES = {
+    "vi": "mean squared derivative, E[(df/dx_i)^2]", "vi_std": "standard deviation of the squared derivative",
+    "vi_conf": "half-width of the confidence interval of vi", "dgsm": "DGSM index (SALib's normalisation)",
+    "dgsm_conf": "half-width of the confidence interval of dgsm",
+    "ST_bound": "upper bound of the total Sobol' index (Sobol' and Kucherenko)",
+}
+
+
+def _labelled(result, samples, outputs, names):
+    """Each variable's long_name and units: the indices are dimensionless ("1"); ``vi`` and its
+    spread are in (output units / parameter units)^2, one per parameter, so their units are a
+    coordinate along ``param`` (``vi_units``) where the output or a parameter has units."""
+    out_units = getattr(outputs, "attrs", {}).get("units")
+    per_param = [divide_units(f"{out_units} {out_units}" if out_units else None,
+                              samples[name].attrs.get("units"), samples[name].attrs.get("units"))
+                 for name in names]
+    for name in list(result.data_vars):
+        attrs = {"long_name": _LONG_NAMES.get(name, name)}
+        if name in ("dgsm", "dgsm_conf", "ST_bound"):
+            attrs["units"] = "1"
+        result[name].attrs = attrs
+    if any(units is not None for units in per_param):
+        result = result.assign_coords(vi_units=("param", [units or "1" for units in per_param]))
+    return result
 
 
 def local(model, params, *, normalize=True, mode="auto"):

@@ -72,6 +72,8 @@ def divide_units(numerator, *denominators):
     ('m s-1', 'K-1', '1', 'K-2')
     >>> divide_units("kg m-2 s-1", "kg m-2"), divide_units("m/s", "s"), divide_units("days since 2000-1-1", None)
     ('s-1', 'm s-2', 'days')
+    >>> divide_units("W K-1 W K-1"), divide_units("W W", "K", "K")
+    ('W2 K-2', 'W2 K-2')
     >>> divide_units("1e-3 kg", "s")
     '(1e-3 kg) s-1'
     >>> divide_units(None, None) is None
@@ -79,7 +81,9 @@ def divide_units(numerator, *denominators):
     """
     if all(_missing(u) for u in (numerator,) + denominators):
         return None
-    powers = dict(_powers(numerator))
+    powers = {}
+    for symbol, power in _powers(numerator):  # "m s-1 m s-1" is m2 s-2
+        powers[symbol] = powers.get(symbol, 0) + power
     for units in denominators:
         for symbol, power in _powers(units):
             powers[symbol] = powers.get(symbol, 0) - power

@@ -188,3 +188,20 @@ def test_samples_of_another_type_raise():
 def test_fewer_than_two_samples_raise_naming_the_dim():
     with pytest.raises(ValueError, match="1 sample\\(s\\) along 'sample'"):
         lf.sensitivity.dgsm(ishigami, uniform_samples(1))
+
+
+def test_dgsm_variables_say_what_they_are_and_their_units():
+    """vi is in (output units / parameter units)^2, one per parameter (a coordinate along
+    param); the indices and the bound are dimensionless; nothing is inherited from the output."""
+    rng = np.random.default_rng(0)
+    samples = xr.Dataset({"a": ("sample", rng.uniform(0, 1, 400), {"units": "K"}),
+                          "b": ("sample", rng.uniform(0, 1, 400), {"units": "m"})})
+    result = lf.sensitivity.dgsm(lambda p: (3 * p.a + p.b ** 2).assign_attrs(units="W"), samples,
+                                 bounds={"a": (0, 1), "b": (0, 1)})
+    assert result.vi_units.values.tolist() == ["W2 K-2", "W2 m-2"]
+    for name in ("dgsm", "dgsm_conf", "ST_bound"):
+        assert result[name].attrs["units"] == "1"
+    assert "units" not in result.vi.attrs and result.vi.attrs["long_name"].startswith("mean squared derivative")
+    bare = xr.Dataset({name: ("sample", samples[name].values) for name in samples.data_vars})
+    plain = lf.sensitivity.dgsm(lambda p: 3 * p.a, bare)
+    assert "vi_units" not in plain.coords
