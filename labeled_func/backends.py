@@ -17,7 +17,7 @@ import xarray as xr
 from kernels.backend import is_array, library_of, namespace, namespace_library
 from kernels.primitive import bottom
 
-__all__ = ["check_one_backend"]
+__all__ = ["check_one_backend", "data_arrays"]
 
 
 def check_one_backend(leaves, labels, *, transform=None):
@@ -49,7 +49,7 @@ def check_one_backend(leaves, labels, *, transform=None):
     """
     first = None  # (library, label)
     for leaf, label in zip(leaves, labels):
-        for array, where in _arrays(leaf, label):
+        for array, where in data_arrays(leaf, label):
             library = _library(array)
             if library is None:
                 continue
@@ -64,7 +64,7 @@ def check_one_backend(leaves, labels, *, transform=None):
                 )
 
 
-def _arrays(value, label):
+def data_arrays(value, label):
     """(array, label) for every data array inside ``value`` (coordinates left out)."""
     paths, leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
     for path, leaf in zip(paths, leaves):

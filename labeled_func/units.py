@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import re
 
-import optree
-import xarray as xr
-
 from kernels.backend import library_of
 
+from .backends import data_arrays
 from .errors import UnsupportedOperationError
 
 __all__ = ["derivative_attrs", "divide_units", "reject_quantities"]
@@ -134,7 +132,7 @@ def reject_quantities(values, labels, *, transform):
     its units then in ``attrs["units"]``, from which derivatives take theirs.
     """
     for value, label in zip(values, labels):
-        for array, where in _arrays(value, label):
+        for array, where in data_arrays(value, label):
             if library_of(array) == "pint":
                 raise UnsupportedOperationError(
                     f"{transform}: {where} holds a pint Quantity ({type(array).__name__}, units "
@@ -142,20 +140,3 @@ def reject_quantities(values, labels, *, transform):
                     "Call .pint.dequantify() first (pint-xarray): the units then sit in attrs['units'], "
                     "and derivatives carry units computed from them (output units / argument units); "
                     "quantify the result again with .pint.quantify() if you need Quantities.")
-
-
-def _arrays(value, label):
-    """(array, where) for every data array inside ``value``."""
-    paths, leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
-    for path, leaf in zip(paths, leaves):
-        where = label + "".join(f"[{k!r}]" for k in path)
-        if isinstance(leaf, (xr.DataArray, xr.Variable)):
-            yield leaf.data, where
-        elif isinstance(leaf, (xr.Dataset, xr.DataTree)):
-            nodes = leaf.subtree if isinstance(leaf, xr.DataTree) else (leaf,)
-            for node in nodes:
-                prefix = node.path.rstrip("/") + "/" if isinstance(leaf, xr.DataTree) else ""
-                for name, variable in node.data_vars.variables.items():
-                    yield variable.data, f"{where}[{prefix + str(name)!r}]"
-        else:
-            yield leaf, where

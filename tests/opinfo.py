@@ -2541,16 +2541,17 @@ def array_positions(sample: SampleInput) -> list[int]:
     return [j for j, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
 
 
-def with_arrays(op: OpInfo, sample: SampleInput) -> Callable:
-    """``op`` as a function of the sample's arrays only; static args and kwargs are
-    closed over, so in_dims needs one entry per array."""
+def with_arrays(op: OpInfo, sample: SampleInput, function: Callable | None = None) -> Callable:
+    """``op`` (or ``function``, e.g. ``op.differentiated``) as a function of the sample's
+    arrays only; static args and kwargs are closed over, so in_dims needs one entry per array."""
     positions = array_positions(sample)
+    function = function or op.op
 
     def call(*arrays):
         args = list(sample.args)
         for j, array in zip(positions, arrays):
             args[j] = array
-        return op.op(*args, **sample.kwargs)
+        return function(*args, **sample.kwargs)
 
     return call
 

@@ -92,7 +92,7 @@ PHASE_CHOICE = {"linalg_eig", "linalg_eig_real_spectrum"}
 def function_of(op, sample):
     """``op`` (or its sign-free ``ad_op``) as a function of the sample's arrays."""
     if op.name in SIGN_CHOICE:
-        return differentiated_with_arrays(op, sample)
+        return with_arrays(op, sample, op.differentiated)
     call = with_arrays(op, sample)
     if op.name in PHASE_CHOICE:
         def phase_free(*arrays):
@@ -223,7 +223,7 @@ def test_vjp_on_cupy_matches_vjp_on_numpy(op, dtype):
                if j not in op.integer_index_args and np.issubdtype(sample.args[j].dtype, np.floating)]
         if not wrt:
             continue
-        full = differentiated_with_arrays(op, sample)
+        full = with_arrays(op, sample, op.differentiated)
         arrays = [sample.args[j] for j in positions]
 
         def fn(*free, arrays=arrays, full=full, wrt=wrt, lib=np):
@@ -245,19 +245,6 @@ def test_vjp_on_cupy_matches_vjp_on_numpy(op, dtype):
         except Exception as error:  # noqa: BLE001 - every failing call is listed
             failures.append(f"{sample!r}: {describe(error)}")
     fail_if(op, failures, calls, "VJPs differ from NumPy's")
-
-
-def differentiated_with_arrays(op, sample):
-    """``op.differentiated`` (``ad_op`` where set) as a function of the sample's arrays."""
-    positions = array_positions(sample)
-
-    def call(*arrays):
-        args = list(sample.args)
-        for j, array in zip(positions, arrays):
-            args[j] = array
-        return op.differentiated(*args, **sample.kwargs)
-
-    return call
 
 
 def tree_like(value, leaf):
