@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-from typing import NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, Literal, NamedTuple, Optional
 
 import numpy as np
 import optree
@@ -37,7 +38,8 @@ __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian"
 
 
 # --- public transforms ------------------------------------------------------------------
-def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
+def grad(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
+         holomorphic: bool = False) -> Callable[..., Any]:
     """The gradient of a scalar-valued ``func`` with respect to argument(s) ``argnums``.
 
     The gradient has the structure of the argument: a DataArray with the same dims,
@@ -49,8 +51,46 @@ def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
     dL/dx - i dL/dy, as in JAX.  ``holomorphic=True`` (complex arguments and output)
     gives the complex derivative f'(z) of a holomorphic ``func``.
 
+    Parameters
+    ----------
+    func : callable
+        Takes DataArrays, Datasets, arrays, numbers and tuples/lists/dicts of them
+        (pytrees) and returns a scalar: a 0-d DataArray, a 0-d array or a Python
+        number; with ``has_aux``, a pair ``(scalar, aux)``.
+    argnums : int or tuple of int
+        The positional argument to differentiate with respect to; a tuple of them
+        gives a tuple of gradients.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``: ``aux`` comes back beside the gradient,
+        not differentiated.
+    holomorphic : bool
+        ``func`` is holomorphic in complex arguments: the gradient is f'(z).
+
+    Returns
+    -------
+    callable
+        Takes ``func``'s arguments and returns the gradient (the structure of the
+        argument; a tuple of them for a tuple ``argnums``), or ``(gradient, aux)``
+        with ``has_aux``.
+
+    Raises
+    ------
+    ValueError
+        When called: ``func`` returns no scalar (the message says to reduce it or use
+        ``lf.jacrev``), ``argnums`` is not an int or a non-empty tuple of ints or is out
+        of range, ``has_aux`` is set and ``func`` returns no pair, or the arguments mix
+        array libraries (NumPy and CuPy).
+    TypeError
+        When called: a differentiated argument is an integer or boolean array or not an
+        array at all (the message names it); a complex output without ``holomorphic``,
+        or a real argument or output with it.
+    lf.UnsupportedOperationError
+        A pint Quantity argument, or a NumPy function inside with no derivative rule.
+
     Examples
     --------
+    The derivative of the sum of squares is 2x, and keeps the labels of ``x``:
+
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0, 3.0], dims="site", coords={"site": [10, 20, 30]})
     >>> lf.grad(lambda x: (x ** 2).sum())(x)
@@ -58,6 +98,12 @@ def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
     array([2., 4., 6.])
     Coordinates:
       * site     (site) int64 24B 10 20 30
+
+    With respect to two arguments, d(a b)/da = b and d(a b)/db = a:
+
+    >>> da, db = lf.grad(lambda a, b: a * b, argnums=(0, 1))(xr.DataArray(3.0), xr.DataArray(5.0))
+    >>> float(da), float(db)
+    (5.0, 3.0)
     """
     def gradient(*args, **kwargs):
         g, value = _grad_and_value(func, argnums, has_aux, "grad", holomorphic)(*args, **kwargs)
@@ -66,8 +112,44 @@ def grad(func, argnums=0, *, has_aux=False, holomorphic=False):
     return functools.wraps(func, updated=())(gradient)
 
 
-def grad_and_value(func, argnums=0, *, has_aux=False, holomorphic=False):
-    """``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``.
+def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
+                   holomorphic: bool = False) -> Callable[..., Any]:
+    """``(gradient, value)``, or ``(gradient, (value, aux))`` with ``has_aux``: the
+    gradient of :func:`grad` and the value of ``func``, from one evaluation.
+
+    Parameters
+    ----------
+    func : callable
+        Returns a scalar (a 0-d DataArray, a 0-d array or a Python number), or
+        ``(scalar, aux)`` with ``has_aux``; see :func:`grad`.
+    argnums : int or tuple of int
+        The positional argument(s) to differentiate with respect to.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``.
+    holomorphic : bool
+        ``func`` is holomorphic in complex arguments: the gradient is f'(z).
+
+    Returns
+    -------
+    callable
+        Takes ``func``'s arguments and returns ``(gradient, value)``, or
+        ``(gradient, (value, aux))`` with ``has_aux`` (torch.func's order).
+
+    Raises
+    ------
+    ValueError
+        When called: ``func`` returns no scalar, ``argnums`` is invalid or out of range,
+        ``has_aux`` is set and ``func`` returns no pair, or the arguments mix array
+        libraries.
+    TypeError
+        When called: a differentiated argument is an integer, boolean or non-array
+        value (named); a complex output without ``holomorphic``.
+    lf.UnsupportedOperationError
+        A pint Quantity argument, or a NumPy function inside with no derivative rule.
+
+    Examples
+    --------
+    The derivative of the sum of cubes is 3x², its value 1 + 8 = 9:
 
     >>> import xarray as xr, labeled_func as lf
     >>> g, v = lf.grad_and_value(lambda x: (x ** 3).sum())(xr.DataArray([1.0, 2.0], dims="i"))
@@ -94,9 +176,41 @@ def _grad_and_value(func, argnums, has_aux, name, holomorphic=False):
     return functools.wraps(func, updated=())(gradient_and_value)
 
 
-def vjp(func, *primals, has_aux=False):
-    """``(output, vjp_fn)`` (or ``(output, vjp_fn, aux)``): ``vjp_fn(cotangent)`` returns
-    one cotangent per primal.  A DataArray cotangent is matched to the output by dim name.
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """The output of ``func`` at ``primals`` and its vector-Jacobian product function.
+
+    Parameters
+    ----------
+    func : callable
+        Takes the primals (pytrees of DataArrays, Datasets, arrays) and returns a
+        pytree of them; with ``has_aux``, a pair ``(output, aux)``.
+    *primals : Any
+        The point at which to differentiate, one value per positional argument.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``: ``aux`` is returned, not differentiated.
+
+    Returns
+    -------
+    tuple
+        ``(output, vjp_fn)``, or ``(output, vjp_fn, aux)`` with ``has_aux``.
+        ``vjp_fn(cotangent)``, with a cotangent of the output's structure, returns a
+        tuple with one cotangent per primal; a DataArray cotangent is matched to the
+        output by dim name (its dim order may differ).
+
+    Raises
+    ------
+    TypeError
+        A primal that is an integer, boolean or non-array value (named).
+    ValueError
+        ``has_aux`` is set and ``func`` returns no pair, the primals mix array
+        libraries, or (from ``vjp_fn``) a cotangent whose structure, dims or shape
+        differ from the output's.
+    lf.UnsupportedOperationError
+        A pint Quantity primal, or a NumPy function inside with no derivative rule.
+
+    Examples
+    --------
+    For f(x) = x², the pullback of a cotangent of ones is 2x:
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
@@ -118,9 +232,45 @@ def vjp(func, *primals, has_aux=False):
     return (primal_output, vjp_fn, run.aux) if has_aux else (primal_output, vjp_fn)
 
 
-def jvp(func, primals, tangents, *, has_aux=False):
-    """``(output, tangent_out)`` (or with ``aux``): the directional derivative of ``func``
-    at ``primals`` along ``tangents`` (tuples, one entry per argument).
+def jvp(func: Callable[..., Any], primals: tuple[Any, ...] | list[Any], tangents: tuple[Any, ...] | list[Any], *,
+        has_aux: bool = False) -> tuple[Any, ...]:
+    """The output of ``func`` at ``primals`` and its directional derivative along
+    ``tangents`` (forward mode).
+
+    Parameters
+    ----------
+    func : callable
+        Takes one positional argument per primal (pytrees of DataArrays, Datasets,
+        arrays) and returns a pytree of them; with ``has_aux``, ``(output, aux)``.
+    primals : tuple or list
+        The point, one entry per argument of ``func`` (``(x,)`` for one argument).
+    tangents : tuple or list
+        The direction, one entry per primal, each of its primal's structure; a
+        DataArray tangent is matched to its primal by dim name.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``: ``aux`` is returned, not differentiated.
+
+    Returns
+    -------
+    tuple
+        ``(output, tangent_out)``, or ``(output, tangent_out, aux)`` with ``has_aux``;
+        ``tangent_out`` has the structure of the output.
+
+    Raises
+    ------
+    TypeError
+        ``primals`` or ``tangents`` is not a tuple or list (write ``lf.jvp(f, (x,), (t,))``),
+        or a primal is an integer, boolean or non-array value (named).
+    ValueError
+        ``primals`` and ``tangents`` differ in length, a tangent's structure, dims or
+        shape differ from its primal's, ``has_aux`` is set and ``func`` returns no pair,
+        or the values mix array libraries.
+    lf.UnsupportedOperationError
+        A pint Quantity, or a NumPy function inside with no derivative rule.
+
+    Examples
+    --------
+    Along a direction of ones, the derivative of x² is 2x:
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
@@ -157,12 +307,42 @@ def jvp(func, primals, tangents, *, has_aux=False):
     return result + (aux,) if has_aux else result
 
 
-def linearize(func, *primals):
+def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..., Any]]:
     """``(output, jvp_fn)`` with ``jvp_fn(*tangents)`` the JVP of ``func`` at ``primals``.
 
     ``func`` runs on traced copies of the primals, as under ``jvp``: a function that
     writes into its argument leaves the caller's array alone, so ``jvp_fn`` differentiates
     at the point the caller gave.
+
+    Parameters
+    ----------
+    func : callable
+        Takes one positional argument per primal (pytrees of DataArrays, Datasets,
+        arrays) and returns a pytree of them.
+    *primals : Any
+        The point at which to linearize.
+
+    Returns
+    -------
+    output : Any
+        ``func(*primals)``.
+    jvp_fn : callable
+        ``jvp_fn(*tangents)``, one tangent per primal of its primal's structure,
+        returns the directional derivative, of the output's structure.
+
+    Raises
+    ------
+    TypeError
+        A primal that is an integer, boolean or non-array value (named).
+    ValueError
+        The primals mix array libraries; (from ``jvp_fn``) a tangent count, structure,
+        dims or shape that does not fit the primals.
+    lf.UnsupportedOperationError
+        A pint Quantity primal, or a NumPy function inside with no derivative rule.
+
+    Examples
+    --------
+    The derivative of x³ is 3x²:
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
@@ -187,18 +367,62 @@ def linearize(func, *primals):
     return output, jvp_fn
 
 
-def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, wrt_suffix="_wrt", holomorphic=False):
+def jacrev(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
+           chunk_size: int | None = None, wrt_suffix: str = "_wrt", holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian by reverse mode: one VJP per output element, vmapped.
 
     Dims: the output's dims, then the argument's (a name taken by the output, or by a
-    dim an enclosing vmap maps, gets ``wrt_suffix`` until it is free).
-    The outputs must be real (rows are gradients, dL/dx - i dL/dy of a complex argument);
-    ``holomorphic=True`` (complex arguments and outputs) gives f'(z).
+    dim an enclosing vmap maps, gets ``wrt_suffix`` until it is free), with the coords
+    of both.  Structures nest output-outer, argument-inner: a DataArray output and a
+    Dataset argument give a Dataset of Jacobians; a Dataset output a dict of them keyed
+    by output variable.  The outputs must be real (rows are gradients,
+    dL/dx - i dL/dy of a complex argument); ``holomorphic=True`` (complex arguments and
+    outputs) gives f'(z).
+
+    Parameters
+    ----------
+    func : callable
+        Takes pytrees of DataArrays, Datasets, arrays and returns a pytree of them;
+        with ``has_aux``, ``(output, aux)``.
+    argnums : int or tuple of int
+        The positional argument(s) to differentiate with respect to; a tuple gives a
+        tuple of Jacobians per output.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``: the call returns ``(jacobian, aux)``.
+    chunk_size : int, optional
+        Rows of the Jacobian per vmapped VJP (bounds the memory); ``1`` is a plain loop
+        of VJPs with none of vmap's limits; None: all at once.
+    wrt_suffix : str
+        Appended (repeatedly) to an argument dim whose name is taken.
+    holomorphic : bool
+        ``func`` is holomorphic in complex arguments: the Jacobian of f'(z).
+
+    Returns
+    -------
+    callable
+        Takes ``func``'s arguments and returns the Jacobian (or ``(jacobian, aux)``).
+
+    Raises
+    ------
+    ValueError
+        ``chunk_size`` is not a positive int or None; when called: ``argnums`` is invalid
+        or out of range, ``has_aux`` is set and ``func`` returns no pair, or the
+        arguments mix array libraries.
+    TypeError
+        When called: a differentiated argument is an integer, boolean or non-array value
+        (named); a complex output without ``holomorphic``.
+    lf.UnsupportedOperationError
+        A pint Quantity argument, or a NumPy function inside with no derivative rule.
+
+    Examples
+    --------
+    The Jacobian of the elementwise square is diag(2x):
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
-    >>> lf.jacrev(lambda x: x ** 2)(x).dims
-    ('i', 'i_wrt')
+    >>> J = lf.jacrev(lambda x: x ** 2)(x)
+    >>> J.dims, J.values.tolist()
+    (('i', 'i_wrt'), [[2.0, 0.0], [0.0, 4.0]])
     """
     if chunk_size is not None and (not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1):
         raise ValueError(f"jacrev: chunk_size={chunk_size!r} must be a positive int (rows of the "
@@ -249,11 +473,54 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name, holomorphic=Fa
     return functools.wraps(func, updated=())(jacobian)
 
 
-def jacfwd(func, argnums=0, *, has_aux=False, randomness="error", wrt_suffix="_wrt", holomorphic=False):
+def jacfwd(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
+           randomness: Literal["error", "different", "same"] = "error", wrt_suffix: str = "_wrt", holomorphic: bool = False) -> Callable[..., Any]:
     """The Jacobian by forward mode: one JVP per input element, vmapped.
 
-    The arguments must be real (columns are derivatives along them); ``holomorphic=True``
+    Labeled as :func:`jacrev`'s (the output's dims, then the argument's).  The
+    arguments must be real (columns are derivatives along them); ``holomorphic=True``
     (complex arguments and outputs) gives f'(z).
+
+    Parameters
+    ----------
+    func : callable
+        Takes pytrees of DataArrays, Datasets, arrays and returns a pytree of them;
+        with ``has_aux``, ``(output, aux)``.
+    argnums : int or tuple of int
+        The positional argument(s) to differentiate with respect to.
+    has_aux : bool
+        ``func`` returns ``(output, aux)``: the call returns ``(jacobian, aux)``.
+    randomness : {"error", "different", "same"}
+        What ``lf.random`` draws inside do under the vmap over tangents (see
+        :func:`vmap`).
+    wrt_suffix : str
+        Appended (repeatedly) to an argument dim whose name is taken.
+    holomorphic : bool
+        ``func`` is holomorphic in complex arguments: the Jacobian of f'(z).
+
+    Returns
+    -------
+    callable
+        Takes ``func``'s arguments and returns the Jacobian (or ``(jacobian, aux)``).
+
+    Raises
+    ------
+    ValueError
+        When called: ``argnums`` is invalid or out of range, ``randomness`` is not one
+        of the three, ``has_aux`` is set and ``func`` returns no pair, or the arguments
+        mix array libraries.
+    TypeError
+        When called: a differentiated argument is an integer, boolean, complex (without
+        ``holomorphic``) or non-array value (named).
+    lf.RandomnessError
+        An ``lf.random`` draw inside with ``randomness="error"``.
+    lf.UnsupportedOperationError
+        A pint Quantity argument, a NumPy function inside with no derivative rule, or an
+        ``lf.custom_vjp`` function (it has no forward rule).
+
+    Examples
+    --------
+    The Jacobian of the elementwise square is diag(2x):
 
     >>> import xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([1.0, 2.0], dims="i")
@@ -323,7 +590,8 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
     return functools.wraps(func, updated=())(jacobian)
 
 
-def hessian(func, argnums=0, *, wrt_suffix="_wrt", holomorphic=False, as_matrix=False):
+def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, wrt_suffix: str = "_wrt",
+            holomorphic: bool = False, as_matrix: bool = False) -> Callable[..., Any]:
     """``jacfwd(jacrev(func))``: for a loss of ``p(param)`` dims ``("param", "param_wrt")``.
 
     Real arguments; ``holomorphic=True`` for the second complex derivative of a
@@ -338,10 +606,50 @@ def hessian(func, argnums=0, *, wrt_suffix="_wrt", holomorphic=False, as_matrix=
     approximation: its inverse at the minimum of a negative log-likelihood is the
     covariance of the parameters.  It carries ``units`` where all elements share them.
 
+    Parameters
+    ----------
+    func : callable
+        Takes pytrees of DataArrays, Datasets, arrays and returns a pytree of them
+        (a scalar with ``as_matrix``).
+    argnums : int or tuple of int
+        The positional argument(s) to differentiate with respect to (an int with
+        ``as_matrix``).
+    wrt_suffix : str
+        Appended (repeatedly) to an argument dim whose name is taken.
+    holomorphic : bool
+        ``func`` is holomorphic in complex arguments: its second complex derivative.
+    as_matrix : bool
+        Return one ``(param, param_wrt)`` matrix over the elements of the argument.
+
+    Returns
+    -------
+    callable
+        Takes ``func``'s arguments and returns the Hessian: labeled as a Jacobian of the
+        Jacobian, or one DataArray with ``as_matrix``.
+
+    Raises
+    ------
+    ValueError
+        ``as_matrix`` with a tuple ``argnums``; when called: ``argnums`` out of range,
+        a non-scalar output with ``as_matrix``, or arguments that mix array libraries.
+    TypeError
+        When called: a differentiated argument is an integer, boolean, complex (without
+        ``holomorphic``) or non-array value (named).
+    lf.RandomnessError
+        An ``lf.random`` draw inside (draw outside the function and pass the draws in).
+    lf.UnsupportedOperationError
+        A pint Quantity argument, a NumPy function inside with no derivative rule, or an
+        ``lf.custom_vjp`` function (it has no forward rule).
+
+    Examples
+    --------
+    For the sum of cubes the Hessian is diag(6p); for k² c it is [[2c, 2k], [2k, 0]]:
+
     >>> import xarray as xr, labeled_func as lf
     >>> p = xr.DataArray([1.0, 2.0], dims="param", coords={"param": ["a", "b"]})
-    >>> lf.hessian(lambda p: (p ** 3).sum())(p).dims
-    ('param', 'param_wrt')
+    >>> H = lf.hessian(lambda p: (p ** 3).sum())(p)
+    >>> H.dims, H.values.tolist()
+    (('param', 'param_wrt'), [[6.0, 0.0], [0.0, 12.0]])
     >>> q = xr.Dataset({"k": 2.0, "c": 3.0})
     >>> H = lf.hessian(lambda q: q.k ** 2 * q.c, as_matrix=True)(q)
     >>> H.param.values.tolist(), H.values.tolist()

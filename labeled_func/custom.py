@@ -22,6 +22,8 @@ Inside, the arguments are a flat list of arrays, rebuilt into the caller's struc
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any
 
 import optree
 import xarray as xr
@@ -41,6 +43,25 @@ class custom_jvp:
     ``grad(grad(f))``, ``jvp(grad(f))``, ``hessian``, and through ``vmap`` in either
     order.
 
+    Parameters
+    ----------
+    fun : callable
+        The function: takes its arguments by position (pytrees of DataArrays,
+        Datasets, arrays) and returns one DataArray or array.
+
+    Raises
+    ------
+    TypeError
+        When called: arguments passed by keyword, or no rule defined with ``defjvp``.
+    ValueError
+        When differentiated: the function returns more than one array, or the rule's
+        tangent does not have the output's structure, dims or shape.
+
+    Examples
+    --------
+    log(1 + eˣ) with the derivative written as the logistic function 1 / (1 + e⁻ˣ),
+    which stays finite where eˣ overflows (its limit at x = 1000 is 1):
+
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> @lf.custom_jvp
     ... def log1pexp(x):
@@ -53,16 +74,31 @@ class custom_jvp:
     1.0
     """
 
-    def __init__(self, fun):
+    def __init__(self, fun: Callable[..., Any]) -> None:
         self.fun = fun
         self.rule = None
         functools.update_wrapper(self, fun)
 
-    def defjvp(self, rule):
+    def defjvp(self, rule: Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, Any]]
+               ) -> Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, Any]]:
+        """Set the JVP rule (use as a decorator).
+
+        Parameters
+        ----------
+        rule : callable
+            ``rule(primals, tangents) -> (output, tangent_out)``: ``primals`` and
+            ``tangents`` are tuples like the arguments; ``tangent_out`` (the output's
+            structure, or None for zero) must be linear in the tangents.
+
+        Returns
+        -------
+        callable
+            ``rule`` itself.
+        """
         self.rule = rule
         return rule
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _positional_only(self, "custom_jvp", kwargs)
         if self.rule is None:
             raise TypeError(f"custom_jvp {self.fun.__name__!r}: define its rule with @{self.fun.__name__}.defjvp")
@@ -95,6 +131,27 @@ class custom_vjp:
     ``bwd`` as written.  Forward mode (``jvp``, ``jacfwd``, ``hessian``) raises
     ``lf.UnsupportedOperationError``.
 
+    Parameters
+    ----------
+    fun : callable
+        The function: takes its arguments by position (pytrees of DataArrays,
+        Datasets, arrays) and returns one DataArray or array.
+
+    Raises
+    ------
+    TypeError
+        When called: arguments passed by keyword, or no rules defined with ``defvjp``.
+    ValueError
+        When differentiated: the function returns more than one array, ``fwd`` returns
+        no pair, or ``bwd`` returns no tuple of one cotangent per argument (each of
+        its argument's structure).
+    lf.UnsupportedOperationError
+        Under forward mode (``jvp``, ``jacfwd``, ``hessian``).
+
+    Examples
+    --------
+    The identity whose gradient is clipped to [-1, 1]: the gradient of 5x would be 5.
+
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> @lf.custom_vjp
     ... def clip_gradient(x):
@@ -104,16 +161,31 @@ class custom_vjp:
     1.0
     """
 
-    def __init__(self, fun):
+    def __init__(self, fun: Callable[..., Any]) -> None:
         self.fun = fun
         self.fwd = None
         self.bwd = None
         functools.update_wrapper(self, fun)
 
-    def defvjp(self, fwd, bwd):
+    def defvjp(self, fwd: Callable[..., tuple[Any, Any]], bwd: Callable[[Any, Any], tuple[Any, ...]]) -> None:
+        """Set the forward and backward rules.
+
+        Parameters
+        ----------
+        fwd : callable
+            ``fwd(*args) -> (output, residuals)``: the output, and what ``bwd`` needs
+            (a pytree of arrays and other values).
+        bwd : callable
+            ``bwd(residuals, cotangent) -> cotangents``: a tuple with one cotangent per
+            argument, each of its argument's structure, or None for none.
+
+        Returns
+        -------
+        None
+        """
         self.fwd, self.bwd = fwd, bwd
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         _positional_only(self, "custom_vjp", kwargs)
         if self.fwd is None:
             raise TypeError(f"custom_vjp {self.fun.__name__!r}: define its rules with {self.fun.__name__}.defvjp(fwd, bwd)")

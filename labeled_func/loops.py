@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import functools
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -27,7 +29,7 @@ from .flat import replace_arrays
 __all__ = ["checkpoint", "scan"]
 
 
-def checkpoint(func):
+def checkpoint(func: Callable[..., Any]) -> Callable[..., Any]:
     """``func``, whose intermediate values reverse mode does not keep: it runs ``func``
     again on the backward pass.
 
@@ -45,8 +47,28 @@ def checkpoint(func):
     again), and under a reverse level it must not write in place into a value it closes
     over (``lf.InplaceError``); writes into its own arguments stay inside the call.
 
+    Parameters
+    ----------
+    func : callable
+        The function whose intermediate values are recomputed rather than kept.
+
+    Returns
+    -------
+    callable
+        ``func`` with the same signature, name and values, and the same derivatives.
+
+    Raises
+    ------
+    TypeError
+        ``func`` is not callable.
+    lf.InplaceError
+        Under a reverse level: ``func`` writes in place into a traced value it closes
+        over.
+
     Examples
     --------
+    The gradient of tanh(u)² is 2 tanh(u) / cosh(u)², through the checkpoint:
+
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([0.5, 1.0], dims="site")
     >>> smooth = lf.checkpoint(lambda u: np.tanh(u) ** 2)
@@ -75,7 +97,8 @@ def checkpoint(func):
     return checkpointed
 
 
-def scan(step, init, xs=None, length=None, *, dim="step", checkpoint_every=None):
+def scan(step: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, length: int | None = None, *,
+         dim: str = "step", checkpoint_every: int | None = None) -> tuple[Any, Any]:
     """Loop ``carry, y = step(carry, x)`` over ``xs``; return the last carry and the ``y`` s
     stacked along ``dim``.
 
@@ -114,7 +137,10 @@ def scan(step, init, xs=None, length=None, *, dim="step", checkpoint_every=None)
 
     Returns
     -------
-    (carry, ys)
+    carry : pytree
+        The carry after the last step (``init`` for no steps).
+    ys : pytree
+        The ``y`` of every step stacked along ``dim`` (None where ``y`` is None).
 
     Raises
     ------

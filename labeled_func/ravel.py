@@ -9,6 +9,8 @@ work on traced values inside transforms too.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -27,7 +29,7 @@ from .units import reject_quantities
 __all__ = ["ravel", "element_labels", "element_attrs"]
 
 
-def ravel(tree):
+def ravel(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
     """The arrays of ``tree`` as one flat vector, and the function that rebuilds ``tree``.
 
     Parameters
@@ -81,13 +83,30 @@ def ravel(tree):
     return layout.flatten(), layout.unravel
 
 
-def element_labels(tree):
+def element_labels(tree: Any) -> list[str]:
     """One label per element of ``ravel(tree)[0]``: where the element sits.
 
     A Dataset variable is labeled by its name, a DataArray by its name (or, inside a
     dict, list or tuple, by its path, keys joined with ``/``); elements of arrays that
     are not 0-d get their NumPy index, as in ``"curve[2]"`` or ``"field[0,1]"``.
 
+    Parameters
+    ----------
+    tree : DataArray, Dataset, array, or tuple/list/dict of them
+        As :func:`ravel` takes it.
+
+    Returns
+    -------
+    list of str
+        One label per element of the flat vector, in its order.
+
+    Raises
+    ------
+    TypeError
+        A leaf that :func:`ravel` does not take (named).
+
+    Examples
+    --------
     >>> import xarray as xr
     >>> from labeled_func.ravel import element_labels
     >>> element_labels(xr.Dataset({"rate": 0.5, "curve": ("t", [1.0, 2.0])}))
@@ -104,10 +123,27 @@ def element_labels(tree):
     return labels
 
 
-def element_attrs(tree):
+def element_attrs(tree: Any) -> list[dict[Any, Any]]:
     """One dict per element of ``ravel(tree)[0]``: the attrs of the DataArray or Dataset
     variable it belongs to (empty for a bare array).
 
+    Parameters
+    ----------
+    tree : DataArray, Dataset, array, or tuple/list/dict of them
+        As :func:`ravel` takes it.
+
+    Returns
+    -------
+    list of dict
+        One dict of attrs per element of the flat vector, in its order.
+
+    Raises
+    ------
+    TypeError
+        A leaf that :func:`ravel` does not take (named).
+
+    Examples
+    --------
     >>> import xarray as xr
     >>> from labeled_func.ravel import element_attrs
     >>> element_attrs(xr.Dataset({"rate": ((), 0.5, {"units": "s-1"}), "curve": ("t", [1.0, 2.0])}))

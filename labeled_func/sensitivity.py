@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Mapping
 from statistics import NormalDist
+from typing import Any, Literal
 
 import numpy as np
 import xarray as xr
@@ -36,8 +38,11 @@ WEIGHTS_PER_STEP = 2 ** 19     # at most this many bootstrap weights per in-memo
 STEPS_WITH_PROGRESS = 10       # gradient steps when progress is on and chunk_size is not given
 
 
-def dgsm(model, samples, *, dim="sample", bounds=None, problem=None, num_resamples=100, conf_level=0.95,
-         seed=None, mode="auto", chunk_size=None, progress=None):
+def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
+         bounds: Mapping[str, tuple[float, float]] | None = None, problem: dict[str, Any] | None = None,
+         num_resamples: int = 100, conf_level: float = 0.95, seed: int | None = None,
+         mode: Literal["auto", "forward", "reverse"] = "auto", chunk_size: int | None = None,
+         progress: bool | Callable[[int, int], Any] | None = None) -> xr.Dataset:
     """Derivative-based global sensitivity measures of ``model`` over ``samples``.
 
     Parameters
@@ -193,15 +198,41 @@ def _labelled(result, samples, outputs, names):
     return result
 
 
-def local(model, params, *, normalize=True, mode="auto"):
+def local(model: Callable[[xr.Dataset], Any], params: xr.Dataset, *, normalize: bool = True,
+          mode: Literal["auto", "forward", "reverse"] = "auto") -> xr.Dataset:
     """The local sensitivities of ``model`` at ``params``, keyed by parameter.
 
-    ``model`` maps ``params`` (a Dataset of parameters) to a DataArray (or scalar).
-    With ``normalize`` the result holds elasticities ∂y/∂p · p/y, else ∂y/∂p.
-    ``mode`` picks the Jacobian's mode: ``"forward"`` (``lf.jacfwd``, one JVP per
-    parameter element), ``"reverse"`` (``lf.jacrev``, one VJP per output element) or
-    ``"auto"``: forward when the parameter elements are fewer than the output's, so
-    that time and memory grow linearly with the output.  Both give the same Dataset.
+    Parameters
+    ----------
+    model : callable
+        Maps ``params`` to a DataArray (or a scalar).
+    params : xarray.Dataset
+        The point: one data variable per parameter (0-d or with dims).
+    normalize : bool
+        Elasticities ∂y/∂p · p/y (dimensionless, ``units="1"``); else the derivatives
+        ∂y/∂p, with their units.
+    mode : {"auto", "forward", "reverse"}
+        The Jacobian's mode: ``"forward"`` (``lf.jacfwd``, one JVP per parameter
+        element), ``"reverse"`` (``lf.jacrev``, one VJP per output element) or
+        ``"auto"``: forward when the parameter elements are fewer than the output's,
+        so that time and memory grow linearly with the output.  Both give the same
+        Dataset.
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable per parameter: the output's dims followed by the parameter's
+        (renamed with ``_wrt`` where they clash).
+
+    Raises
+    ------
+    ValueError
+        ``params`` is not a Dataset, ``mode`` is not one of the three, or the model
+        returns something other than one DataArray or scalar (a Dataset, a tuple).
+
+    Examples
+    --------
+    For y = A e^(-r t) the elasticities are ∂y/∂A · A/y = 1 and ∂y/∂r · r/y = -r t:
 
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> t = xr.DataArray([0.0, 1.0, 2.0], dims="t")
