@@ -8,6 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # an uninstalled checkout documents itself
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))  # example_figures: the gallery's figures
 
 import labeled_func  # noqa: E402
 
@@ -15,11 +16,11 @@ project = "labeled_func"
 author = "labeled_func contributors"
 release = version = labeled_func.__version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "example_figures"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 # included by performance.md and limitations.md
-exclude_patterns = ["_build", "performance_table.md", "supported_table.md"]
+exclude_patterns = ["_build", "_figures", "performance_table.md", "supported_table.md"]
 
 nitpicky = False
 myst_enable_extensions = ["deflist"]  # "term\n: definition" lists (performance.md)
@@ -28,6 +29,16 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_numpy_docstring = True
 napoleon_google_docstring = False
+
+# gallery.md: these scripts run at build time (`SCRIPT --figures docs/_figures/<stem>/`) and
+# the page shows the PNGs they write, computed by the library on every build.
+example_figures_scripts = [
+    "examples/dgsm_salib.py",
+    "examples/per_sample_gradients.py",
+    "examples/heat_equation.py",
+    "examples/dask_throughput.py",
+]
+example_figures_dir = "_figures"
 
 html_theme = "alabaster"
 html_title = f"labeled_func {release}"

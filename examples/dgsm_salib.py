@@ -1,6 +1,7 @@
 """SALib's problem, samples and model into lf.sensitivity.dgsm, and the numbers beside SALib's.
 
-    python examples/dgsm_salib.py
+    python examples/dgsm_salib.py                 # writes dgsm_bars.png into examples/output/
+    python examples/dgsm_salib.py --figures DIR
 
 The Ishigami function (A = 7, B = 0.1, inputs uniform on (−π, π)³), written as SALib
 writes models: an (n, 3) array in, n outputs out.  `lf.sensitivity.dgsm` takes SALib's
@@ -13,9 +14,16 @@ S_Ti (it must hold).  When SALib is installed, its finite-difference DGSM on the
 base points (`finite_diff.sample`, step 1 % of x, N (D + 1) model evaluations) is
 printed beside lf's (N evaluations, exact derivatives), and `to_dataframe()` is
 checked to carry SALib's `to_df()` columns; without SALib that part is skipped.
+
+The figure: ν_i and the bound as bars with their 95 % bootstrap intervals, the closed
+forms (and the total indices S_Ti under the bound) as markers, labelled from the
+result's coords and attrs.
 """
 
+import argparse
+import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -26,6 +34,7 @@ PI = np.pi
 PROBLEM = {"num_vars": 3, "names": ["x1", "x2", "x3"], "bounds": [[-PI, PI]] * 3}
 N_BASE = 2**12
 STEP = 0.01  # SALib's default finite-difference step, relative to x
+OUTPUT = Path(__file__).resolve().parent / "output"
 
 
 def ishigami(X: np.ndarray) -> np.ndarray:
@@ -41,7 +50,7 @@ def analytic() -> dict:
     return {"vi": nu, "bound": 4 * nu / variance, "ST": np.array([v1 + v13, v2, v13]) / variance}
 
 
-def main() -> None:
+def main(figures_dir: Path = OUTPUT) -> None:
     exact = analytic()
     np.testing.assert_allclose(exact["ST"], [0.5576, 0.4424, 0.2437], atol=5e-5)  # the published totals
     X, design = base_points()
@@ -60,6 +69,8 @@ def main() -> None:
     print(f"  analytic vi:       {format_row(exact['vi'])}")
     print(f"  analytic ST_bound: {format_row(exact['bound'])}   (= SALib's dgsm for uniform inputs)")
     print(f"  analytic S_T:      {format_row(exact['ST'])}   (the bound holds: ST_bound > S_T)")
+    for figure in plot(result, exact, len(X), figures_dir) or ["skipped (matplotlib is not installed)"]:
+        print(f"  figure: {figure}")
     if design is not None:
         compare_with_salib(X, design, frame)
 
@@ -102,5 +113,48 @@ def format_row(values) -> str:
     return "  ".join(f"{v:8.4f}" for v in values)
 
 
+def label(da) -> str:
+    """An axis label from a DataArray's attrs (long_name, units) or its name."""
+    text = da.attrs.get("long_name", da.name)
+    text = f"{text} [{da.attrs['units']}]" if "units" in da.attrs else text
+    return textwrap.fill(text, 40)
+
+
+def plot(result, exact: dict, n_samples: int, directory: Path) -> list[Path]:
+    """dgsm_bars.png: ν_i (left) and the bound of S_Ti (right) with their intervals."""
+    try:
+        import matplotlib
+    except ImportError:
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = result.param.values.tolist()
+    position = np.arange(len(names))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.5), constrained_layout=True)
+    left.bar(position, result.vi, yerr=result.vi_conf, capsize=6, color="tab:blue",
+             label="lf.sensitivity.dgsm, 95 % interval")
+    closed = {"marker": "_", "markersize": 40, "markeredgewidth": 2, "linestyle": "none", "color": "black"}
+    left.plot(position, exact["vi"], **closed, label="closed form")
+    left.set(ylabel=label(result.vi), title=f"ν_i from {n_samples} samples' exact gradients")
+    right.bar(position, result.ST_bound, yerr=result.dgsm_conf, capsize=6, color="tab:orange",
+              label="ST_bound, 95 % interval")
+    right.plot(position, exact["bound"], **closed, label="closed form of the bound")
+    right.plot(position, exact["ST"], "o", color="tab:red", markersize=8, label="S_Ti (closed form): under the bound")
+    right.set(ylabel=label(result.ST_bound), title="the bound of the total Sobol' indices")
+    for ax in (left, right):
+        ax.set_xticks(position, names)
+        ax.set_xlabel(label(result.param))
+        ax.set_ylim(0, 1.35 * ax.get_ylim()[1])  # room for the legend
+        ax.legend(fontsize="small", loc="upper left", markerscale=0.4)
+    directory.mkdir(parents=True, exist_ok=True)
+    fig.savefig(directory / "dgsm_bars.png", dpi=100)
+    plt.close(fig)
+    return [directory / "dgsm_bars.png"]
+
+
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figures", type=Path, default=OUTPUT, metavar="DIR",
+                        help="where the PNG figures go (default: examples/output/)")
+    main(parser.parse_args().figures)
