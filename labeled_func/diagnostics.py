@@ -135,15 +135,16 @@ _WHERE_DROP = (
 
 # finite-difference helpers: the transforms compute what they approximate, exactly
 _FINITE_DIFFERENCES = {
-    ("scipy", "approx_fprime"), ("scipy", "check_grad"), ("scipy", "approx_derivative"),
-    ("scipy", "derivative"), ("scipy", "jacobian"), ("scipy", "hessian"),  # scipy.differentiate
+    "scipy.optimize": ("approx_fprime", "check_grad", "approx_derivative"),
+    "scipy.differentiate": ("derivative", "jacobian", "hessian"),
 }
 
 
 def _finite_difference_advice(site, kind):
     """What replaces a finite-difference helper (``scipy.optimize.approx_fprime``) inside a
     transform; None for another call of the library."""
-    if (site.library, site.method) not in _FINITE_DIFFERENCES:
+    package = ".".join(site.module.split(".")[:2])
+    if site.method not in _FINITE_DIFFERENCES.get(package, ()):
         return None
     return (
         f"{site.public} estimates derivatives by finite differences, calling the function on "
