@@ -41,22 +41,36 @@ def structure_only():
 def cond(pred, true_fn, false_fn, *operands):
     """``true_fn(*operands)`` where ``pred`` holds, else ``false_fn(*operands)``.
 
+    ``pred`` is one value per example: a bool, or a number (true when not zero, as
+    ``jax.lax.cond`` takes it); anything else raises TypeError, more than one value
+    ValueError.  When both branches run (a mapped predicate, or under ``lf.jit``) they
+    must return the same structure, and leaf by leaf the same dims and sizes (in any
+    order) and dtype: TypeError naming the branch and the output otherwise, where
+    ``xr.where`` would broadcast or cast one of them silently.
+
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([-2.0, 3.0], dims="sample")
     >>> relu = lambda x: lf.cond(x > 0, lambda v: v, lambda v: xr.zeros_like(v), x)
     >>> lf.vmap(relu, dim="sample")(x).values
     array([0., 3.])
+    >>> lf.vmap(lambda x: lf.cond(x > 0, lambda v: v, lambda v: v > 0, x), dim="sample")(x)
+    Traceback (most recent call last):
+    ...
+    TypeError: lf.cond: the branches return different dtypes: true_fn returns dtype float64 and false_fn dtype bool. ...
     """
     data = _data(pred)
+    _check_predicate(pred, "cond")
     if not is_batched(data) and known(data):
         return true_fn(*operands) if bool(data) else false_fn(*operands)
     # mapped (one predicate per example) or recorded by lf.jit (one per later call): both
     # branches run and the predicate selects
-    _check_scalar(pred, "cond")
+    if np.dtype(pred.dtype).kind != "b":
+        pred = pred != 0  # a number: true where not zero
     # Both branches run: each gets its own copy of the operands, so that an in-place
     # update in one branch is not seen by the other (nor by the caller).
     on_true = true_fn(*_fresh(operands))
     on_false = false_fn(*_fresh(operands))
+    _check_branches(on_true, on_false, _branch_name("true_fn", true_fn), _branch_name("false_fn", false_fn))
     return _select_tree(pred, on_true, on_false, "cond")
 
 
@@ -109,6 +123,112 @@ def _fresh(tree):
 
 def _data(pred):
     return pred.data if isinstance(pred, (xr.DataArray, xr.Variable)) else pred
+
+
+def _check_predicate(pred, name):
+    """``pred`` is one bool or number (jax.lax.cond's rule): TypeError for another dtype or
+    type, ValueError for more than one value."""
+    if isinstance(pred, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return
+    if pred is None or isinstance(pred, (str, bytes, xr.Dataset)) or not hasattr(pred, "dtype"):
+        raise TypeError(f"lf.{name}: the predicate must be a bool (or a number, true where not zero), "
+                        f"or a 0-d DataArray of one; got {type(pred).__name__}")
+    _check_scalar(pred, name)
+    kind = np.dtype(getattr(pred.dtype, "_np_dtype", pred.dtype)).kind
+    if kind not in "biuf":
+        raise TypeError(f"lf.{name}: the predicate must be boolean (or a number, true where not zero), "
+                        f"but it has dtype {pred.dtype}; compare it first (e.g. x > 0)")
+
+
+def _branch_name(role, function):
+    name = getattr(function, "__name__", None)
+    return role if name in (None, "<lambda>", role) else f"{role} ({name})"
+
+
+def _check_branches(on_true, on_false, true_name, false_name):
+    """Both branches return the same structure and, leaf by leaf, the same kind of value,
+    dims (in any order), sizes and dtype (what jax.lax.cond requires of its branches)."""
+    true_paths, true_leaves, true_def = optree.tree_flatten_with_path(on_true, none_is_leaf=True)
+    false_leaves, false_def = optree.tree_flatten(on_false, none_is_leaf=True)
+    if true_def != false_def:
+        shown = (_structure(on_true), _structure(on_false))
+        if shown[0] == shown[1]:
+            shown = (str(true_def), str(false_def))
+        raise TypeError(f"lf.cond: the branches return different structures: {true_name} returns "
+                        f"{shown[0]} and {false_name} {shown[1]}; both must return the same "
+                        "(the same containers, keys and number of outputs)")
+    several = len(true_leaves) > 1 or true_paths != [()]
+    for path, a, b in zip(true_paths, true_leaves, false_leaves):
+        where = " for output" + "".join(f"[{k!r}]" for k in path) if several else ""
+        difference = _difference(_describe(a), _describe(b))
+        if difference is not None:
+            what, got_true, got_false = difference
+            raise TypeError(f"lf.cond: the branches return different {what}{where}: {true_name} returns "
+                            f"{got_true} and {false_name} {got_false}. Both branches must return the same "
+                            "dims, sizes and dtype (each example takes one of them; xr.where would "
+                            "broadcast or cast silently): make them agree (e.g. xr.zeros_like(v), "
+                            ".astype(...), .expand_dims(...)).")
+
+
+def _structure(tree):
+    if isinstance(tree, (tuple, list)):
+        return f"a {type(tree).__name__} of {len(tree)}"
+    if isinstance(tree, dict):
+        return f"a dict with keys {sorted(tree, key=str)}"
+    return f"one {type(tree).__name__}"
+
+
+def _describe(leaf):
+    """(kind, {dim: size} or shape, dtype) of a branch's output leaf; a Python number is
+    'a number' (it takes the dtype of the other branch, as in NumPy)."""
+    if isinstance(leaf, xr.Dataset):
+        return ("Dataset", {name: _describe(var) for name, var in leaf.data_vars.items()}, None)
+    if isinstance(leaf, (xr.DataArray, xr.Variable)):
+        return (type(leaf).__name__, dict(leaf.sizes), np.dtype(getattr(leaf.dtype, "_np_dtype", leaf.dtype)))
+    if leaf is None:
+        return ("None", None, None)
+    if isinstance(leaf, (bool, int, float, complex)):
+        return ("number", {}, None)
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return ("array", tuple(leaf.shape), np.dtype(getattr(leaf.dtype, "_np_dtype", leaf.dtype)))
+    return (type(leaf).__name__, None, None)
+
+
+def _show(kind, sizes):
+    article = "an" if kind[0] in "aeiouAEIOU" else "a"
+    if kind == "number":
+        return "a Python number"
+    if kind in ("DataArray", "Variable"):
+        dims = ", ".join(f"{d}: {n}" for d, n in sizes.items())
+        return f"{article} {kind} with dims ({dims})"
+    if kind == "array":
+        return f"an array of shape {sizes}"
+    return f"{article} {kind}"
+
+
+def _difference(a, b):
+    """(what differs, as in true_fn, as in false_fn) or None."""
+    (kind_a, sizes_a, dtype_a), (kind_b, sizes_b, dtype_b) = a, b
+    if "number" in (kind_a, kind_b):
+        other_kind, other_sizes = (kind_b, sizes_b) if kind_a == "number" else (kind_a, sizes_a)
+        if other_kind == "number" or (other_kind in ("DataArray", "Variable", "array") and not other_sizes):
+            return None  # a Python number takes the other branch's dtype; 0-d only
+        return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
+    if kind_a != kind_b:
+        return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
+    if kind_a == "Dataset":
+        if sorted(sizes_a) != sorted(sizes_b):
+            return "data variables", sorted(sizes_a), sorted(sizes_b)
+        for name in sizes_a:
+            found = _difference(sizes_a[name], sizes_b[name])
+            if found is not None:
+                return f"{found[0]} in data variable {name!r}", found[1], found[2]
+        return None
+    if sizes_a != sizes_b:
+        return ("dims" if kind_a != "array" else "shapes"), _show(kind_a, sizes_a), _show(kind_b, sizes_b)
+    if dtype_a != dtype_b:
+        return "dtypes", f"dtype {dtype_a}", f"dtype {dtype_b}"
+    return None
 
 
 def _check_scalar(pred, name):

@@ -11,7 +11,8 @@ xarray side, at import:
   ``x.isel(t=p)``...), reporting through the engine's mechanism;
 - how to read xarray's frames (public names, ``drop=``/``vectorize=``, ``x.loc[...]``);
 - what to write instead of the xarray methods that need concrete values or whose output
-  shape depends on the values.
+  shape depends on the values, and of finite-difference helpers (scipy.optimize.approx_fprime,
+  scipy.differentiate) inside a transform.
 """
 from __future__ import annotations
 
@@ -130,6 +131,28 @@ _WHERE_DROP = (
     "differ per example",
     "Use x.where(cond) without drop=True (NaN where false), or xr.where(cond, x, 0).",
 )
+
+
+# finite-difference helpers: the transforms compute what they approximate, exactly
+_FINITE_DIFFERENCES = {
+    "scipy.optimize": ("approx_fprime", "check_grad", "approx_derivative"),
+    "scipy.differentiate": ("derivative", "jacobian", "hessian"),
+}
+
+
+def _finite_difference_advice(site, kind):
+    """What replaces a finite-difference helper (``scipy.optimize.approx_fprime``) inside a
+    transform; None for another call of the library."""
+    package = ".".join(site.module.split(".")[:2])
+    if site.method not in _FINITE_DIFFERENCES.get(package, ()):
+        return None
+    return (
+        f"{site.public} estimates derivatives by finite differences, calling the function on "
+        "concrete perturbed copies of the values. Inside a transform compute them exactly with "
+        "labeled_func instead: lf.jacfwd(f)(x) for few parameters (one forward pass each), "
+        "lf.grad(f)(x) for a scalar output (lf.jacrev for a few outputs), lf.hessian(f)(x) for second "
+        f"derivatives; or call {site.public} outside the transform."
+    )
 
 
 def _describe(site):
@@ -276,6 +299,7 @@ diagnose.register_library("xarray", flat_names=True, options=("drop", "vectorize
                           hidden=True, indexing=_INDEXING, describe=_describe)
 diagnose.register_library("pandas", flat_names=True)
 diagnose.register_advice("xarray", _advice)
+diagnose.register_advice("scipy", _finite_difference_advice)
 diagnose.register_dynamic_shape("xarray", _dynamic_shape)
 diagnose.register_conversion_sites(_conversion_sites())
 self_test()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import difflib
 import functools
 import inspect
 from typing import NamedTuple
@@ -13,11 +14,12 @@ import xarray as xr
 from . import dask as lazy
 from . import random as lf_random
 from .backends import check_one_backend
-from .engine import BatchLevel, active, batch_value, current_levels
-from .engine.errors import RandomnessError
+from .engine import BatchLevel, active, batch_value, current_levels, traced_by
+from .engine.errors import RandomnessError, UnsupportedOperationError
 from .example_coords import (Entered, ExampleCoord, attach, coordinates_copied_as_themselves, example_coords,
                              restore_untouched, same_variable)
-from .named import Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf, unmap_leaf
+from .named import (Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf,
+                    tree_nodes, unmap_leaf)
 
 __all__ = ["vmap"]
 
@@ -38,13 +40,20 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     dim : str or tuple of str, optional
         Map over this dim in every argument that has it; arguments without it are
         shared by all examples.  Several dims map as nested vmaps, first outermost.
-    in_dims : tuple or dict, optional
+    in_dims : int, tuple or dict, optional
         Instead of ``dim``: per positional argument (tuple) or per parameter name
-        (dict), a dim name, a tuple of names, ``None`` (not mapped), an ``int`` axis
-        (bare arrays), or a list/dict mirroring a nested argument.
-    out_dims : int or "preserve"
+        (dict), a dim name, a tuple of names, ``None`` (not mapped), an ``int`` axis,
+        or a list/dict mirroring a nested argument.  A bare ``int`` maps every
+        positional argument along that axis (keyword arguments are not mapped), as
+        torch.func and JAX do.  An ``int`` is a position: for a labeled argument, the
+        dim at that position of its ``dims``.  ``None`` (with ``axis_size``) maps no
+        argument.
+    out_dims : int, "preserve", None, or a tuple/list/dict of them
         Where the mapped dim goes in every output: an axis, or where it stood in
-        the first mapped input.
+        the first mapped input.  A tuple (list, dict) gives one entry per output of
+        a function returning a tuple (list, dict), as torch.func's ``out_dims``; an
+        entry ``None`` returns that output unmapped, once: it must not depend on the
+        mapped inputs (ValueError naming the output otherwise).
     randomness : {"error", "different", "same"}
         What ``lf.random`` draws do inside: raise, differ per example, or be shared.
         A draw from NumPy's global random state (one draw for all the examples) raises
@@ -76,10 +85,9 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
         raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
     if dim is not None and in_dims is not None:
         raise ValueError("vmap: give either dim= or in_dims=, not both")
-    if dim is None and in_dims is None:
+    if dim is None and in_dims is None and axis_size is None:
         raise ValueError("vmap: say what to map over, with dim='name' or in_dims=(...)")
-    if not (out_dims == "preserve" or isinstance(out_dims, int)):
-        raise ValueError(f"vmap: out_dims={out_dims!r} must be an int or 'preserve'")
+    _check_out_dims(out_dims, out_dims)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size={chunk_size!r} must be a positive int")
     options = dict(out_dims=out_dims, randomness=randomness, axis_size=axis_size)
@@ -104,8 +112,13 @@ def _split_levels(dim, in_dims):
         if not names or not all(isinstance(n, str) for n in names):
             raise ValueError(f"vmap: dim={dim!r} must be a dim name or a tuple of names")
         return [(name, None) for name in names]
+    if in_dims is None or _is_axis(in_dims):  # every positional argument alike
+        return [(None, in_dims)]
     if not isinstance(in_dims, (tuple, dict)):
-        raise ValueError(f"vmap: in_dims must be a tuple (one entry per positional argument) or a dict keyed by parameter name, not {type(in_dims).__name__}")
+        hint = f"; to map every argument that has dim {in_dims!r}, pass dim={in_dims!r}" if isinstance(in_dims, str) else ""
+        raise ValueError(f"vmap: in_dims must be an int (every positional argument along that axis), a tuple "
+                         f"(one entry per positional argument) or a dict keyed by parameter name, not "
+                         f"{type(in_dims).__name__}{hint}")
     entries = list(in_dims.values()) if isinstance(in_dims, dict) else list(in_dims)
     names = []
     for spec in _spec_leaves(entries):
@@ -125,6 +138,23 @@ def _split_levels(dim, in_dims):
         return _map_specs(pick, in_dims)
 
     return [(None, at_level(name, k == 0)) for k, name in enumerate(names)]
+
+
+def _is_axis(spec):
+    return isinstance(spec, int) and not isinstance(spec, bool)
+
+
+def _check_out_dims(entry, out_dims):
+    """``out_dims`` is an int, "preserve", None, or a tuple/list/dict of them."""
+    if isinstance(entry, (tuple, list)):
+        for item in entry:
+            _check_out_dims(item, out_dims)
+    elif isinstance(entry, dict):
+        for item in entry.values():
+            _check_out_dims(item, out_dims)
+    elif not (entry is None or _is_axis(entry) or (isinstance(entry, str) and entry == "preserve")):
+        raise ValueError(f"vmap: out_dims={out_dims!r} must be an int, 'preserve' or None, or a "
+                         f"tuple/list/dict of them (one entry per output); {entry!r} is none of these")
 
 
 def _is_multi(spec):
@@ -198,8 +228,9 @@ class _Mapped:
                               for found in examples]
             parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
-        out_leaves = [concat_leaves(list(group), dim, position if isinstance(position, int) else 0)
-                      for group in zip(*(f[0] for f in flat_parts))]
+        positions = _leaf_positions(position, parts[0], self.out_dims)
+        out_leaves = [group[0] if at is None else concat_leaves(list(group), dim, at)
+                      for at, group in zip(positions, zip(*(f[0] for f in flat_parts)))]
         return optree.tree_unflatten(flat_parts[0][1], out_leaves)
 
     # --- the coordinates along the mapped dim, as each example sees them --------------------------
@@ -216,6 +247,9 @@ class _Mapped:
         """A lazy (Dask) vmap.  Its blocks get the arguments without their 1-D coordinates
         along the mapped dim (outputs get the caller's back): their values travel instead,
         chunked like the data, as one more argument that each block takes off again."""
+        if not (_is_axis(self.out_dims) or self.out_dims == "preserve"):
+            raise ValueError(f"vmap: out_dims={self.out_dims!r} per output is not supported with Dask-backed "
+                             "inputs yet; give one int (or 'preserve') for every output, or .compute() the inputs")
         plan = self._planned(args, kwargs, carrying=False)
         examples = self._examples(plan, None)
         if not any(examples):
@@ -245,7 +279,7 @@ class _Mapped:
     def _planned(self, args, kwargs, carrying):
         leaves, specs, labels, arguments = self._flatten(args, kwargs, carrying)
         dim, size, preserve, coords = self._plan(leaves, specs, labels)
-        position = Preserve(preserve) if self.out_dims == "preserve" else self.out_dims
+        position = _map_out_dims(lambda e: Preserve(preserve) if isinstance(e, str) else e, self.out_dims)
         return Plan(leaves, specs, labels, arguments, dim, size, position, coords)
 
     def _flatten(self, args, kwargs, carrying=False):
@@ -276,6 +310,8 @@ class _Mapped:
         count = len(args) + len(kwargs)
         if self.dim is not None:
             return [self.dim] * count
+        if self.in_dims is None or _is_axis(self.in_dims):
+            return [self.in_dims] * len(args) + [None] * len(kwargs)
         if isinstance(self.in_dims, tuple):
             if len(self.in_dims) != len(args):
                 raise ValueError(
@@ -314,7 +350,8 @@ class _Mapped:
                     if self.dim is not None:
                         return None  # dim= maps only the arguments that have it
                     raise ValueError(
-                        f"vmap: in_dims maps {leaf_label} over dim {spec!r}, but {leaf_label} has dims {leaf_dims(leaf)}"
+                        f"vmap: in_dims maps {leaf_label} over dim {spec!r}, but {leaf_label} has dims "
+                        f"{leaf_dims(leaf)}{_did_you_mean(spec, [leaf])}"
                     )
                 return spec
             if self.dim is not None or not hasattr(leaf, "shape"):
@@ -370,7 +407,9 @@ class _Mapped:
             if self.axis_size is None:
                 described = ", ".join(f"{label} with dims {leaf_dims(leaf)}" if is_labeled(leaf) else f"{label} ({type(leaf).__name__})"
                                       for leaf, label in zip(leaves, labels)) or "no arguments"
-                raise ValueError(f"vmap over {what}: no argument has it ({described}); pass axis_size= to map a function of unmapped arguments")
+                suggestion = _did_you_mean(dim, leaves)
+                raise ValueError(f"vmap over {what}: no argument has it ({described}){suggestion}"
+                                 f"{' Or' if suggestion else ';'} pass axis_size= to map a function of unmapped arguments")
             return dim, self.axis_size, 0, coords
         distinct_sizes = {size for _, size in sizes}
         if len(distinct_sizes) > 1:
@@ -394,17 +433,28 @@ class _Mapped:
                 coordinates_copied_as_themselves(leaf, level)
             args, kwargs = treedef.rebuild(inside, specs)
             numpy_state = lf_random.numpy_state() if watch else None
-            out = self.func(*args, **kwargs)
+            try:
+                out = self.func(*args, **kwargs)
+            except (ValueError, KeyError) as error:
+                clearer = _hidden_dim_error(error, dim) or _zero_d_index_error(error)
+                if clearer is None:
+                    raise
+                raise clearer from error
             if watch and lf_random.numpy_drew_since(numpy_state):
                 raise RandomnessError(_numpy_random_message(self.randomness))
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
                 raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
-            results = [
-                unmap_leaf(restore_untouched(value, entered), dim, level, position, coords,
-                           "output" + "".join(f"[{k!r}]" for k in path))
-                for path, value in zip(paths, out_leaves)
-            ]
+            positions = _leaf_positions(position, out, self.out_dims)
+            results = []
+            for path, value, at in zip(paths, out_leaves, positions):
+                label = "output" + "".join(f"[{k!r}]" for k in path)
+                value = restore_untouched(value, entered)
+                if at is None:
+                    _check_unmapped_output(value, level, label, dim)
+                    results.append(value)
+                else:
+                    results.append(unmap_leaf(value, dim, level, at, coords, label))
         return optree.tree_unflatten(out_def, results)
 
     def _watches_numpy_random(self):
@@ -413,6 +463,137 @@ class _Mapped:
         if self.randomness == "same":
             return False
         return not any(level.batches and level.randomness != "same" for level in current_levels())
+
+
+def _map_out_dims(function, out_dims):
+    """``out_dims`` with ``function`` applied to each entry (int, "preserve" or None)."""
+    if isinstance(out_dims, (tuple, list)):
+        return type(out_dims)(_map_out_dims(function, e) for e in out_dims)
+    if isinstance(out_dims, dict):
+        return {k: _map_out_dims(function, e) for k, e in out_dims.items()}
+    return None if out_dims is None else function(out_dims)
+
+
+def _leaf_positions(position, out, out_dims):
+    """Per leaf of the output ``out`` (flattened as optree does, None a leaf), where the
+    mapped dim goes: an int, a Preserve, or None (returned unmapped).  ``position`` is
+    ``out_dims`` with "preserve" resolved; it is a prefix of the output's structure."""
+    if not isinstance(position, (tuple, list, dict)):
+        return [position] * len(optree.tree_leaves(out, none_is_leaf=True))
+    if not isinstance(out, (tuple, list, dict)) and len(position) == 1 and not isinstance(position, dict):
+        position = position[0]  # one output, one entry: torch.func accepts out_dims=(0,)
+        return [position] * len(optree.tree_leaves(out, none_is_leaf=True))
+    try:
+        return optree.broadcast_prefix(position, out, none_is_leaf=True)
+    except ValueError:
+        got = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list, dict))
+               else f"one {type(out).__name__}")
+        raise ValueError(f"vmap: out_dims={out_dims!r} does not fit the function's output ({got}): give one "
+                         "entry per output, in the same kind of container (tuple, list or dict)") from None
+
+
+def _check_unmapped_output(value, level, label, dim):
+    """An output whose out_dims entry is None leaves unmapped: none of it may be mapped."""
+    if is_labeled(value):
+        variables = {}
+        for path, node in (tree_nodes(value) if isinstance(value, xr.DataTree) else [("", value)]):
+            if isinstance(node, xr.DataArray):
+                variables.update({f"{path}{'/' if path else ''}{n}": c.variable for n, c in node.coords.items()})
+                variables[node.name if node.name is not None else "its data"] = node.variable
+            elif isinstance(node, xr.Dataset):
+                variables.update({f"{path}{'/' if path else ''}{n}": v.variable for n, v in node.variables.items()})
+            else:  # a Variable
+                variables["its data"] = node
+        mapped = [name for name, var in variables.items() if traced_by(var._data, level)]
+    else:
+        mapped = ["it"] if traced_by(value, level) else []
+    if mapped:
+        what = f"dim {dim!r}" if dim is not None else "the mapped axis"
+        raise ValueError(
+            f"vmap over {what}: out_dims gives None for {label} (not mapped), but {label} differs per "
+            f"example: {', '.join(map(str, mapped))} depends on the mapped inputs. Give that output an int "
+            "out_dims entry, or compute it from unmapped values only."
+        )
+
+
+def _did_you_mean(name, leaves):
+    """``"; did you mean 'sample'?"`` when ``name`` is close to a dim of the labeled ``leaves``."""
+    dims = []
+    for leaf in leaves:
+        if is_labeled(leaf):
+            dims.extend(d for d in leaf_dims(leaf) if isinstance(d, str) and d not in dims)
+    close = difflib.get_close_matches(str(name), dims, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+# xarray's messages when a function asks for a dim the array does not have
+_MISSING_DIM = ("not found in array dimensions", "do not exist", "not found in", "not a dimension",
+                "does not have", "not in", "no dim")
+
+
+def _xarray_raised(error):
+    """Whether the innermost frame of ``error``'s traceback is xarray's (its own check)."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and (tb.tb_frame.f_globals.get("__name__") or "").startswith("xarray.")
+
+
+def _hidden_dim_error(error, dim):
+    """A clearer error for xarray's "dim not found" about the mapped dim ``dim`` (the function
+    reduced or selected over it inside), or None."""
+    if not isinstance(dim, str) or not _xarray_raised(error):
+        return None
+    message = str(error.args[0]) if error.args else ""
+    if isinstance(error, KeyError):
+        if message != dim:
+            return None
+        message = f"KeyError({dim!r})"
+    elif repr(dim) not in message:
+        return None
+    if isinstance(error, ValueError) and not any(phrase in message for phrase in _MISSING_DIM):
+        return None
+    text = (
+        f"vmap over dim {dim!r}: the function asked for dim {dim!r}, which vmap hides inside "
+        f"(each example is x.isel({dim}=i), without that dim), and xarray says: {message}. To reduce or "
+        f"select over {dim!r}, do it on the result of the vmap: lf.vmap(f, dim={dim!r})(x).mean({dim!r}), "
+        "or return the per-example values and reduce them in a separate step."
+    )
+    return _MessageKeyError(text) if isinstance(error, KeyError) else ValueError(text)
+
+
+class _MessageKeyError(KeyError):
+    """A KeyError whose message reads as text (KeyError shows the repr of its argument)."""
+
+    def __str__(self):
+        return str(self.args[0])
+
+
+def _zero_d_index_error(error):
+    """A policy error for ``x.isel(t=i)`` with a 0-d mapped index ``i`` (argmax per example),
+    which xarray mistakes for an array index (it keeps dim "t" and then finds no data for it),
+    or None."""
+    if not isinstance(error, ValueError) or "must have the same length as the number of data dimensions" not in str(error):
+        return None
+    names = []
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") == "xarray.core.variable" and frame.f_code.co_name == "isel":
+            indexers = frame.f_locals.get("indexers") or {}
+            names = [name for name, key in indexers.items()
+                     if getattr(key, "ndim", None) == 0 and not isinstance(key, (int, np.integer))]
+            break
+        tb = tb.tb_next
+    else:
+        return None
+    name = names[0] if names else "dim"
+    return UnsupportedOperationError(
+        f"x.isel({name}=i) under vmap with a 0-d index i computed per example (argmax, argmin, ...): xarray "
+        f"drops dim {name!r} only for a NumPy integer index, and keeps it for a traced one. Give the index a "
+        f"length-1 dim and drop it after: x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), or "
+        "select with np.take_along_axis (docs/limitations.md, 'Edges of NumPy and xarray')."
+    )
 
 
 def _numpy_random_message(randomness):

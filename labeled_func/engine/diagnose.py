@@ -614,9 +614,22 @@ def register_library(library, *, flat_names=False, options=(), aliases=None, hid
 def register_advice(library, advice):
     """``advice(site, kind)``: what to do instead when a call of ``library`` (``site``) needed a
     concrete value, or None for the default fix.  ``kind`` is "conversion" (ConversionError,
-    ItemError) or "control_flow" (the library tested a mapped value with ``bool()``)."""
+    ItemError) or "control_flow" (the library tested a mapped value with ``bool()``).  Several
+    may be registered for one library (each knowing some of its functions): the first that
+    answers wins."""
     _LIBRARIES.add(library)
-    _ADVICE[library] = advice
+    previous = _ADVICE.get(library)
+    _ADVICE[library] = advice if previous is None else _first_answer(previous, advice)
+
+
+def _first_answer(*advisers):
+    def advice(site, kind):
+        for adviser in advisers:
+            text = adviser(site, kind)
+            if text is not None:
+                return text
+        return None
+    return advice
 
 
 def register_dynamic_shape(library, entry):
