@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import optree
@@ -38,7 +40,7 @@ def structure_only():
         _STRUCTURE_ONLY.reset(token)
 
 
-def cond(pred, true_fn, false_fn, *operands):
+def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], *operands: Any) -> Any:
     """``true_fn(*operands)`` where ``pred`` holds, else ``false_fn(*operands)``.
 
     ``pred`` is one value per example: a bool, or a number (true when not zero, as
@@ -48,6 +50,33 @@ def cond(pred, true_fn, false_fn, *operands):
     order) and dtype: TypeError naming the branch and the output otherwise, where
     ``xr.where`` would broadcast or cast one of them silently.
 
+    Parameters
+    ----------
+    pred : bool, number, 0-d array or 0-d DataArray
+        The predicate: one value per example (mapped under vmap, or traced by lf.jit),
+        or one value for all (then plain Python control flow runs one branch).
+    true_fn, false_fn : callable
+        The branches, called with ``*operands``; each returns a pytree of arrays,
+        DataArrays or Datasets.
+    *operands : Any
+        The arguments of both branches.
+
+    Returns
+    -------
+    Any
+        The output of the branch that ``pred`` picks (per example where it is mapped),
+        of the branches' common structure.
+
+    Raises
+    ------
+    TypeError
+        ``pred`` is not a bool or a number; the branches return different structures,
+        dims, sizes or dtypes (naming the branch and the output).
+    ValueError
+        ``pred`` has dims (more than one value per example).
+
+    Examples
+    --------
     >>> import numpy as np, xarray as xr, labeled_func as lf
     >>> x = xr.DataArray([-2.0, 3.0], dims="sample")
     >>> relu = lambda x: lf.cond(x > 0, lambda v: v, lambda v: xr.zeros_like(v), x)
@@ -74,9 +103,36 @@ def cond(pred, true_fn, false_fn, *operands):
     return _select_tree(pred, on_true, on_false, "cond")
 
 
-def while_loop(cond_fn, body_fn, init_val):
+def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], init_val: Any) -> Any:
     """``val = body_fn(val)`` while ``cond_fn(val)``; per example under vmap.
 
+    Under vmap with a mapped condition the body runs until every example is done, and
+    the examples already done keep their value (the loop's result per example).
+
+    Parameters
+    ----------
+    cond_fn : callable
+        ``cond_fn(val)``: one boolean per example (a 0-d value).
+    body_fn : callable
+        ``body_fn(val)``: the next value, of the structure of ``val``.
+    init_val : Any
+        The first value: a pytree of arrays, DataArrays or Datasets.
+
+    Returns
+    -------
+    Any
+        The value once ``cond_fn`` is false (per example under vmap).
+
+    Raises
+    ------
+    ValueError
+        The condition has dims (more than one value per example).
+    UnsupportedOperationError
+        The condition is traced by ``lf.jit`` (the number of iterations would depend on
+        the values of later calls).
+
+    Examples
+    --------
     >>> import xarray as xr, labeled_func as lf
     >>> limit = xr.DataArray([1.0, 5.0, 20.0], dims="sample")
     >>> double_past = lambda lim: lf.while_loop(lambda v: v <= lim, lambda v: v * 2, lim * 0 + 1)

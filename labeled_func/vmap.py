@@ -5,7 +5,8 @@ import copy
 import difflib
 import functools
 import inspect
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import optree
@@ -26,8 +27,11 @@ __all__ = ["vmap"]
 RANDOMNESS = ("error", "different", "same")
 
 
-def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_size=None,
-         axis_size=None, allow_rechunk=True):
+def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
+         in_dims: int | tuple[Any, ...] | dict[str, Any] | None = None,
+         out_dims: int | str | None | tuple[Any, ...] | list[Any] | dict[str, Any] = 0,
+         randomness: Literal["error", "different", "same"] = "error", chunk_size: int | None = None,
+         axis_size: int | None = None, allow_rechunk: bool = True) -> Callable[..., Any]:
     """Vectorise ``func``, written for one example, over the named dim ``dim``.
 
     Parameters
@@ -65,6 +69,28 @@ def vmap(func, dim=None, *, in_dims=None, out_dims=0, randomness="error", chunk_
     allow_rechunk : bool
         Dask-backed inputs only: other dims split into several chunks are rechunked
         into one, with a ``UserWarning`` (True), or raise ``ValueError`` (False).
+
+    Returns
+    -------
+    callable
+        A function taking ``func``'s arguments and returning its outputs for every
+        example, the mapped dim in front of each output (``out_dims``), lazy where the
+        inputs are Dask-backed.
+
+    Raises
+    ------
+    ValueError
+        At once: a bad ``randomness``, ``out_dims``, ``chunk_size`` or ``dim``. When
+        called: no argument has the dim (and no ``axis_size``), arguments disagree on its
+        size or coordinate labels, an ``in_dims`` entry does not fit its argument, an
+        output already has the mapped dim, chunks split with ``allow_rechunk=False``.
+    RandomnessError
+        A draw of ``lf.random`` or NumPy's global random state under
+        ``randomness="error"``.
+    TransformError
+        The policy errors of the function's body (see docs/limitations.md):
+        ``DataDependentControlFlowError``, ``ItemError``, ``InplaceError``,
+        ``DynamicShapeError``, ``ConversionError``...
 
     Examples
     --------
