@@ -40,5 +40,7 @@ example_figures_scripts = [
 ]
 example_figures_dir = "_figures"
 
-html_theme = "alabaster"
+# xarray's theme: long code lines scroll instead of being cut
+html_theme = "pydata_sphinx_theme"
+html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
 html_title = f"labeled_func {release}"
