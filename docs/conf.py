@@ -37,6 +37,7 @@ example_figures_scripts = [
     "examples/per_sample_gradients.py",
     "examples/heat_equation.py",
     "examples/dask_throughput.py",
+    "examples/calibrate_scipy.py",
 ]
 example_figures_dir = "_figures"
 

@@ -1,6 +1,8 @@
 """Calibrating a time-stepping model with SciPy, from exact gradients.
 
     python examples/calibrate_scipy.py
+    python examples/calibrate_scipy.py --figures DIR
+
 
 A population grows logistically, dN/dt = r N (1 - N / K) from N(0) = N0, stepped with
 explicit Euler.  The three parameters live in an xr.Dataset with their units; synthetic
@@ -12,13 +14,19 @@ like the parameters) in one forward and one backward pass through the loop, and
 `lf.hessian(..., as_matrix=True)` gives the (param, param_wrt) Hessian, whose inverse is
 the Laplace approximation of the parameters' covariance.
 
+The figure (calibration.png): the observations, the fitted trajectory and its 95 % band
+from the parameters' covariance pushed through the model by its exact sensitivities
+(`lf.jacfwd` of the trajectory with respect to the parameter vector: J Σ Jᵀ).
+
 Checks: the gradient against central finite differences at the starting point; the
 generating parameters within three standard errors of the estimate.  (The test of this
 example, tests/test_calibrate_scipy.py, also checks the optimum against SciPy's own run
 with finite-difference gradients.)
 """
 
+import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.optimize
@@ -36,6 +44,7 @@ BOUNDS = [(1e-3, None)] * len(TRUE.data_vars)  # every parameter is positive
 DT = 0.5  # days
 STEPS = 24
 NOISE = 2.0  # cells
+OUTPUT = Path(__file__).resolve().parent / "output"
 
 
 def simulate(p: xr.Dataset) -> xr.DataArray:
@@ -45,8 +54,9 @@ def simulate(p: xr.Dataset) -> xr.DataArray:
     for _ in range(STEPS):
         n = n + DT * p.r * n * (1 - n / p.K)
         states.append(n)
-    times = DT * np.arange(STEPS + 1)
-    return xr.concat(states, dim="time").assign_coords(time=times).rename("N")
+    times = xr.DataArray(DT * np.arange(STEPS + 1), dims="time", attrs={"units": "day", "long_name": "time"})
+    return (xr.concat(states, dim="time").assign_coords(time=times).rename("N")
+            .assign_attrs(units="cells", long_name="population"))
 
 
 def observe(seed: int = 1) -> xr.DataArray:
@@ -84,11 +94,25 @@ def calibrate(obs: xr.DataArray, exact_gradient: bool = True) -> tuple[xr.Datase
     return unravel(result.x), result
 
 
+def covariance(estimate: xr.Dataset, obs: xr.DataArray) -> xr.DataArray:
+    """H^-1 at the estimate, the Laplace approximation, dims (param, param_wrt)."""
+    hessian = lf.hessian(neg_log_likelihood, as_matrix=True)(estimate, obs)
+    return xr.DataArray(np.linalg.inv(hessian.values), coords=hessian.coords, dims=hessian.dims)
+
+
 def standard_errors(estimate: xr.Dataset, obs: xr.DataArray) -> xr.DataArray:
     """sqrt(diag(H^-1)): the Laplace approximation at the estimate."""
-    hessian = lf.hessian(neg_log_likelihood, as_matrix=True)(estimate, obs)
-    covariance = xr.DataArray(np.linalg.inv(hessian.values), coords=hessian.coords, dims=hessian.dims)
-    return np.sqrt(xr.DataArray(np.diag(covariance), coords={"param": hessian.param}, dims="param"))
+    sigma = covariance(estimate, obs)
+    return np.sqrt(xr.DataArray(np.diag(sigma), coords={"param": sigma.param}, dims="param"))
+
+
+def predictive_std(estimate: xr.Dataset, sigma: xr.DataArray) -> xr.DataArray:
+    """The standard deviation of the trajectory from the parameters' covariance, to first
+    order: sqrt(diag(J Σ Jᵀ)) with J = d trajectory / d parameters (lf.jacfwd, exact)."""
+    x, unravel = lf.ravel(estimate)
+    jacobian = lf.jacfwd(lambda v: simulate(unravel(v)).data)(x)  # (time, parameters)
+    variance = np.einsum("ti,ij,tj->t", jacobian, sigma.values, jacobian)
+    return xr.DataArray(np.sqrt(variance), dims="time")
 
 
 def central_gradient(p: xr.Dataset, obs: xr.DataArray, eps: float = 1e-6) -> np.ndarray:
@@ -98,7 +122,7 @@ def central_gradient(p: xr.Dataset, obs: xr.DataArray, eps: float = 1e-6) -> np.
                      / (2 * h[k]) for k, h in enumerate(steps)])
 
 
-def main():
+def main(figures_dir: Path = OUTPUT):
     obs = observe()
     fun = objective(obs)
     value, gradient = fun(lf.ravel(START)[0])
@@ -119,7 +143,37 @@ def main():
           f"finite-difference gradients would cost {1 + len(TRUE.data_vars)} model runs per call")
     for name in TRUE.data_vars:
         assert abs(estimate[name].item() - TRUE[name].item()) < 3 * errors.sel(param=name).item(), name
+    for figure in plot(obs, estimate, covariance(estimate, obs), figures_dir) or ["skipped (no matplotlib)"]:
+        print(f"figure: {figure}")
+
+
+def plot(obs: xr.DataArray, estimate: xr.Dataset, sigma: xr.DataArray, directory: Path) -> list[Path]:
+    """calibration.png: the observations, the fit and its 95 % band (xarray labels the axes)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fitted = simulate(estimate)
+    spread = 1.96 * predictive_std(estimate, sigma)
+    fig, ax = plt.subplots(figsize=(7, 4.5), constrained_layout=True)
+    ax.fill_between(fitted.time, fitted - spread, fitted + spread, color="tab:blue", alpha=0.25,
+                    label="95 % band (Laplace, J Σ Jᵀ from lf.jacfwd)")
+    fitted.plot(ax=ax, color="tab:blue", label="fitted model")
+    simulate(TRUE).plot(ax=ax, color="black", linestyle=":", label="generating model")
+    ax.plot(fitted.time, obs, "o", color="tab:orange", markersize=4, label="observations")
+    ax.set_title("logistic growth calibrated with L-BFGS-B and lf.grad_and_value")
+    ax.legend(fontsize="small")
+    directory.mkdir(parents=True, exist_ok=True)
+    fig.savefig(directory / "calibration.png", dpi=100)
+    plt.close(fig)
+    return [directory / "calibration.png"]
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figures", type=Path, default=OUTPUT, metavar="DIR",
+                        help="where the PNG figures go (default: examples/output/)")
+    main(parser.parse_args().figures)

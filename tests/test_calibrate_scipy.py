@@ -74,3 +74,15 @@ def test_the_laplace_hessian_is_the_difference_of_gradients(example, fitted):
         minus = lf.ravel(lf.grad(example.neg_log_likelihood)(unravel(x - step), obs))[0]
         columns.append((plus - minus) / (2 * step[j]))
     np.testing.assert_allclose(H.values, np.stack(columns, axis=1), rtol=1e-5)
+
+
+def test_the_band_is_the_spread_of_trajectories_from_the_parameters_covariance(example, fitted):
+    """The first-order band sqrt(diag(J Σ Jᵀ)) (J by lf.jacfwd) against Monte Carlo: the
+    standard deviation of trajectories simulated with parameters drawn from N(estimate, Σ)."""
+    obs, estimate, _ = fitted
+    sigma = example.covariance(estimate, obs)
+    band = example.predictive_std(estimate, sigma).values
+    x, unravel = lf.ravel(estimate)
+    draws = np.random.default_rng(0).multivariate_normal(x, sigma.values, size=4000)
+    trajectories = lf.vmap(lambda v: example.simulate(unravel(v)).data, in_dims=(0,))(draws)
+    np.testing.assert_allclose(band, trajectories.std(axis=0), rtol=0.08)
