@@ -18,12 +18,12 @@ import numpy as np
 import optree
 import xarray as xr
 
-from kernels import core as kcore
-from kernels import creation as kc
-from kernels import elementwise as ew
-from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_dtype, numpy_namespace
-from kernels.indexing import getitem_static
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_dtype, numpy_namespace
+from labeled_func_kernels.indexing import getitem_static
 
 from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays

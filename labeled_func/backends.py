@@ -14,8 +14,8 @@ from __future__ import annotations
 import optree
 import xarray as xr
 
-from kernels.backend import is_array, library_of, namespace, namespace_library
-from kernels.primitive import bottom
+from labeled_func_kernels.backend import is_array, library_of, namespace, namespace_library
+from labeled_func_kernels.primitive import bottom
 
 __all__ = ["check_one_backend", "data_arrays"]
 

@@ -15,9 +15,9 @@ import numpy as np
 import optree
 import xarray as xr
 
-from kernels import elementwise as ew
+from labeled_func_kernels import elementwise as ew
 
-from kernels.primitive import known
+from labeled_func_kernels.primitive import known
 
 from .engine import any_example_true, is_batched
 from .engine.errors import UnsupportedOperationError

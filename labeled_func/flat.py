@@ -15,8 +15,8 @@ import numpy as np
 import optree
 import xarray as xr
 
-from kernels import creation as kc
-from kernels.backend import dtype_kind
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels.backend import dtype_kind
 
 __all__ = ["FlatArrays", "match_arrays", "replace_arrays"]
 

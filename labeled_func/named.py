@@ -14,8 +14,8 @@ from contextvars import ContextVar
 import numpy as np
 import xarray as xr
 
-from kernels import shape as ks
-from kernels.indexing import getitem_static
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.indexing import getitem_static
 
 from .engine import batch_value, current_levels, traced_by, unbatch_value
 from .engine.numpy import DEFERRING_TYPES

@@ -16,11 +16,11 @@ import numpy as np
 import optree
 import xarray as xr
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import shape as ks
-from kernels.backend import dtype_kind, namespace, namespace_dtype
-from kernels.indexing import getitem_static
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import dtype_kind, namespace, namespace_dtype
+from labeled_func_kernels.indexing import getitem_static
 
 from .backends import check_one_backend
 from .flat import replace_arrays

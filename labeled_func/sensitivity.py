@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
-from kernels.backend import namespace
+from labeled_func_kernels.backend import namespace
 
 from .autodiff import jacfwd, jacrev, vjp
 from .units import divide_units

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from kernels.backend import library_of
+from labeled_func_kernels.backend import library_of
 
 from .backends import data_arrays
 from .errors import UnsupportedOperationError

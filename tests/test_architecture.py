@@ -19,14 +19,14 @@ import sys
 import numpy as np
 import pytest
 
-import kernels
+import labeled_func_kernels
 import labeled_func.engine
 import labeled_func.engine.numpy as engine_numpy
-from kernels.primitive import Primitive
+from labeled_func_kernels.primitive import Primitive
 from labeled_func.engine.numpy import dispatch
 
-ROOT = pathlib.Path(kernels.__file__).parent.parent
-KERNELS = pathlib.Path(kernels.__file__).parent
+ROOT = pathlib.Path(labeled_func_kernels.__file__).parent.parent
+KERNELS = pathlib.Path(labeled_func_kernels.__file__).parent
 ENGINE = pathlib.Path(labeled_func.engine.__file__).parent
 OPTIONAL = {"dask", "distributed", "cupy", "cupyx", "scipy"}
 
@@ -38,6 +38,8 @@ def modules(folder):
         parts = path.relative_to(ROOT).with_suffix("").parts
         if parts[-1] == "__init__":
             parts = parts[:-1]
+        if parts[0] == "kernels":  # the folder kernels/ is installed as labeled_func_kernels
+            parts = ("labeled_func_kernels",) + parts[1:]
         out[".".join(parts)] = path
     return out
 
@@ -125,7 +127,7 @@ def test_no_import_inside_a_function(folder):
 
 def test_kernels_import_neither_xarray_nor_labeled_func():
     code = (
-        "import sys, kernels;"
+        "import sys, labeled_func_kernels;"
         "bad = [m for m in ('xarray', 'labeled_func', 'cupy') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

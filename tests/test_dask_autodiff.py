@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
-from kernels.backend import extra, namespace
+from labeled_func_kernels.backend import extra, namespace
 from labeled_func.backends import check_one_backend
 
 RNG = np.random.default_rng(11)
@@ -268,7 +268,7 @@ def test_transform_of_dask_data_with_cupy_params_is_a_value_error():
 def test_take_along_axis_fallback_on_dask_and_portable(axis):
     import array_api_compat.numpy as xnp
 
-    from kernels.backend import _take_along_axis_fallback
+    from labeled_func_kernels.backend import _take_along_axis_fallback
 
     x = RNG.normal(size=(4, 5, 6))
     order = np.argsort(x, axis=axis)

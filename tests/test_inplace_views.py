@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-import kernels.primitive
+import labeled_func_kernels.primitive
 import labeled_func as lf
 
 EPS = 1e-6
@@ -373,7 +373,7 @@ def test_writes_into_a_fresh_buffer_stay_cheap(monkeypatch):
     setitem (each bound at the grad level, then concretely), even with a live view of
     the input; and the right gradient."""
     calls = []
-    original = kernels.primitive.bind
+    original = labeled_func_kernels.primitive.bind
 
     def counting(prim, args, params):
         calls.append(prim.name)
@@ -390,7 +390,7 @@ def test_writes_into_a_fresh_buffer_stay_cheap(monkeypatch):
         loop_calls.append(calls[start:])
         return (buf * flat).sum()
 
-    monkeypatch.setattr(kernels.primitive, "bind", counting)
+    monkeypatch.setattr(labeled_func_kernels.primitive, "bind", counting)
     x = xr.DataArray(np.linspace(0.5, 1.5, 5), dims="i")
     gradient = lf.grad(f)(x)
     close(gradient.values, 3 * x.values**2)

@@ -16,7 +16,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from kernels import elementwise as ew
+from labeled_func_kernels import elementwise as ew
 from labeled_func.engine import compile as jit_compile
 from labeled_func.engine.compile import Constant, Fusable, Node, Program, cuda_source
 

@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
-from kernels import elementwise as ew
+from labeled_func_kernels import elementwise as ew
 
 SPECIAL = np.array([-np.inf, -3.5, -1.0, -0.0, 0.0, 1e-3, 0.7, 1.0, 2.5, 1e150, np.inf, np.nan])
 EXPONENTS = [-2, -1, 0, 0.5, 1, 2, 3, 4, -2.0, 3.0, 4.0]

@@ -15,7 +15,7 @@ import xarray as xr
 
 import labeled_func as lf
 from labeled_func.engine import node_of
-from kernels.primitive import bottom
+from labeled_func_kernels.primitive import bottom
 
 RNG = np.random.default_rng(20)
 

@@ -38,8 +38,8 @@ def registries():
     and the module whose ``bind`` function every application of a primitive goes through
     (``Primitive.bind`` looks it up by name at each call).
     """
-    import kernels
-    from kernels import primitive
+    import labeled_func_kernels
+    from labeled_func_kernels import primitive
     from labeled_func.engine.numpy import dispatch
 
     try:
@@ -49,7 +49,7 @@ def registries():
     for register in list(dispatch.LAZY_REGISTRATIONS):
         register()
     found = {}
-    for module_info in pkgutil.walk_packages(kernels.__path__, "kernels."):
+    for module_info in pkgutil.walk_packages(labeled_func_kernels.__path__, "labeled_func_kernels."):
         for value in vars(importlib.import_module(module_info.name)).values():
             if isinstance(value, primitive.Primitive):
                 found[id(value)] = value

@@ -23,3 +23,19 @@ def test_the_licence_is_an_spdx_expression_with_its_file():
 def test_the_package_says_it_is_typed():
     assert (ROOT / "labeled_func" / "py.typed").exists()
     assert "py.typed" in PROJECT["tool"]["setuptools"]["package-data"]["labeled_func"]
+
+
+def test_floor_one_installs_under_a_name_that_cannot_collide():
+    """kernels/ stays the folder of floor 1 but installs as labeled_func_kernels: PyPI has an
+    unrelated `kernels` distribution. Nothing imports a top-level `kernels`."""
+    setuptools = PROJECT["tool"]["setuptools"]
+    assert "kernels" not in setuptools["packages"] and "labeled_func_kernels" in setuptools["packages"]
+    assert setuptools["package-dir"] == {"labeled_func_kernels": "kernels"}
+    import labeled_func_kernels
+
+    assert pathlib.Path(labeled_func_kernels.__file__).parent == ROOT / "kernels"
+    offenders = [str(path.relative_to(ROOT)) for folder in ("labeled_func", "kernels", "tests", "benchmarks", "examples")
+                 for path in (ROOT / folder).rglob("*.py")
+                 if any(line.lstrip().startswith(("import kernels", "from kernels"))
+                        for line in path.read_text().splitlines())]
+    assert offenders == []

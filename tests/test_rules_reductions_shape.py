@@ -11,9 +11,9 @@ import pytest
 from ad_helpers import check_jvp, check_vjp, engine_jvp, engine_vjp
 
 import labeled_func as lf
-from kernels import creation as kc
-from kernels import indexing as ki
-from kernels import reductions as kr
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import reductions as kr
 
 windows = np.lib.stride_tricks.sliding_window_view
 REPEATED = np.array([0, 2, 0, 0])

@@ -11,12 +11,12 @@ import sys
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import shape as kshape
-from kernels.backend import namespace, namespace_dtype
-from kernels.indexing import getitem_static
-from kernels.primitive import bottom, known
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as kshape
+from labeled_func_kernels.backend import namespace, namespace_dtype
+from labeled_func_kernels.indexing import getitem_static
+from labeled_func_kernels.primitive import bottom, known
 
 from .errors import DynamicShapeError, UnsupportedOperationError
 from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,

@@ -30,9 +30,9 @@ import threading
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels.primitive import Traced
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.primitive import Traced
 
 try:  # the field's fused-expression evaluator: without it, programs run unfused
     import numexpr

@@ -565,7 +565,7 @@ _LIBRARIES = {
     "cupy", "cupyx", "array_api_compat", "array_api_strict", "opt_einsum", "toolz",
 }
 # frames that are neither library nor user code: ours and the standard library
-_OURS = frozenset({"labeled_func", "kernels"})
+_OURS = frozenset({"labeled_func", "labeled_func_kernels"})
 _STDLIB = frozenset(sys.stdlib_module_names)
 _MAX_FRAMES = 400
 # decorator wrappers are not what the user called

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import creation as kc
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active, bind_per_example

@@ -20,11 +20,11 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import creation as kc
-from kernels import elementwise as ew
-from kernels.backend import device_of, dtype_kind, namespace
-from kernels.primitive import bottom
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.backend import device_of, dtype_kind, namespace
+from labeled_func_kernels.primitive import bottom
 
 from .errors import InplaceError, UnsupportedOperationError
 from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, traced_by

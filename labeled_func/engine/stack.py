@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from kernels.primitive import Traced, differentiated, top_level
+from labeled_func_kernels.primitive import Traced, differentiated, top_level
 
 from . import diagnose
 from .errors import EscapedTracerError, InplaceError

@@ -13,12 +13,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import creation as kc
-from kernels import elementwise as ew
-from kernels import linalg as kl
-from kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, numpy_namespace
-from kernels.primitive import Traced, bottom
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import linalg as kl
+from labeled_func_kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, numpy_namespace
+from labeled_func_kernels.primitive import Traced, bottom
 
 from . import diagnose
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError, InplaceError, ItemError,

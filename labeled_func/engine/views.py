@@ -19,11 +19,11 @@ import sys
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import indexing as ki
-from kernels import shape as ks
-from kernels.backend import library_of
-from kernels.primitive import bottom
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import library_of
+from labeled_func_kernels.primitive import bottom
 
 __all__ = ["VIEW_PRIMITIVES", "READ_ONLY_VIEW_PRIMITIVES", "make_view", "refresh_view", "assign_value",
            "static_slice"]

@@ -12,10 +12,10 @@ import operator
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import creation as kc
-from kernels import elementwise as ew
-from kernels.backend import device_of, dtype_kind, known_true, is_array, namespace, namespace_dtype, normalize_axis
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.backend import device_of, dtype_kind, known_true, is_array, namespace, namespace_dtype, normalize_axis
 
 from ..errors import UnsupportedOperationError
 from .dispatch import asarray, implements

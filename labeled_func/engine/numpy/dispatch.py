@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 
-from kernels import elementwise as ew
-from kernels.backend import dtype_kind
-from kernels.primitive import Traced
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.backend import dtype_kind
+from labeled_func_kernels.primitive import Traced
 
 from ..errors import OutArgumentError, UnsupportedOperationError
 from ..stack import inplace_assign

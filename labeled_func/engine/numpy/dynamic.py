@@ -15,12 +15,12 @@ from collections import namedtuple
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import indexing as ki
-from kernels import reductions as kr
-from kernels.backend import any_true, dtype_kind, known_true, library_of, namespace, normalize_axis
-from kernels.primitive import bottom, known, top_level
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import reductions as kr
+from labeled_func_kernels.backend import any_true, dtype_kind, known_true, library_of, namespace, normalize_axis
+from labeled_func_kernels.primitive import bottom, known, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import creation as kc
-from kernels import elementwise as ew
-from kernels.creation import full_like, zeros_like
-from kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.creation import full_like, zeros_like
+from labeled_func_kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
 
 from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind

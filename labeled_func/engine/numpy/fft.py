@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import elementwise as ew
-from kernels import fft as kf
-from kernels import shape as ks
-from kernels.backend import is_integer_dtype, namespace, normalize_axis
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import fft as kf
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import is_integer_dtype, namespace, normalize_axis
 
 from ..errors import UnsupportedOperationError
 from .dispatch import asarray, implements, kind

@@ -22,12 +22,12 @@ import itertools
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels.backend import device_of, library_of, namespace, normalize_axis
-from kernels.indexing import getitem_static
-from kernels.primitive import Traced
-from kernels.shape import stack
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.backend import device_of, library_of, namespace, normalize_axis
+from labeled_func_kernels.indexing import getitem_static
+from labeled_func_kernels.primitive import Traced
+from labeled_func_kernels.shape import stack
 
 from ..stack import bind_per_example
 from .dispatch import FUNCTIONS, asarray, implements

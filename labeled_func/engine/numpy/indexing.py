@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import indexing as ki
-from kernels import reductions as kr
-from kernels.backend import namespace, normalize_axis
-from kernels.primitive import known
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import reductions as kr
+from labeled_func_kernels.backend import namespace, normalize_axis
+from labeled_func_kernels.primitive import known
 
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError

@@ -17,15 +17,15 @@ from collections import namedtuple
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import linalg as kl
-from kernels import indexing as ki
-from kernels import shape as ks
-from kernels.backend import any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
-from kernels.creation import ones_like, zeros_like
-from kernels.indexing import getitem_static
-from kernels.primitive import Traced
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import linalg as kl
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
+from labeled_func_kernels.creation import ones_like, zeros_like
+from labeled_func_kernels.indexing import getitem_static
+from labeled_func_kernels.primitive import Traced
 
 from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements

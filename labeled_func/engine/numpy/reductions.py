@@ -16,16 +16,16 @@ import operator
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import reductions as kr
-from kernels import shape as ks
-from kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import reductions as kr
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
                              normalize_axis)
-from kernels.creation import full_like
-from kernels.indexing import getitem_static
-from kernels.primitive import Traced
-from kernels.shape import flip, stack
+from labeled_func_kernels.creation import full_like
+from labeled_func_kernels.indexing import getitem_static
+from labeled_func_kernels.primitive import Traced
+from labeled_func_kernels.shape import flip, stack
 
 from ..errors import UnsupportedOperationError
 from .creation import linspace

@@ -12,12 +12,12 @@ import operator
 
 import numpy as np
 
-from kernels import core as kcore
-from kernels import elementwise as ew
-from kernels import indexing as ki
-from kernels import shape as ks
-from kernels.backend import device_of, dtype_kind, namespace, normalize_axis
-from kernels.indexing import getitem, getitem_static, normalize_key, split_key
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import device_of, dtype_kind, namespace, normalize_axis
+from labeled_func_kernels.indexing import getitem, getitem_static, normalize_key, split_key
 
 from ..errors import UnsupportedOperationError
 from ..views import static_slice

@@ -20,8 +20,8 @@ import sys
 
 import numpy as np
 
-from kernels import elementwise as ew
-from kernels.primitive import Primitive
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels.primitive import Primitive
 
 from .. import diagnose
 from ..errors import UnsupportedOperationError
