@@ -38,6 +38,7 @@ example_figures_scripts = [
     "examples/heat_equation.py",
     "examples/dask_throughput.py",
     "examples/calibrate_scipy.py",
+    "examples/ishigami_dgsm.py",
 ]
 example_figures_dir = "_figures"
 

@@ -82,6 +82,7 @@ EXPECTED_LABELS = {
     ("dask_throughput.png", 1): ("time since start [s]", "share of the tasks done [1]"),
     ("per_sample_gradients.png", 0): ("sample", "feature"),
     ("calibration.png", 0): ("time [day]", "population [cells]"),  # from the model's attrs
+    ("ishigami_gradients.png", 2): ("input x3", "∂f/∂x3 per sample"),  # from the long_names
 }
 
 
