@@ -39,6 +39,7 @@ example_figures_scripts = [
     "examples/dask_throughput.py",
     "examples/calibrate_scipy.py",
     "examples/ishigami_dgsm.py",
+    "examples/quickstart.py",
 ]
 example_figures_dir = "_figures"
 

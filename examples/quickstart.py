@@ -3,10 +3,14 @@
 Run with ``make demo`` (or ``python examples/quickstart.py`` once the package is
 installed). Builds synthetic sensor traces, scores every trace with a model written
 for a single trace, checks the result against the per-example loop, and shows one of
-the policy errors that protect you from silently wrong results.
+the policy errors that protect you from silently wrong results. With ``--figures DIR``
+(default ``examples/output/``) it draws ``quickstart.png``: the traces with the highest
+and the lowest score, and the distribution of the scores by site.
 """
 
+import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import xarray as xr
@@ -16,6 +20,7 @@ import labeled_func as lf
 N_SAMPLES = 1000
 N_TIMES = 64
 SPIKE_MV = 2.5
+OUTPUT = Path(__file__).resolve().parent / "output"
 
 
 def make_traces(n_samples: int = N_SAMPLES, n_times: int = N_TIMES, seed: int = 0) -> xr.Dataset:
@@ -66,7 +71,7 @@ def best_seconds(func, repeats: int = 3) -> float:
     return min(times)
 
 
-def main() -> None:
+def main(figures_dir: Path = OUTPUT) -> None:
     traces = make_traces()
     signal = traces.signal
     weights = xr.DataArray(np.hanning(N_TIMES), dims="t", coords={"t": traces.t})
@@ -113,7 +118,39 @@ def main() -> None:
         assert abs(float(fixed.sel(sample=i)) - loop_value) < 1e-9
     n_spiky = int((signal.max("t") > SPIKE_MV).sum())
     print(f"  fixed    with xr.where: matches the loop; {n_spiky} of {N_SAMPLES} traces peak above {SPIKE_MV} mV")
+    for figure in plot(signal, scores, figures_dir) or ["skipped (matplotlib is not installed)"]:
+        print(f"  figure   {figure}")
+
+
+def plot(signal: xr.DataArray, scores: xr.DataArray, directory: Path) -> list[Path]:
+    """quickstart.png: the highest- and lowest-scoring traces, and the scores by site (xarray
+    labels the axes from the attrs)."""
+    try:
+        import matplotlib
+    except ImportError:
+        return []
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    for which, color in ((int(scores.argmax("sample")), "tab:red"), (int(scores.argmin("sample")), "tab:blue")):
+        signal.isel(sample=which).plot(ax=left, color=color,
+                                       label=f"sample {which}: score {float(scores.isel(sample=which)):.2f}")
+    left.set_title("the highest- and the lowest-scoring trace")
+    left.legend(fontsize="small")
+    for site, group in scores.groupby("site"):
+        group.plot.hist(ax=right, bins=30, alpha=0.5, label=str(site))
+    right.set_title(f"lf.vmap(score, dim='sample'): {scores.sizes['sample']} scores by site")
+    right.set_ylabel("number of samples")
+    right.legend(fontsize="small")
+    directory.mkdir(parents=True, exist_ok=True)
+    fig.savefig(directory / "quickstart.png", dpi=100)
+    plt.close(fig)
+    return [directory / "quickstart.png"]
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--figures", type=Path, default=OUTPUT, metavar="DIR",
+                        help="where the PNG figures go (default: examples/output/)")
+    main(parser.parse_args().figures)

@@ -83,6 +83,7 @@ EXPECTED_LABELS = {
     ("per_sample_gradients.png", 0): ("sample", "feature"),
     ("calibration.png", 0): ("time [day]", "population [cells]"),  # from the model's attrs
     ("ishigami_gradients.png", 2): ("input x3", "∂f/∂x3 per sample"),  # from the long_names
+    ("quickstart.png", 0): ("t [s]", "sensor voltage [mV]"),
 }
 
 
