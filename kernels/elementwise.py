@@ -331,14 +331,17 @@ safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 
 
 def partial_rules(prim, partials, safe=False):
-    """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``."""
+    """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``.  A
+    derivative may be a function of no argument (``lambda: ...``): computed only where a
+    tangent or a cotangent needs it."""
 
     def jvp(primals, tangents, **params):
         out = prim.bind(*primals, **params)
         derivatives = partials(primals, out, **params)
         total = None
         for tangent, derivative in zip(tangents, derivatives):
-            if tangent is None or derivative is None:
+            derivative = None if tangent is None else _value(derivative)
+            if derivative is None:
                 continue
             term = tangent if derivative is _ONE else (
                 negative.bind(tangent) if derivative is _MINUS_ONE else multiply.bind(tangent, derivative))
@@ -348,10 +351,18 @@ def partial_rules(prim, partials, safe=False):
         return out, total
 
     def vjp(g, primals, out, **params):
+        return vjp_wanted(g, primals, out, None, **params)
+
+    def vjp_wanted(g, primals, out, wanted, **params):
         derivatives = partials(primals, out, **params)
         cotangents = []
-        for primal, derivative in zip(primals, derivatives):
-            if derivative is None or not _is_array(primal) or is_integer_dtype(primal.dtype):
+        for position, (primal, derivative) in enumerate(zip(primals, derivatives)):
+            if (derivative is None or not _is_array(primal) or is_integer_dtype(primal.dtype)
+                    or (wanted is not None and position not in wanted)):
+                cotangents.append(None)
+                continue
+            derivative = _value(derivative)
+            if derivative is None:
                 cotangents.append(None)
                 continue
             if derivative is _ONE:
@@ -363,10 +374,17 @@ def partial_rules(prim, partials, safe=False):
             cotangents.append(unbroadcast(term, primal.shape))
         return tuple(cotangents)
 
+    vjp.wanted = vjp_wanted
     prim.jvp = jvp
     prim.vjp = vjp
 
 
+def _value(derivative):
+    """A derivative given as a function of no argument, computed now."""
+    return derivative() if type(derivative) is _LAZY else derivative
+
+
+_LAZY = type(lambda: None)
 _ONE = object()
 _MINUS_ONE = object()
 
@@ -458,11 +476,12 @@ _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
     multiply: (lambda x, y, out: (y, x), True),
-    divide: (lambda x, y, out: (divide.bind(1.0, y), negative.bind(divide.bind(out, y))), True),
+    divide: (lambda x, y, out: (lambda: divide.bind(1.0, y), lambda: negative.bind(divide.bind(out, y))), True),
     power: (lambda x, y, out: (
-        _power_partial(x, y),
+        lambda: _power_partial(x, y),
         # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
-        (where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out), 0.0)
+        (lambda: where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out),
+                            0.0)
          if not _is_complex(out) else _complex_exponent_partial(x, out))
         if _is_array(y) else None,
     ), True),
@@ -470,8 +489,9 @@ _BINARY = {
         divide.bind(x, add.bind(_sq(x), _sq(y))),
         negative.bind(divide.bind(y, add.bind(_sq(x), _sq(y)))),
     ), True),
-    hypot: (lambda x, y, out: (divide.bind(x, out), divide.bind(y, out)), True),
-    logaddexp: (lambda x, y, out: (exp.bind(subtract.bind(x, out)), exp.bind(subtract.bind(y, out))), False),
+    hypot: (lambda x, y, out: (lambda: divide.bind(x, out), lambda: divide.bind(y, out)), True),
+    logaddexp: (lambda x, y, out: (lambda: exp.bind(subtract.bind(x, out)), lambda: exp.bind(subtract.bind(y, out))),
+                False),
     maximum: (lambda x, y, out: (_tie_split(x, y, out, True), _tie_split(y, x, out, True)), False),
     minimum: (lambda x, y, out: (_tie_split(x, y, out, False), _tie_split(y, x, out, False)), False),
     fmax: (lambda x, y, out: (

@@ -76,6 +76,12 @@ class Primitive:
     cotangent: the argument positions and whether the output.  A reverse-mode tape keeps
     only those; the others are stand-ins of the same shape and dtype that hold no memory
     (a linear rule reads shapes only).  None: the VJP may read every value.
+
+    A ``vjp`` may carry ``vjp.wanted(cotangent, primals, out, wanted, **params)``: the same
+    rule computing the cotangents of the positions in ``wanted`` only (None for the others).
+    A tape knows which arguments were traced, and a product with an untraced array then
+    skips the cotangent nobody reads.  (An attribute of the rule, so that replacing
+    ``vjp`` drops it.)
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",

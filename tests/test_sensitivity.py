@@ -238,8 +238,8 @@ def test_local_on_a_one_degree_global_grid_runs_in_linear_memory():
 
 def test_the_memory_limit_catches_reverse_mode_on_a_small_grid():
     """The check above can fail: reverse mode's memory grows with the square of the
-    outputs, and 30 x 60 = 1,800 of them already pass the limit."""
-    lat, lon = grid(30, 60)
+    outputs, and 40 x 80 = 3,200 of them already pass the limit (about 160 MiB)."""
+    lat, lon = grid(40, 80)
     model, derivatives = field_model(lat, lon)
     jacobian, peak = peak_memory(lambda: lf.sensitivity.local(model, FIELD_PARAMS, normalize=False, mode="reverse"))
     assert peak > MEMORY_LIMIT

@@ -60,3 +60,25 @@ def test_nonlinear_operations_keep_what_their_derivative_reads():
     assert held < 3.5 * x.nbytes, f"the tape holds {held / x.nbytes:.1f} arrays"
     expected = 3.0 * np.exp(x) * (np.sin(x) + np.cos(x)) + 4 * x ** 3 + 1 / 7.0
     np.testing.assert_allclose(gradient, expected, rtol=1e-12)
+
+
+def test_an_untraced_factor_gets_no_cotangent(monkeypatch):
+    """x * data with data held fixed: the backward pass multiplies the cotangent by data
+    (for x) and not by x (for data, which nobody reads); the same for x / data and
+    data ** x. Counted in kernel calls of the backward pass; the gradient against calculus."""
+    import labeled_func_kernels.primitive as primitive
+
+    x = np.linspace(0.5, 1.5, 8)
+    data = np.linspace(1.0, 2.0, 8)
+    for f, expected in ((lambda x: np.sum(x * data), data), (lambda x: np.sum(x / data), 1 / data),
+                        (lambda x: np.sum(data ** x), np.log(data) * data ** x)):
+        out, pullback = lf.vjp(f, x)
+        calls = []
+        original = primitive.bind
+        monkeypatch.setattr(primitive, "bind", lambda prim, args, params: calls.append(prim.name)
+                            or original(prim, args, params))
+        (gradient,) = pullback(np.ones(()))
+        monkeypatch.undo()
+        np.testing.assert_allclose(gradient, expected, rtol=1e-12)
+        # the cotangent of the sum, broadcast, times one partial (computed if lazy): never two
+        assert calls.count("multiply") + calls.count("safe_multiply") == 1 + ("log" in calls), calls

@@ -58,6 +58,9 @@ class Node:
 
     def pull(self, cotangent):
         """One cotangent per argument position (None for none)."""
+        rule = getattr(self.prim.vjp, "wanted", None)
+        if rule is not None:  # only the traced positions: their cotangents are the ones read
+            return rule(cotangent, self.primals, self.out, {i for i, _ in self.parents}, **self.params)
         return self.prim.vjp(cotangent, self.primals, self.out, **self.params)
 
 
