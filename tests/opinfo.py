@@ -2568,13 +2568,15 @@ def tolerance(dtype: np.dtype) -> float:
     return 1e-6 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-12
 
 
-def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Callable = np.asarray) -> None:
-    """Same structure, shape, dtype and (unless ``compare_values`` is off) values."""
+def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Callable = np.asarray,
+                rtol: float | None = None) -> None:
+    """Same structure, shape, dtype and (unless ``compare_values`` is off) values, to
+    ``rtol`` (default: by the expected dtype, :func:`tolerance`)."""
     if isinstance(expected, (tuple, list)):
         assert isinstance(actual, (tuple, list)), f"expected a {type(expected).__name__}, got {type(actual).__name__}"
         assert len(actual) == len(expected), f"expected {len(expected)} outputs, got {len(actual)}"
         for a, e in zip(actual, expected):
-            assert_same(a, e, compare_values=compare_values, to_numpy=to_numpy)
+            assert_same(a, e, compare_values=compare_values, to_numpy=to_numpy, rtol=rtol)
         return
     actual = to_numpy(actual)
     assert actual.shape == expected.shape, f"shape {actual.shape} != loop's {expected.shape}"
@@ -2582,7 +2584,7 @@ def assert_same(actual, expected, *, compare_values: bool = True, to_numpy: Call
     if not compare_values:
         return
     if expected.dtype.kind in "fc":
-        rtol = tolerance(expected.dtype)
+        rtol = rtol or tolerance(expected.dtype)
         finite = np.abs(expected[np.isfinite(expected)])
         # reordered sums err relative to the largest term, not to each element
         atol = rtol * (1.0 + (finite.max() if finite.size else 0.0))

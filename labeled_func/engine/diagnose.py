@@ -44,7 +44,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .errors import ConversionError, TransformError
+from .errors import ConversionError, TransformError, _Located
 
 __all__ = [
     "conversion_kind", "number_kind", "confirmed", "storing", "register_conversion_sites",
@@ -676,6 +676,21 @@ class Site(NamedTuple):
 
 def _package(frame):
     return (frame.f_globals.get("__name__") or "").partition(".")[0]
+
+
+def traceback_location(tb):
+    """``file:line`` of the innermost frame of a traceback that is the user's (neither a
+    library's, nor ours, nor the standard library's), as :func:`call_site` reads a stack."""
+    found = None
+    while tb is not None:
+        package = _package(tb.tb_frame)
+        if package not in _LIBRARIES and package not in _OURS and package not in _STDLIB:
+            found = f"{os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return found
+
+
+_Located.locate = staticmethod(traceback_location)
 
 
 def call_site(frame=None):

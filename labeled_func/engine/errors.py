@@ -7,7 +7,6 @@ public home.
 """
 from __future__ import annotations
 
-import os
 import re
 
 __all__ = [
@@ -23,32 +22,21 @@ class TransformError(RuntimeError):
 
 class _Located(TransformError):
     """An error whose message ends with the user's line that led to it (``at file:line``),
-    read from the traceback when the message is shown, unless the message names one."""
+    read from the traceback when the message is shown, unless the message names one.
+    ``locate(traceback) -> "file:line" | None`` is the engine's reading of the stack
+    (``diagnose.traceback_location``, set when the engine loads)."""
+
+    locate = None
 
     def __str__(self):
         message = super().__str__()
-        if _LOCATION.search(message):
+        if _LOCATION.search(message) or _Located.locate is None:
             return message
-        where = user_line(self.__traceback__)
+        where = _Located.locate(self.__traceback__)
         return f"{message} (at {where})" if where else message
 
 
 _LOCATION = re.compile(r"(called from|at) [^\s()]+:\d+")
-_LIBRARIES = tuple(os.sep + name + os.sep for name in (
-    "labeled_func", "kernels", "xarray", "numpy", "pandas", "dask", "distributed", "scipy", "optree",
-    "array_api_compat", "array_api_strict", "cupy", "numexpr", "importlib", "contextlib", "functools"))
-
-
-def user_line(tb):
-    """``file:line`` of the innermost frame of the traceback outside the libraries (the
-    user's code), or None."""
-    found = None
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename
-        if not any(part in filename for part in _LIBRARIES) and "pytest" not in filename:
-            found = f"{os.path.basename(filename)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return found
 
 
 class InplaceError(_Located):
