@@ -25,19 +25,24 @@ operation, and on the GPU one kernel launch.
 """
 from __future__ import annotations
 
+import functools
 import math
+import string
 import threading
 
 import numpy as np
 
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as kshape
 from labeled_func_kernels.primitive import Traced
 
 try:  # the field's fused-expression evaluator: without it, programs run unfused
     import numexpr
+    import numexpr.necompiler
+    _NUMEXPR_TYPE = type(numexpr.NumExpr("a", signature=[("a", np.float64)]))
 except ImportError:  # pragma: no cover - a dependency
-    numexpr = None
+    numexpr = _NUMEXPR_TYPE = None
 
 from .errors import UnsupportedOperationError
 from .stack import Level
@@ -126,12 +131,17 @@ class JitLevel(Level):
         out = prim.impl(*values, **params)
         if isinstance(out, tuple):
             raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
+        if prim is ew.safe_multiply and type(refs[1]) is Constant and _finite_constant(refs[1].value):
+            prim = ew.multiply  # the mask can never apply: a plain product, fusable
         key = _node_key(prim, params, refs)
         slot = self._seen.get(key) if key is not None else None
         if slot is None:
             slot = self.new_slot()
-            node = Node(_lowered(prim, values, params), params, tuple(refs), slot, prim)
+            lowered = _lowered(prim, values, params, out)
+            node = Node(lowered, params if lowered is prim.impl else {}, tuple(refs), slot, prim)
             node.fusable = _fusable(prim, params, values, out)
+            if type(out) is np.ndarray:
+                node.out = (out.shape, out.dtype)
             self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
@@ -179,9 +189,102 @@ class JitLevel(Level):
             dest._value, dest._slot = src, slot
 
 
-def _lowered(prim, values, params):
+def _finite_constant(value):
+    """Whether a constant of the program is a real number or an array of finite ones."""
+    if type(value) in (int, float, bool):
+        return math.isfinite(value)
+    if type(value) is np.ndarray or isinstance(value, np.generic):
+        return value.dtype.kind in "biuf" and bool(np.isfinite(value).all())
+    return False
+
+
+# --- NumPy kernels of the replay that write into a given buffer ---------------------------------
+def _all_finite(d):
+    """Whether every element of ``d`` is finite. The sum of a float array is finite only if
+    every element is (einsum's sum: faster than ``isfinite(d).all()``); when the sum
+    overflows, the exact test decides."""
+    if type(d) is np.ndarray and d.dtype.kind == "f" and d.flags.c_contiguous and d.size:
+        if math.isfinite(np.einsum("i->", d.reshape(-1))):
+            return True
+    return bool(np.isfinite(d).all())
+
+
+def _safe_product(g, d, out=None):
+    """``safe_multiply`` of NumPy arrays, written into ``out`` when given: ``g * d``, and 0
+    where ``g`` is 0 and ``d`` is not finite (the mask is computed only when ``d`` has a
+    non-finite element, as the kernel does)."""
+    product = np.multiply(g, d, out=out)
+    if not _all_finite(d):
+        np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
+    return product
+
+
+def _roll_into(shift, axis, shape, dtype):
+    """``np.roll`` along one axis, as two copies into ``out`` (a fresh array when None)."""
+    size = shape[axis]
+    step = shift % size if size else 0
+    head = (slice(None),) * axis
+
+    def roll(x, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        if step == 0:
+            np.copyto(out, x)
+        else:
+            out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
+            out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
+        return out
+    roll.writes_into = True
+    return roll
+
+
+def _trailing_sum(axes, keepdims, shape):
+    """A float sum over the trailing ``axes`` of an array of ``shape`` by einsum (its
+    unrolled loop: 2-3 times NumPy's pairwise sum along a short last axis; equal to 1e-15
+    relative)."""
+    count = len(axes)
+    lead, inner = shape[:len(shape) - count], math.prod(shape[len(shape) - count:])
+    result = lead + (1,) * count if keepdims else lead
+    subscripts = "ij->i" if lead else "i->"
+    layout = (math.prod(lead), inner) if lead else (inner,)
+
+    def total(x):
+        return np.asarray(np.einsum(subscripts, x.reshape(layout))).reshape(result)
+    total.writes_into = False  # reads its input only, but returns a small fresh array
+    return total
+
+
+def _numpy_lowering(prim, values, params, out):
+    """A replay kernel for NumPy values where one is faster than the primitive's impl (or
+    writes into a buffer), else None."""
+    if not all(type(v) is np.ndarray or type(v) in (int, float) for v in values) or type(out) is not np.ndarray:
+        return None
+    if prim is ew.safe_multiply:
+        return _safe_product
+    if prim is kshape.roll and set(params) == {"shift", "axis"}:
+        shift, axis = params["shift"], params["axis"]
+        if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
+            shift, axis = shift[0], axis[0]
+        if type(axis) is int and type(shift) is int and values[0].shape == out.shape:
+            return _roll_into(shift, axis % out.ndim, out.shape, out.dtype)
+    if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype.kind == "f"
+            and values[0].dtype.itemsize >= 4 and values[0].size >= FUSE_MIN_SIZE):
+        axes, ndim = tuple(sorted(a % values[0].ndim for a in params["axis"])), values[0].ndim
+        if axes and axes == tuple(range(ndim - len(axes), ndim)):
+            return _trailing_sum(axes, params["keepdims"], values[0].shape)
+    return None
+
+
+_safe_product.writes_into = True
+
+
+def _lowered(prim, values, params, out=None):
     """What a node calls: the library function itself where the primitive's impl only picks
-    it from the arguments' namespace (``np.sin``), else the impl."""
+    it from the arguments' namespace (``np.sin``), a replay kernel of this module for NumPy
+    values where one exists, else the impl."""
+    function = _numpy_lowering(prim, values, params, out)
+    if function is not None:
+        return function
     lower = getattr(prim.impl, "lower", None)
     if lower is not None and not params:
         function = lower(*values)
@@ -254,7 +357,7 @@ class Node:
     ``fusable``: None, or the dtypes of the inputs when the node may join a fused
     expression (see :func:`_fusable`)."""
 
-    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable")
+    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable", "out")
 
     def __init__(self, function, params, refs, slot, prim=None):
         self.function = function
@@ -263,6 +366,7 @@ class Node:
         self.slot = slot
         self.prim = prim
         self.fusable = None
+        self.out = None  # (shape, dtype) of a NumPy result
 
 
 class Program:
@@ -279,7 +383,14 @@ class Program:
         """Drop the nodes that no output reads (dead code), then lay the program out for
         runs: the values in one list (inputs, constants, then each node's output), each
         node a pre-bound callable with the positions it reads, and the positions whose last
-        reader it is (freed as soon as it has run: a run holds only the live arrays)."""
+        reader it is (freed as soon as it has run: a run holds only the live arrays).
+
+        Buffers: a node that writes a fresh NumPy array of ``POOL_MIN_BYTES`` or more through
+        ``out=`` (ufuncs, fused expressions, safe products) takes it from the arrays that
+        earlier nodes of the same run no longer need (same shape and dtype), when every
+        reader of those arrays only reads them (no view of them can outlive their slot):
+        a long program allocates a few buffers instead of one per operation, and large
+        fresh allocations cost page faults."""
         needed = set(self.outputs)
         kept = []
         for node in reversed(self.nodes):
@@ -287,6 +398,7 @@ class Program:
                 kept.append(node)
                 needed.update(ref for ref in node.refs if type(ref) is int)
         self.nodes = kept[::-1]
+        self.simplify()
         self.fuse()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
@@ -297,27 +409,50 @@ class Program:
                     constants.append(ref.value)
         for node in self.nodes:
             position[node.slot] = len(position)
-        last_reader = {}
+        last_reader, only_read = {}, {}
         for index, node in enumerate(self.nodes):
+            reads_only = _reads_only(node)
             for ref in node.refs:
                 if type(ref) is int:
                     last_reader[ref] = index
+                    only_read[ref] = only_read.get(ref, True) and reads_only
         outputs = set(self.outputs)
+        pooled = {node.slot: _writes_into(node) for node in self.nodes}
         frees = [[] for _ in self.nodes]
+        recycles = [[] for _ in self.nodes]
         for slot, index in last_reader.items():
-            if slot not in outputs:
+            if slot in outputs:
+                continue
+            if pooled.get(slot) is not None and only_read[slot]:
+                recycles[index].append((position[slot], pooled[slot]))
+            else:
                 frees[index].append(position[slot])
         self._constants = constants
         self._size = len(position)
         self._outputs = [position[slot] for slot in self.outputs]
         self._plan = [(_bound(node), tuple(position[ref] for ref in node.refs), position[node.slot], tuple(free))
                       for node, free in zip(self.nodes, frees)]
+        self._pooled = any(recycles)
+        if self._pooled:
+            self._pool_plan = []
+            for (function, reads, slot, free), node, recycle in zip(self._plan, self.nodes, recycles):
+                key, into = pooled[node.slot], None
+                if key is not None and type(function) is np.ufunc:
+                    # an input of the result's shape read last here: the ufunc writes over it
+                    for entry in recycle:
+                        if entry[1] == key:
+                            into = entry[0]
+                            recycle = [other for other in recycle if other is not entry]
+                            break
+                self._pool_plan.append((function, reads, slot, free, key, tuple(recycle), into))
         return self
 
     def run(self, arrays):
         """The outputs for new input ``arrays`` (in the order of the inputs)."""
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
+        if self._pooled:
+            return self._run_pooled(env)
         for function, reads, slot, frees in self._plan:
             if len(reads) == 1:
                 env[slot] = function(env[reads[0]])
@@ -329,17 +464,96 @@ class Program:
                 env[dead] = None
         return [env[k] for k in self._outputs]
 
+    def simplify(self):
+        """Rewrites that save a pass over memory and give the same bits (IEEE rounds
+        symmetrically, and defines ``a - b`` as ``a + (-b)``), for negations no other node
+        reads: ``a + (-b)`` and ``(-b) + a`` become ``a - b``, ``a - (-b)`` becomes ``a + b``,
+        and ``(-x) * y`` becomes ``-(x * y)`` (so that a sum reading it absorbs the sign)."""
+        readers, producer = {}, {}
+        for node in self.nodes:
+            producer[node.slot] = node
+            for ref in node.refs:
+                if type(ref) is int:
+                    readers[ref] = readers.get(ref, 0) + 1
+        outputs = set(self.outputs)
+        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+
+        def negation(ref):
+            inner = producer.get(ref) if type(ref) is int else None
+            if inner is not None and inner.function is np.negative and readers.get(ref) == 1 and ref not in outputs:
+                return inner
+            return None
+
+        nodes, dropped = [], set()
+        for node in self.nodes:
+            if node.function in (np.add, np.subtract, np.multiply) and len(node.refs) == 2:
+                sides = (1, 0) if node.function is not np.subtract else (1,)
+                for side in sides:
+                    inner = negation(node.refs[side])
+                    if inner is None:
+                        continue
+                    other = 1 - side
+                    refs = (node.refs[other], inner.refs[0]) if node.function is not np.subtract else (
+                        node.refs[0], inner.refs[0])
+                    dtypes = None if node.fusable is None or inner.fusable is None else (
+                        node.fusable.dtypes[other if node.function is not np.subtract else 0], inner.fusable.dtypes[0])
+                    dropped.add(inner.slot)
+                    if node.function is np.multiply:  # (-x) * y -> -(x * y): the product in a new slot
+                        product = Node(np.multiply, {}, refs, fresh, ew.multiply)
+                        product.out, product.fusable = node.out, _retyped(node.fusable, dtypes)
+                        fresh += 1
+                        nodes.append(product)
+                        node.function, node.prim, node.refs = np.negative, ew.negative, (product.slot,)
+                        node.fusable = _retyped(node.fusable, (node.fusable.out,) if node.fusable else None)
+                        producer[product.slot], readers[product.slot] = product, 1
+                    else:
+                        flipped = np.subtract if node.function is np.add else np.add
+                        node.function, node.prim = flipped, (ew.subtract if flipped is np.subtract else ew.add)
+                        node.refs, node.fusable = refs, _retyped(node.fusable, dtypes)
+                    break
+            nodes.append(node)
+        if dropped:
+            self.nodes = [node for node in nodes if node.slot not in dropped]
+        return self
+
+    def _run_pooled(self, env):
+        """``run`` with buffers passed on from arrays no longer needed (see ``prune``)."""
+        pool = {}
+        for function, reads, slot, frees, key, recycles, into in self._pool_plan:
+            if into is not None:
+                env[slot] = function(*[env[r] for r in reads], out=env[into])
+                env[into] = None
+            elif key is not None:
+                spare = pool.get(key)
+                out = spare.pop() if spare else None
+                env[slot] = function(*[env[r] for r in reads], out=out)
+            elif len(reads) == 1:
+                env[slot] = function(env[reads[0]])
+            elif len(reads) == 2:
+                env[slot] = function(env[reads[0]], env[reads[1]])
+            else:
+                env[slot] = function(*[env[r] for r in reads])
+            for dead in frees:
+                env[dead] = None
+            for dead, dead_key in recycles:
+                pool.setdefault(dead_key, []).append(env[dead])
+                env[dead] = None
+        return [env[k] for k in self._outputs]
+
     def fuse(self):
         """Each tree of fusable nodes whose intermediates are read once (and are no output)
         becomes one numexpr evaluation (NumPy) or one ElementwiseKernel (CuPy) at the place
-        of its root."""
+        of its root, where that pays (:func:`_worth_fusing`); a tree that does not pay is
+        run node by node, its subtrees judged on their own. An operand that a primitive's
+        expression names twice (``x * x``, the mask of a safe product) stays a leaf in numexpr,
+        which would compute its subtree twice (a CUDA C compiler computes it once)."""
         readers = {}
         for node in self.nodes:
             for ref in node.refs:
                 if type(ref) is int:
                     readers[ref] = readers.get(ref, 0) + 1
         outputs = set(self.outputs)
-        trees = {}  # slot of a fusable node -> (expression, leaves, leaf dtypes, nodes in it)
+        trees = {}  # slot of a fusable node -> _Tree
         absorbed = set()
         for node in self.nodes:
             if node.fusable is None:
@@ -347,31 +561,60 @@ class Program:
             library = node.fusable.library
             if library == "numpy" and numexpr is None:
                 continue
-            table = _EXPRESSIONS if library == "numpy" else _CUDA_EXPRESSIONS
-            pieces, leaves, dtypes, size = [], [], [], 1
-            for ref, dtype in zip(node.refs, node.fusable.dtypes):
+            template = _template(node)
+            if template is None:
+                continue
+            expression, used = template
+            tree = _Tree(node)
+            pieces = []
+            for position, (ref, dtype) in enumerate(zip(node.refs, node.fusable.dtypes)):
+                count = used.get(position, 0)
+                if count == 0:
+                    pieces.append("")
+                    continue
                 inner = trees.get(ref) if type(ref) is int else None
-                if (inner is not None and readers.get(ref) == 1 and ref not in outputs
-                        and len(leaves) + len(inner[1]) + len(node.refs) <= _MAX_LEAVES):
+                if (inner is not None and (count == 1 or library != "numpy")  # CUDA C compilers share
+                        and readers.get(ref) == 1 and ref not in outputs          # repeated subexpressions
+                        and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= _MAX_LEAVES):
                     absorbed.add(ref)
-                    pieces.append(_rename(inner[0], leaves, dtypes, inner[1], inner[2]))
-                    size += inner[3]
+                    tree.children.append(ref)
+                    pieces.append(_rename(inner.expression, tree.leaves, tree.dtypes, inner.leaves, inner.dtypes))
+                    tree.size += inner.size
+                    tree.heavy = tree.heavy or inner.heavy
                 else:
-                    pieces.append(_leaf_name(ref, dtype, leaves, dtypes))
-            trees[node.slot] = (table[node.prim].format(*pieces), leaves, dtypes, size)
+                    pieces.append(_leaf_name(ref, dtype, tree.leaves, tree.dtypes))
+            tree.expression = expression.format(*pieces)
+            trees[node.slot] = tree
+        # roots, last first: a tree that does not pay gives its subtrees back as roots
+        roots = [node.slot for node in reversed(self.nodes) if node.slot in trees and node.slot not in absorbed]
+        chosen = set()
+        while roots:
+            slot = roots.pop()
+            tree = trees[slot]
+            if _worth_fusing(tree):
+                chosen.add(slot)
+            else:
+                absorbed.difference_update(tree.children)
+                roots.extend(tree.children)
         fused = []
         for node in self.nodes:
             if node.slot in absorbed:
                 continue
-            tree = trees.get(node.slot)
-            if tree is not None and tree[3] > 1:
-                expression, leaves, dtypes, _ = tree
-                names = [f"v{k}" for k in range(len(leaves))]
+            if node.slot in chosen:
+                tree = trees[node.slot]
+                names = [f"v{k}" for k in range(len(tree.leaves))]
+                expression = _named(tree.expression, names)
                 if node.fusable.library == "numpy":
-                    evaluate = numexpr.NumExpr(_named(expression, names), signature=list(zip(names, dtypes)))
+                    signature = [(name, _NUMEXPR_TYPES[np.dtype(dtype)]) for name, dtype in zip(names, tree.dtypes)]
+                    evaluate = functools.partial(  # the keyword numexpr asks for beside out=
+                        numexpr.NumExpr(expression, signature=signature),
+                        ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
                 else:
-                    evaluate = cuda_kernel(_named(expression, names), names, dtypes, node.fusable.out)
-                node = Node(evaluate, {}, tuple(leaves), node.slot)
+                    evaluate = cuda_kernel(expression, names, tree.dtypes, node.fusable.out)
+                replacement = Node(evaluate, {}, tuple(tree.leaves), node.slot)
+                replacement.out = node.out
+                replacement.fusable = node.fusable
+                node = replacement
             fused.append(node)
         self.nodes = fused
         return self
@@ -407,8 +650,108 @@ _CUDA_EXPRESSIONS = {
     ew.logical_or: "({} || {})", ew.logical_not: "(!{})",
     ew.safe_multiply: "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * ({1}))",
 }
-_FLOAT, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
+_FLOAT, _SINGLE, _BOOL = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_)
 _MAX_LEAVES = 24  # numexpr takes at most 32 operands (its output and temporaries count too)
+# numexpr's names of the dtypes it fuses (its "float" kind is single precision)
+_NUMEXPR_TYPES = {_FLOAT: np.float64, _SINGLE: float, _BOOL: bool}
+# Powers by a small constant exponent, as the power kernel computes them (products)
+_POWERS = {2.0: "({0} * {0})", 3.0: "(({0} * {0}) * {0})", 4.0: "(({0} * {0}) * ({0} * {0}))",
+           -1.0: "(1 / {0})", -2.0: "(1 / ({0} * {0}))", 0.5: "sqrt({0})"}
+# Primitives whose one evaluation costs far more than a pass over memory: numexpr runs them on
+# its threads, so even alone they are worth an evaluation
+_HEAVY = frozenset((ew.sqrt, ew.exp, ew.expm1, ew.log, ew.log1p, ew.sin, ew.cos, ew.tan, ew.asin, ew.acos,
+                    ew.atan, ew.sinh, ew.cosh, ew.tanh, ew.asinh, ew.acosh, ew.atanh, ew.atan2))
+
+CHEAP_FUSE_MIN_SIZE = 1 << 18
+"""Elements of a result below which a tree of cheap operations (products, sums,
+comparisons) runs node by node: there the arrays stay in cache and numexpr's threads cost
+more than the passes over memory they save. Trees with a transcendental function fuse from
+``FUSE_MIN_SIZE``."""
+
+POOL_MIN_BYTES = 1 << 16
+"""Size of a NumPy result from which a replay writes it into a buffer passed on from an
+array that is no longer needed (see ``Program.prune``)."""
+
+
+class _Tree:
+    """A fusable node with the nodes it absorbs: its expression over its leaves."""
+
+    __slots__ = ("node", "expression", "leaves", "dtypes", "size", "heavy", "children")
+
+    def __init__(self, node):
+        self.node = node
+        self.expression = ""
+        self.leaves, self.dtypes, self.children = [], [], []
+        self.size = 1
+        self.heavy = node.prim in _HEAVY
+
+
+def _template(node):
+    """The expression of a fusable node (placeholders ``{k}`` for its operands) and how many
+    times it names each operand, or None."""
+    table = _EXPRESSIONS if node.fusable.library == "numpy" else _CUDA_EXPRESSIONS
+    if node.prim is ew.power:
+        if node.fusable.library != "numpy" or type(node.refs[1]) is not Constant:
+            return None
+        text = _POWERS.get(float(node.refs[1].value))
+        return None if text is None else (text, {0: text.count("{0}")})
+    text = table.get(node.prim)
+    if text is None:
+        return None
+    return _numbered(text)
+
+
+def _numbered(text):
+    """``text`` with every placeholder numbered, and the count of each."""
+    parts, used, automatic = [], {}, 0
+    for literal, field, _, _ in string.Formatter().parse(text):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field is None:
+            continue
+        if field == "":
+            field, automatic = automatic, automatic + 1
+        index = int(field)
+        used[index] = used.get(index, 0) + 1
+        parts.append("{%d}" % index)
+    return "".join(parts), used
+
+
+def _worth_fusing(tree):
+    """Whether a tree is faster as one evaluation than node by node: on CuPy any tree of two
+    nodes or more (one launch instead of several); on NumPy a tree with a transcendental
+    function when numexpr has threads, or a tree of two nodes or more whose result has
+    ``CHEAP_FUSE_MIN_SIZE`` elements (below, the passes it saves are over data in cache)."""
+    if tree.node.fusable.library != "numpy":
+        return tree.size > 1
+    if tree.heavy and (tree.size > 1 or numexpr.get_num_threads() > 1):
+        return True
+    shape = tree.node.out[0] if tree.node.out is not None else ()
+    return tree.size > 1 and math.prod(shape) >= CHEAP_FUSE_MIN_SIZE
+
+
+def _reads_only(node):
+    """Whether a node's kernel only reads its inputs: its result is a fresh array, never a
+    view of an input (a ufunc of one output, a fused expression, this module's kernels)."""
+    function = node.function
+    return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or (
+        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE)
+
+
+def _writes_into(node):
+    """The (shape, dtype) of the fresh NumPy array of ``POOL_MIN_BYTES`` or more that a node
+    writes through ``out=`` (a ufunc of one output, a fused expression, this module's
+    kernels that take a buffer), or None."""
+    if node.out is None or node.params or not _reads_only(node) or not getattr(node.function, "writes_into", True):
+        return None
+    shape, dtype = node.out
+    return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
+
+
+def _retyped(fusable, dtypes):
+    """``fusable`` with the dtypes of a rewritten node's operands (None stays None)."""
+    if fusable is None or dtypes is None:
+        return None
+    return Fusable(fusable.library, tuple(dtypes), fusable.out)
 
 
 class Fusable:
@@ -422,31 +765,36 @@ class Fusable:
 
 
 def _array_library(value):
-    """"numpy" or "cupy" for their arrays of float64 or bool, else None (no import of CuPy)."""
+    """"numpy" or "cupy" for their arrays of float64, float32 (NumPy only) or bool, else
+    None (no import of CuPy)."""
     kind = type(value)
     if kind is np.ndarray:
-        library = "numpy"
-    elif kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
-        library = "cupy"
-    else:
-        return None
-    return library if value.dtype in (_FLOAT, _BOOL) else None
+        return "numpy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
+    if kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
+        return "cupy" if value.dtype in (_FLOAT, _BOOL) else None
+    return None
 
 
 def _fusable(prim, params, values, out):
     """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
-    CUDA C compute as NumPy does, no parameters, float64 (or boolean) arrays of one library
-    and Python numbers in, a float64 or boolean array out (on NumPy of at least
-    ``FUSE_MIN_SIZE`` elements: on the GPU fewer launches pay at any size); else None."""
-    if prim not in _EXPRESSIONS or params:
+    CUDA C compute as NumPy does, no parameters, arrays of one floating precision (float64,
+    or float32 on NumPy) or boolean, of one library, and Python numbers in (of the arrays'
+    precision, as NumPy treats them), an array out (on NumPy of at least ``FUSE_MIN_SIZE``
+    elements: on the GPU fewer launches pay at any size); else None."""
+    if params or (prim not in _EXPRESSIONS and not (
+            prim is ew.power and type(values[1]) in (int, float) and float(values[1]) in _POWERS)):
         return None
     library = _array_library(out)
     if library is None or (library == "numpy" and math.prod(out.shape) < FUSE_MIN_SIZE):
         return None
+    floats = {value.dtype for value in (*values, out) if hasattr(value, "dtype") and value.dtype != _BOOL}
+    if len(floats) > 1:
+        return None  # mixed precisions: NumPy's promotion is not numexpr's
+    number = floats.pop() if floats else _FLOAT
     dtypes = []
     for value in values:
         if type(value) is float or type(value) is int:
-            dtypes.append(_FLOAT)
+            dtypes.append(number)
         elif type(value) is bool:
             dtypes.append(_BOOL)
         elif _array_library(value) == library:
@@ -475,12 +823,16 @@ def cuda_kernel(expression, names, dtypes, out):
 
 
 def _leaf_name(ref, dtype, leaves, dtypes):
-    """The placeholder of input ``ref`` in an expression (one per distinct input)."""
+    """The placeholder of input ``ref`` in an expression (one per distinct input); a Python
+    number read in single precision becomes a float32 constant (numexpr would read it as a
+    double and promote the expression)."""
+    if type(ref) is Constant and np.dtype(dtype) == _SINGLE and type(ref.value) in (int, float):
+        ref = Constant(np.float32(ref.value))
     for k, known in enumerate(leaves):
         if known is ref or (type(ref) is int and known == ref):
             return "{%d}" % k
     leaves.append(ref)
-    dtypes.append(dtype.type if dtype.kind != "b" else bool)
+    dtypes.append(np.dtype(dtype))
     return "{%d}" % (len(leaves) - 1)
 
 

@@ -1,0 +1,127 @@
+"""The replay of ``lf.jit`` programs: buffers passed on between operations, rewrites that
+keep the bits, and the replay kernels of the compiler level.
+
+Oracles: the same transforms without jit (bitwise: buffers and rewrites change where
+results are written, never a bit of them), run over the operator table with every
+buffer recycled; NumPy written by hand.
+"""
+import importlib
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import labeled_func as lf
+from test_jit import DIFFERENTIABLE, STATIC_SHAPES, same
+from test_jit import test_jit_of_vmap_of_grad_replays_what_it_computes as grad_case
+from test_jit import test_jit_of_vmap_replays_what_vmap_computes as vmap_case
+
+compile_module = importlib.import_module("labeled_func.engine.compile")
+
+
+@pytest.fixture
+def every_buffer_recycled(monkeypatch):
+    """Results of any size are written into buffers passed on from dead arrays."""
+    monkeypatch.setattr(compile_module, "POOL_MIN_BYTES", 0)
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES])
+def test_operator_table_replays_bitwise_with_every_buffer_recycled(op, every_buffer_recycled):
+    vmap_case(op)
+
+
+@pytest.mark.parametrize("op", DIFFERENTIABLE)
+def test_gradients_of_the_table_replay_bitwise_with_every_buffer_recycled(op, every_buffer_recycled):
+    grad_case(op)
+
+
+def compiled(jitted):
+    (entry,) = jitted.cache.values()
+    return entry.program
+
+
+def test_a_long_chain_writes_into_a_few_recycled_buffers_and_never_into_inputs():
+    def chain(x, y):
+        for k in range(40):
+            x = np.sin(x) * 0.5 + y if k % 2 else x * y - 0.25
+        return x
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(2, 10_000))  # below FUSE_MIN_SIZE, above POOL_MIN_BYTES
+    x_before, y_before = x.copy(), y.copy()
+    jitted = lf.jit(chain)
+    jitted(x, y)
+    program = compiled(jitted)
+    plan = program._pool_plan
+    written = [entry for entry in plan if entry[4] is not None]
+    reused = [entry for entry in written if entry[6] is not None] + [r for entry in plan for r in entry[5]]
+    assert len(written) >= 100 and len(reused) >= len(written) - 4
+    for _ in range(2):
+        x2, y2 = rng.normal(size=(2, 10_000))
+        same(jitted(x2, y2), chain(x2, y2))
+    same(jitted(x, y), chain(x, y))
+    same(x, x_before)  # the inputs are never written over
+    same(y, y_before)
+
+
+def test_outputs_are_fresh_arrays_at_every_call():
+    jitted = lf.jit(lambda x: (x * 2.0 + 1.0, np.exp(x) - x))
+    x = np.linspace(0.0, 1.0, 20_000)
+    first = jitted(x)
+    kept = [a.copy() for a in first]
+    second = jitted(x + 1.0)
+    for a, b in zip(first, second):
+        assert not np.shares_memory(a, b)
+    same(list(first), kept)
+
+
+def test_negations_are_absorbed_into_sums_with_the_same_bits():
+    def f(x, y):
+        return x + (-y) * 3.0, (-x) + y, x - (-(y * y)), (-x) * y + x
+
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(2, 1000))
+    x[:3] = 0.0  # signed zeros: a - b and a + (-b) agree on them too
+    y[:3] = [0.0, -0.0, 0.0]
+    jitted = lf.jit(f)
+    same(jitted(x, y), f(x, y))
+    negations = [node for node in compiled(jitted).nodes if node.function is np.negative]
+    assert len(negations) <= 1  # four negations written; (-x) * y keeps its sign as one -(x * y)
+    x2, y2 = rng.normal(size=(2, 1000))
+    same(jitted(x2, y2), f(x2, y2))
+
+
+def test_gradient_of_a_time_stepping_model_under_jit_equals_central_differences():
+    cells = 32
+    u0 = xr.DataArray(np.exp(-((np.arange(cells) - 10.0) / 3.0) ** 2), dims="cell")
+
+    def model(p):
+        u = u0
+        for _ in range(30):
+            u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
+        return (u ** 2).mean("cell")
+
+    rng = np.random.default_rng(2)
+    n = 600  # 600 x 32 doubles: results recycled (POOL_MIN_BYTES), sums over cells by einsum
+    params = xr.Dataset({"c": ("sample", rng.uniform(0.2, 0.8, n)), "k": ("sample", rng.uniform(0.1, 0.3, n)),
+                         "r": ("sample", rng.uniform(0.0, 0.5, n))})
+    per_sample = lf.vmap(lf.grad(model), dim="sample")
+    jitted = lf.jit(per_sample)
+    got = jitted(params)
+    plain = per_sample(params)
+    for name in params:
+        np.testing.assert_allclose(got[name].values, plain[name].values, rtol=1e-12, atol=1e-15)
+        h = 1e-6
+        up = lf.vmap(model, dim="sample")(params.assign({name: params[name] + h}))
+        down = lf.vmap(model, dim="sample")(params.assign({name: params[name] - h}))
+        np.testing.assert_allclose(got[name].values, ((up - down) / (2 * h)).values, rtol=1e-6, atol=1e-10)
+
+
+def test_safe_products_keep_a_zero_cotangent_zero_against_an_infinite_partial_when_recycled(every_buffer_recycled):
+    gradient = lf.jit(lf.grad(lambda v: (np.where(v > 0, np.sqrt(np.abs(v)), 0.0) * 2).sum()))
+    v = np.concatenate([np.zeros(10), np.linspace(0.5, 2.0, 10)])
+    for values in (v, v[::-1].copy(), v + 1.0):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            got = gradient(values)
+            expected = np.where(values > 0, 1 / np.sqrt(np.abs(values)), 0.0)
+        np.testing.assert_allclose(got, expected, rtol=1e-15)
