@@ -26,6 +26,7 @@ from . import dask as lazy
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 from .flat import replace_arrays
+from .vmap import zero_d_index_error
 
 __all__ = ["jit", "CACHE_SIZE"]
 
@@ -83,7 +84,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
         ``float()``, ``.item()``; ``lf.DynamicShapeError`` for a shape that depends on
         values).
     lf.UnsupportedOperationError
-        When traced: an ``lf.while_loop`` whose condition is traced.
+        When traced: an ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a
+        0-d traced position ``i`` (the message gives the recipe: a length-1 dim).
 
     Examples
     --------
@@ -174,7 +176,13 @@ class Jitted:
         with active(level):
             traced = [level.input(array) for array in call.arrays]
             args, kwargs = call.rebuild(traced)
-            out = self.func(*args, **kwargs)
+            try:
+                out = self.func(*args, **kwargs)
+            except ValueError as error:
+                clearer = zero_d_index_error(error, "jit")
+                if clearer is None:
+                    raise
+                raise clearer from error
             outputs = _Outputs(out, level)
         program = level.program
         program.outputs = outputs.slots

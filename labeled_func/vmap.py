@@ -472,7 +472,7 @@ class _Mapped:
             try:
                 out = self.func(*args, **kwargs)
             except (ValueError, KeyError) as error:
-                clearer = _hidden_dim_error(error, dim) or _zero_d_index_error(error)
+                clearer = _hidden_dim_error(error, dim) or zero_d_index_error(error, "vmap")
                 if clearer is None:
                     raise
                 raise clearer from error
@@ -605,10 +605,12 @@ class _MessageKeyError(KeyError):
         return str(self.args[0])
 
 
-def _zero_d_index_error(error):
-    """A policy error for ``x.isel(t=i)`` with a 0-d mapped index ``i`` (argmax per example),
-    which xarray mistakes for an array index (it keeps dim "t" and then finds no data for it),
-    or None."""
+def zero_d_index_error(error, transform):
+    """A policy error for ``x.isel(t=i)`` with a 0-d traced index ``i`` (argmax per example
+    under vmap, any traced position under jit), which xarray mistakes for an array index
+    (it keeps dim "t" and then finds no data for it), or None.  xarray decides which dims
+    an indexing keeps before it indexes the data: only a concrete integer (or a 0-d Dask
+    array) drops one, so no duck array can make this pattern work."""
     if not isinstance(error, ValueError) or "must have the same length as the number of data dimensions" not in str(error):
         return None
     names = []
@@ -624,10 +626,12 @@ def _zero_d_index_error(error):
     else:
         return None
     name = names[0] if names else "dim"
+    where = ("under vmap with a 0-d index i computed per example (argmax, argmin, ...)" if transform == "vmap"
+             else f"inside lf.{transform} with a 0-d traced index i (argmax, argmin, arithmetic on traced values)")
     return UnsupportedOperationError(
-        f"x.isel({name}=i) under vmap with a 0-d index i computed per example (argmax, argmin, ...): xarray "
-        f"drops dim {name!r} only for a NumPy integer index, and keeps it for a traced one. Give the index a "
-        f"length-1 dim and drop it after: x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), or "
+        f"x.isel({name}=i) {where}: xarray drops dim {name!r} only for a concrete integer index, and keeps "
+        f"it for a traced one. Give the index a length-1 dim and drop it after: "
+        f"x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), a gather that follows i, or "
         "select with np.take_along_axis (docs/limitations.md, 'Edges of NumPy and xarray')."
     )
 
