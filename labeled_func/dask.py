@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import copy
 import operator
 import re
 import sys
@@ -70,8 +69,7 @@ def vmap_lazy(mapped, args, kwargs):
     plan = mapped.plan(args, kwargs)
     leaves, specs, labels, dim, size, coords = plan.leaves, plan.specs, plan.labels, plan.dim, plan.size, plan.coords
     position = plan.out_position
-    block = copy.copy(mapped)
-    block.out_dims = 0  # blocks put the dim first; the wrapper moves it afterwards
+    block = mapped.dim_first()  # the wrapper moves the dim afterwards
 
     found = []  # the pieces travel as graph arrays, never inside the skeleton
     split = _Inputs(args, kwargs, leaves, specs, labels, dim, found)
@@ -84,9 +82,9 @@ def vmap_lazy(mapped, args, kwargs):
         pieces.append((_positions(size, chunks), True))
     with np.errstate(all="ignore"), structure_only():
         example = skeleton.call([_stand_in(array, is_mapped) for array, is_mapped in pieces])
-    outputs = _Outputs(example, dim)
+    outputs = _Outputs(example, dim, mapped.output_positions(position, example))
     skeleton.outputs = outputs
-    return outputs.wrap(_graph(skeleton, pieces, chunks, mapped.func), dim, chunks, position, coords)
+    return outputs.wrap(_graph(skeleton, pieces, chunks, mapped.func), dim, chunks, coords)
 
 
 # --- what is lazy ---------------------------------------------------------------------------
@@ -410,10 +408,17 @@ def _refuse_traced(array):
 
 
 class _Outputs:
-    """Which arrays of a block's output travel back, and how to wrap them lazily."""
+    """Which arrays of a block's output travel back, and how to wrap them lazily.
 
-    def __init__(self, example, dim):
+    ``positions``: per output leaf, where the mapped dim goes, or None for an output that
+    ``out_dims`` leaves unmapped.  Such an output is the first block's: every block's
+    in-memory vmap (and the one-example run, when the graph is built) checks that it does
+    not depend on the mapped inputs, so that all blocks compute the same value.
+    """
+
+    def __init__(self, example, dim, positions):
         self.dim = dim
+        self.positions = positions
         paths, leaves, self.treedef = optree.tree_flatten_with_path(example, none_is_leaf=True)
         self.labels = ["output" + "".join(f"[{k!r}]" for k in path) for path in paths]
         self.example = leaves
@@ -424,18 +429,18 @@ class _Outputs:
 
     def _walk(self, leaves):
         """(array, batched) for every output array, in one fixed order."""
-        for leaf in leaves:
+        for leaf, at in zip(leaves, self.positions):
             if leaf is None:
                 continue
             if is_labeled(leaf):
                 for ds in _datasets(leaf)[1]:
                     for name, var in ds.variables.items():
-                        if self.dim in var.dims:
+                        if at is not None and self.dim in var.dims:
                             yield var.data, True
                         elif name not in ds.xindexes:  # unbatched (e.g. a coord): from block 0
                             yield var.data, False
             else:
-                yield leaf, True
+                yield leaf, at is not None
 
     def arrays(self, out):
         found = list(self._walk(optree.tree_leaves(out, none_is_leaf=True)))
@@ -445,7 +450,7 @@ class _Outputs:
                              "not depend on the data")
         return [a for a, _ in found]
 
-    def wrap(self, tasks, dim, chunks, position, coords):
+    def wrap(self, tasks, dim, chunks, coords):
         from dask.array.core import Array
         from dask.highlevelgraph import HighLevelGraph
 
@@ -464,28 +469,29 @@ class _Outputs:
             lazy.append(Array(graph, name, chunks=array_chunks, dtype=dtype,
                               meta=np.empty((0,) * len(array_chunks), dtype=dtype)))
         lazy = iter(lazy)
-        leaves = [self._wrap_leaf(leaf, label, lazy, dim, position, coords)
-                  for leaf, label in zip(self.example, self.labels)]
+        leaves = [self._wrap_leaf(leaf, label, lazy, dim, at, coords)
+                  for leaf, label, at in zip(self.example, self.labels, self.positions)]
         return optree.tree_unflatten(self.treedef, leaves)
 
-    def _wrap_leaf(self, leaf, label, lazy, dim, position, coords):
+    def _wrap_leaf(self, leaf, label, lazy, dim, at, coords):
+        """The lazy output leaf like ``leaf``; ``at``: where the mapped dim goes (None: unmapped)."""
         import dask.array as da
 
         def place(array):
-            axis = _position(position, array.ndim - 1, label)
+            axis = _position(at, array.ndim - 1, label)
             return da.moveaxis(array, 0, axis) if axis else array
 
         if leaf is None:
             return None
         if not is_labeled(leaf):
-            return place(next(lazy))
+            return next(lazy) if at is None else place(next(lazy))
         kind, datasets = _datasets(leaf)
         rebuilt = []
         for ds in datasets:
             variables = {}
             for name, var in ds.variables.items():
-                if dim in var.dims:
-                    axis = _position(position, var.ndim - 1, dim)
+                if at is not None and dim in var.dims:
+                    axis = _position(at, var.ndim - 1, dim)
                     dims = var.dims[1:axis + 1] + (dim,) + var.dims[axis + 1:]
                     variables[name] = xr.Variable(dims, place(next(lazy)), var.attrs)
                 elif name not in ds.xindexes:
@@ -495,11 +501,11 @@ class _Outputs:
             coord_names = set(ds.coords)
             out = xr.Dataset({n: v for n, v in variables.items() if n not in coord_names},
                              coords={n: v for n, v in variables.items() if n in coord_names}, attrs=ds.attrs)
-            if dim in out.dims and kind[0] != "tree":
+            if at is not None and dim in out.dims and kind[0] != "tree":
                 # as in memory: the mapped dim's labels replace scalars of the same names
                 out = out.drop_vars(shadowing(out, named_coords(coords), dim, ()))
                 out = out.assign_coords({n: v for n, v in named_coords(coords).items() if n not in out.coords})
             rebuilt.append(out)
-        if kind[0] == "tree":  # as in memory: where the argument had them, else at the top
+        if kind[0] == "tree" and at is not None:  # as in memory: where the argument had them, else at the top
             rebuilt = list(restore_tree_coords(dict(zip(kind[1][1], rebuilt)), dim, coords).values())
         return _from_datasets(kind, rebuilt)

@@ -26,6 +26,8 @@ from . import dask as lazy
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 from .flat import replace_arrays
+from .named import tree_nodes
+from .vmap import zero_d_index_error
 
 __all__ = ["jit", "CACHE_SIZE"]
 
@@ -42,7 +44,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     on the new arrays and return outputs labeled as the first call's were.
 
     The signature of a call is the structure of its arguments (pytrees of DataArrays,
-    Datasets, arrays, numbers), the dims, shapes and dtypes of their arrays, their
+    Datasets, DataTrees, Variables, arrays, numbers; the node paths and variables of
+    each DataTree), the dims, shapes and dtypes of their arrays, their
     coordinates, names and attrs, and the values of Python numbers, ``None`` and the
     arguments named in ``static_argnames`` (hashable; a new value traces again).  Pass a
     0-d array or DataArray for a number that changes from call to call.  Up to
@@ -60,7 +63,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     Parameters
     ----------
     func : callable
-        Takes and returns pytrees of DataArrays, Datasets, arrays and numbers.
+        Takes and returns pytrees of DataArrays, Datasets, DataTrees, Variables, arrays
+        and numbers.
     static_argnames : str or sequence of str
         Parameters of ``func`` whose values are part of the signature (any hashable
         value: a string option, a tuple of dims); a new value traces again.
@@ -75,15 +79,16 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     ValueError
         ``static_argnames`` names a parameter that ``func`` does not have.
     TypeError
-        When called: an argument that is neither an array, a DataArray or Dataset, a
-        number, a string nor None (name it in ``static_argnames``), a DataTree or
-        Variable, or an unhashable static argument.
+        When called: an argument that is neither an array, a labeled value, a number, a
+        string nor None (name it in ``static_argnames``), or an unhashable static
+        argument.
     lf.DataDependentControlFlowError
         When traced: ``if``, ``bool()`` on a traced value (``lf.ItemError`` for
         ``float()``, ``.item()``; ``lf.DynamicShapeError`` for a shape that depends on
         values).
     lf.UnsupportedOperationError
-        When traced: an ``lf.while_loop`` whose condition is traced.
+        When traced: an ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a
+        0-d traced position ``i`` (the message gives the recipe: a length-1 dim).
 
     Examples
     --------
@@ -174,7 +179,13 @@ class Jitted:
         with active(level):
             traced = [level.input(array) for array in call.arrays]
             args, kwargs = call.rebuild(traced)
-            out = self.func(*args, **kwargs)
+            try:
+                out = self.func(*args, **kwargs)
+            except ValueError as error:
+                clearer = zero_d_index_error(error, "jit")
+                if clearer is None:
+                    raise
+                raise clearer from error
             outputs = _Outputs(out, level)
         program = level.program
         program.outputs = outputs.slots
@@ -266,9 +277,16 @@ class _Call:
             self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": leaf[name].attrs for name in leaf.data_vars}}))
             layout = tuple((name, v.dims, v.shape, str(v.dtype)) for name, v in leaf.data_vars.items())
             return ("Dataset", layout, _coord_key(leaf)), [leaf[name].data for name in leaf.data_vars]
-        if isinstance(leaf, (xr.DataTree, xr.Variable)):
-            raise TypeError(f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which lf.jit does not "
-                            "take yet; pass its DataArrays or Datasets")
+        if isinstance(leaf, xr.Variable):
+            self.check.append(("attrs", leaf.attrs))
+            return ("Variable", leaf.dims, leaf.shape, str(leaf.dtype)), [leaf.data]
+        if isinstance(leaf, xr.DataTree):
+            layout, arrays = [], []
+            for node_path, ds in tree_nodes(leaf):
+                kind, node_arrays = self._leaf(ds, path)
+                layout.append((node_path, kind))
+                arrays.extend(node_arrays)
+            return ("DataTree", leaf.name, tuple(layout)), arrays
         if isinstance(leaf, (bool, numbers.Number, str, type(None))) and not hasattr(leaf, "shape"):
             return ("constant", type(leaf), leaf), []
         if isinstance(leaf, np.generic):
@@ -276,8 +294,8 @@ class _Call:
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             return ("array", type(leaf), tuple(leaf.shape), str(leaf.dtype)), [leaf]
         raise TypeError(
-            f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which is neither an array, a DataArray or "
-            "Dataset, nor a number: name it in static_argnames (it is then part of the signature, "
+            f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which is neither an array, a labeled value "
+            "(DataArray, Dataset, DataTree, Variable), nor a number: name it in static_argnames (it is then part of the signature, "
             "and a new value traces again), or close over it"
         )
 
@@ -287,13 +305,28 @@ class _Call:
         for leaf, count in zip(self.leaves, self.counts):
             new = arrays[k:k + count]
             k += count
-            leaves.append(replace_arrays(leaf, new) if count else leaf)
+            leaves.append(_replace_arrays(leaf, new) if count else leaf)
         tree = optree.tree_unflatten(self.treedef, leaves)
         if self.bound is None:
             return tree
         bound = copy.copy(self.bound)
         bound.arguments = {name: tree.get(name, value) for name, value in self.bound.arguments.items()}
         return bound.args, bound.kwargs
+
+
+def _replace_arrays(leaf, arrays):
+    """``leaf`` holding ``arrays`` instead of its own (a DataTree: its nodes' data variables,
+    parents first)."""
+    if isinstance(leaf, xr.Variable):
+        return leaf.copy(deep=False, data=arrays[0])
+    if isinstance(leaf, xr.DataTree):
+        nodes, k = {}, 0
+        for path, ds in tree_nodes(leaf):
+            count = len(ds.data_vars)
+            nodes[path] = replace_arrays(ds, arrays[k:k + count]) if count else ds
+            k += count
+        return xr.DataTree.from_dict(nodes, name=leaf.name)
+    return replace_arrays(leaf, arrays)
 
 
 def _coordinates(leaf):
@@ -343,50 +376,66 @@ class _Outputs:
 
     def _leaf(self, leaf, level, where):
         if isinstance(leaf, (xr.DataArray, xr.Dataset)):
-            coords = {name: self._array(c.variable.data, level) for name, c in leaf.coords.items()
-                      if name not in leaf.indexes}
-            coords = {name: k for name, k in coords.items() if k is not None}
-            if isinstance(leaf, xr.DataArray):
-                data = self._array(leaf.data, level)
-                template = leaf.copy(deep=False, data=_placeholder(leaf.data) if data is not None else None)
-            else:
-                data = {name: self._array(leaf[name].data, level) for name in leaf.data_vars}
-                template = leaf.copy(deep=False, data={name: _placeholder(leaf[name].data) if k is not None
-                                                       else leaf[name].data for name, k in data.items()})
-            if coords:  # traced coordinates: placeholders too, filled at each build
-                template = template.assign_coords({name: template[name].variable.copy(
-                    deep=False, data=_placeholder(template[name].data)) for name in coords})
-            return (type(leaf).__name__, template, data, coords)
-        if isinstance(leaf, (xr.DataTree, xr.Variable)):
-            raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}, which lf.jit cannot return yet; "
-                            "return its DataArrays or Datasets")
+            return self._labeled(leaf, level)
+        if isinstance(leaf, xr.Variable):
+            data = self._array(leaf.data, level)
+            template = leaf.copy(deep=False, data=_placeholder(leaf.data)) if data is not None else leaf
+            return ("Variable", template, data, {})
+        if isinstance(leaf, xr.DataTree):
+            nodes = [(path, self._labeled(ds, level)) for path, ds in tree_nodes(leaf)]
+            return ("DataTree", leaf.name, nodes, {})
         k = self._array(leaf, level)
         if k is not None:
             return ("array", None, k, {})
-        if isinstance(leaf, xr.Variable) or hasattr(leaf, "shape") or isinstance(leaf, (numbers.Number, str,
-                                                                                         type(None))):
+        if hasattr(leaf, "shape") or isinstance(leaf, (numbers.Number, str, type(None))):
             return ("constant", leaf, None, {})
-        raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}; return arrays, DataArrays, Datasets "
-                        "or numbers")
+        raise TypeError(f"lf.jit: {where} is a {type(leaf).__name__}; return arrays, DataArrays, Datasets, "
+                        "DataTrees, Variables or numbers")
+
+    def _labeled(self, leaf, level):
+        """A DataArray's or Dataset's template, with the slots of its traced arrays."""
+        coords = {name: self._array(c.variable.data, level) for name, c in leaf.coords.items()
+                  if name not in leaf.indexes}
+        coords = {name: k for name, k in coords.items() if k is not None}
+        if isinstance(leaf, xr.DataArray):
+            data = self._array(leaf.data, level)
+            template = leaf.copy(deep=False, data=_placeholder(leaf.data) if data is not None else None)
+        else:
+            data = {name: self._array(leaf[name].data, level) for name in leaf.data_vars}
+            template = leaf.copy(deep=False, data={name: _placeholder(leaf[name].data) if k is not None
+                                                   else leaf[name].data for name, k in data.items()})
+        if coords:  # traced coordinates: placeholders too, filled at each build
+            template = template.assign_coords({name: template[name].variable.copy(
+                deep=False, data=_placeholder(template[name].data)) for name in coords})
+        return (type(leaf).__name__, template, data, coords)
 
     def build(self, arrays):
         leaves = []
         for kind, template, data, coords in self.builders:
             if kind == "array":
                 leaves.append(arrays[data])
-                continue
-            if kind == "constant":
+            elif kind == "constant":
                 leaves.append(template)
-                continue
-            if kind == "DataArray":
-                value = template.copy(deep=False) if data is None else template._replace(  # copy(data=), faster
-                    variable=xr.Variable(template.dims, arrays[data], dict(template.attrs), fastpath=True),
-                    coords=dict(template._coords), indexes=dict(template._indexes))
+            elif kind == "Variable":
+                leaves.append(template.copy(deep=False) if data is None else template.copy(deep=False, data=arrays[data]))
+            elif kind == "DataTree":
+                nodes = {path: _build_labeled(*node, arrays) for path, node in data}
+                leaves.append(xr.DataTree.from_dict(nodes, name=template))
             else:
-                value = template.copy(deep=False, data={name: arrays[k] if k is not None else template[name].data
-                                                        for name, k in data.items()})
-            if coords:
-                value = value.assign_coords({name: template[name].variable.copy(deep=False, data=arrays[k])
-                                             for name, k in coords.items()})
-            leaves.append(value)
+                leaves.append(_build_labeled(kind, template, data, coords, arrays))
         return optree.tree_unflatten(self.treedef, leaves)
+
+
+def _build_labeled(kind, template, data, coords, arrays):
+    """A DataArray or Dataset like ``template``, holding the program's outputs ``arrays``."""
+    if kind == "DataArray":
+        value = template.copy(deep=False) if data is None else template._replace(  # copy(data=), faster
+            variable=xr.Variable(template.dims, arrays[data], dict(template.attrs), fastpath=True),
+            coords=dict(template._coords), indexes=dict(template._indexes))
+    else:
+        value = template.copy(deep=False, data={name: arrays[k] if k is not None else template[name].data
+                                                for name, k in data.items()})
+    if coords:
+        value = value.assign_coords({name: template[name].variable.copy(deep=False, data=arrays[k])
+                                     for name, k in coords.items()})
+    return value

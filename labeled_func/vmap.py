@@ -57,7 +57,8 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
         the first mapped input.  A tuple (list, dict) gives one entry per output of
         a function returning a tuple (list, dict), as torch.func's ``out_dims``; an
         entry ``None`` returns that output unmapped, once: it must not depend on the
-        mapped inputs (ValueError naming the output otherwise).
+        mapped inputs (ValueError naming the output otherwise); with Dask-backed
+        inputs it is a lazy array of one chunk, the first block's.
     randomness : {"error", "different", "same"}
         What ``lf.random`` draws do inside: raise, differ per example, or be shared.
         A draw from NumPy's global random state (one draw for all the examples) raises
@@ -217,6 +218,7 @@ class _Mapped:
         self.dim = dim
         self.in_dims = in_dims
         self.out_dims = out_dims
+        self.given_out_dims = out_dims  # as the caller wrote it, for messages (blocks change out_dims)
         self.randomness = randomness
         self.chunk_size = chunk_size
         self.axis_size = axis_size
@@ -254,7 +256,7 @@ class _Mapped:
                               for found in examples]
             parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
-        positions = _leaf_positions(position, parts[0], self.out_dims)
+        positions = _leaf_positions(position, parts[0], self.given_out_dims)
         out_leaves = [group[0] if at is None else concat_leaves(list(group), dim, at)
                       for at, group in zip(positions, zip(*(f[0] for f in flat_parts)))]
         return optree.tree_unflatten(flat_parts[0][1], out_leaves)
@@ -273,9 +275,6 @@ class _Mapped:
         """A lazy (Dask) vmap.  Its blocks get the arguments without their 1-D coordinates
         along the mapped dim (outputs get the caller's back): their values travel instead,
         chunked like the data, as one more argument that each block takes off again."""
-        if not (_is_axis(self.out_dims) or self.out_dims == "preserve"):
-            raise ValueError(f"vmap: out_dims={self.out_dims!r} per output is not supported with Dask-backed "
-                             "inputs yet; give one int (or 'preserve') for every output, or .compute() the inputs")
         plan = self._planned(args, kwargs, carrying=False)
         examples = self._examples(plan, None)
         if not any(examples):
@@ -295,6 +294,17 @@ class _Mapped:
             carrying.carried = carried
             carrying._carrying = {}
         return lazy.vmap_lazy(carrying, (*args, xr.Dataset(variables)), kwargs)
+
+    def dim_first(self):
+        """A copy that puts the mapped dim first in every mapped output (a lazy vmap's blocks;
+        the outputs it leaves unmapped, out_dims entry None, stay unmapped)."""
+        block = copy.copy(self)
+        block.out_dims = _map_out_dims(lambda entry: 0, self.out_dims)
+        return block
+
+    def output_positions(self, position, out):
+        """Per leaf of the output ``out``, where the mapped dim goes (None: left unmapped)."""
+        return _leaf_positions(position, out, self.given_out_dims)
 
     # --- which leaf maps over what ----------------------------------------------------------------
     def plan(self, args, kwargs):
@@ -462,7 +472,7 @@ class _Mapped:
             try:
                 out = self.func(*args, **kwargs)
             except (ValueError, KeyError) as error:
-                clearer = _hidden_dim_error(error, dim) or _zero_d_index_error(error)
+                clearer = _hidden_dim_error(error, dim) or zero_d_index_error(error, "vmap")
                 if clearer is None:
                     raise
                 raise clearer from error
@@ -471,7 +481,7 @@ class _Mapped:
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
                 raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
-            positions = _leaf_positions(position, out, self.out_dims)
+            positions = _leaf_positions(position, out, self.given_out_dims)
             results = []
             for path, value, at in zip(paths, out_leaves, positions):
                 label = "output" + "".join(f"[{k!r}]" for k in path)
@@ -527,7 +537,7 @@ def _check_unmapped_output(value, level, label, dim):
                 variables.update({f"{path}{'/' if path else ''}{n}": c.variable for n, c in node.coords.items()})
                 variables[node.name if node.name is not None else "its data"] = node.variable
             elif isinstance(node, xr.Dataset):
-                variables.update({f"{path}{'/' if path else ''}{n}": v.variable for n, v in node.variables.items()})
+                variables.update({f"{path}{'/' if path else ''}{n}": v for n, v in node.variables.items()})
             else:  # a Variable
                 variables["its data"] = node
         mapped = [name for name, var in variables.items() if traced_by(var._data, level)]
@@ -595,10 +605,12 @@ class _MessageKeyError(KeyError):
         return str(self.args[0])
 
 
-def _zero_d_index_error(error):
-    """A policy error for ``x.isel(t=i)`` with a 0-d mapped index ``i`` (argmax per example),
-    which xarray mistakes for an array index (it keeps dim "t" and then finds no data for it),
-    or None."""
+def zero_d_index_error(error, transform):
+    """A policy error for ``x.isel(t=i)`` with a 0-d traced index ``i`` (argmax per example
+    under vmap, any traced position under jit), which xarray mistakes for an array index
+    (it keeps dim "t" and then finds no data for it), or None.  xarray decides which dims
+    an indexing keeps before it indexes the data: only a concrete integer (or a 0-d Dask
+    array) drops one, so no duck array can make this pattern work."""
     if not isinstance(error, ValueError) or "must have the same length as the number of data dimensions" not in str(error):
         return None
     names = []
@@ -614,10 +626,12 @@ def _zero_d_index_error(error):
     else:
         return None
     name = names[0] if names else "dim"
+    where = ("under vmap with a 0-d index i computed per example (argmax, argmin, ...)" if transform == "vmap"
+             else f"inside lf.{transform} with a 0-d traced index i (argmax, argmin, arithmetic on traced values)")
     return UnsupportedOperationError(
-        f"x.isel({name}=i) under vmap with a 0-d index i computed per example (argmax, argmin, ...): xarray "
-        f"drops dim {name!r} only for a NumPy integer index, and keeps it for a traced one. Give the index a "
-        f"length-1 dim and drop it after: x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), or "
+        f"x.isel({name}=i) {where}: xarray drops dim {name!r} only for a concrete integer index, and keeps "
+        f"it for a traced one. Give the index a length-1 dim and drop it after: "
+        f"x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), a gather that follows i, or "
         "select with np.take_along_axis (docs/limitations.md, 'Edges of NumPy and xarray')."
     )
 

@@ -90,13 +90,6 @@ def test_out_dims_that_do_not_fit_the_output_are_refused():
         lf.vmap(lambda u: u, in_dims=0, out_dims="first")
 
 
-def test_per_output_out_dims_with_dask_inputs_is_refused():
-    pytest.importorskip("dask.array")
-    x = xr.DataArray(np.ones((4, 2)), dims=("sample", "t")).chunk({"sample": 2})
-    with pytest.raises(ValueError, match="per output is not supported with Dask"):
-        lf.vmap(lambda v: (v, v), dim="sample", out_dims=(0, 1))(x)
-
-
 # --- x.isel(t=i) with a 0-d index per example --------------------------------------------------
 def test_isel_with_a_0d_mapped_index_raises_a_policy_error_naming_isel():
     x = xr.DataArray(RNG.normal(size=(3, 4)), dims=("sample", "t"))

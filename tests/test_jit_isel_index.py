@@ -1,0 +1,122 @@
+"""``x.isel(t=i)`` with a traced position ``i`` under ``lf.jit`` (alone and around grad).
+
+xarray decides which dims an indexing keeps before it indexes the data, and drops one
+only for a concrete integer: the direct form with a 0-d traced ``i`` raises a policy
+error naming it and the recipe; the recipe (a length-1 dim, squeezed after) is a
+recorded gather that each replay follows.  Oracles: the unjitted function, the argmax
+computed by NumPy, central finite differences.
+"""
+import numpy as np
+import pytest
+import xarray as xr
+
+import labeled_func as lf
+
+RNG = np.random.default_rng(23)
+
+
+def series(n=6, peak=None):
+    values = RNG.normal(size=n)
+    if peak is not None:
+        values[peak] = 5.0 + RNG.uniform()
+    return xr.DataArray(values, dims="t", attrs={"units": "K"})
+
+
+def pick_max(x):
+    """The recipe: the value at the argmax along t, without dim t."""
+    i = x.argmax("t")
+    return x.isel(t=i.expand_dims("k")).squeeze("k", drop=True)
+
+
+def central_differences(f, x, eps=1e-6):
+    grad = np.zeros(x.shape)
+    for k in range(x.size):
+        step = np.zeros(x.shape)
+        step.flat[k] = eps
+        grad.flat[k] = (float(f(x + step)) - float(f(x - step))) / (2 * eps)
+    return grad
+
+
+def test_the_direct_form_raises_a_policy_error_naming_isel_and_the_recipe():
+    x = series()
+    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit with a 0-d traced index"
+                       r".*expand_dims\('k'\)\)\.squeeze\('k', drop=True\)") as info:
+        lf.jit(lambda v: v.isel(t=v.argmax("t")))(x)
+    assert isinstance(info.value.__cause__, ValueError)
+    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit"):
+        lf.jit(lambda v: v[{"t": v.argmax("t")}])(x)
+    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit"):
+        lf.jit(lf.grad(lambda v: v.isel(t=v.argmax("t")).sum()))(x)
+
+
+def test_the_direct_form_under_vmap_inside_jit_names_vmap():
+    x = xr.DataArray(RNG.normal(size=(3, 5)), dims=("sample", "t"))
+    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) under vmap"):
+        lf.jit(lf.vmap(lambda v: v.isel(t=v.argmax("t")), dim="sample"))(x)
+
+
+def test_other_value_errors_pass_through_unchanged():
+    with pytest.raises(ValueError, match="not found in array dimensions|do not exist"):
+        lf.jit(lambda v: v.isel(nope=0))(series())
+
+
+@pytest.mark.parametrize("peaks", [[0, 3, 5, 1], [5, 5, 2]])
+def test_the_recipe_replays_with_each_calls_index(peaks):
+    jitted = lf.jit(pick_max)
+    for peak in peaks:
+        x = series(peak=peak)
+        got = jitted(x)
+        xr.testing.assert_identical(got, pick_max(x))
+        assert float(got) == x.values[peak] == x.values.max()
+    assert jitted.traces == 1
+
+
+def test_a_position_from_arithmetic_replays_too():
+    def shifted(x, offset):
+        i = (x.argmin("t") + offset) % x.sizes["t"]
+        return x.isel(t=i.expand_dims("k")).squeeze("k", drop=True) * 2
+    jitted = lf.jit(shifted)
+    for peak, offset in [(1, 2), (4, 3), (0, 5)]:
+        x = series()
+        x[peak] = -10.0
+        offset = xr.DataArray(offset)
+        xr.testing.assert_allclose(jitted(x, offset), shifted(x, offset))
+        assert float(jitted(x, offset)) == 2 * x.values[(peak + int(offset)) % 6]
+    assert jitted.traces == 1
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="kernels.backend.normalize_axis refuses the 1-D ndarray of axes that xarray's "
+                          "vectorized indexing passes to np.moveaxis (also under grad)")
+def test_a_per_row_position_is_a_gather_under_jit():
+    """A 1-D index (one position per row) is an array index xarray handles: it works as is."""
+    f = lambda x: x.isel(t=x.argmax("t"))
+    jitted = lf.jit(f)
+    for _ in range(3):
+        x = xr.DataArray(RNG.normal(size=(4, 5)), dims=("s", "t"))
+        got = jitted(x)
+        xr.testing.assert_identical(got, f(x))
+        np.testing.assert_array_equal(got.values, x.values.max(axis=1))
+    assert jitted.traces == 1
+
+
+@pytest.mark.parametrize("peaks", [[2, 0, 5]])
+def test_the_gradient_is_one_hot_at_each_calls_argmax(peaks):
+    loss = lambda x: (pick_max(x) ** 2).sum()
+    jitted = lf.jit(lf.grad(loss))
+    for peak in peaks:
+        x = series(peak=peak)
+        got = jitted(x)
+        expected = np.zeros(x.shape)
+        expected[peak] = 2 * x.values[peak]
+        np.testing.assert_allclose(got.values, expected)
+        np.testing.assert_allclose(got.values, central_differences(loss, x), atol=1e-6)
+    assert jitted.traces == 1
+
+
+def test_an_index_coordinate_needs_labels_and_says_so():
+    x = series().assign_coords(t=np.arange(6.0) * 0.5)
+    with pytest.raises(lf.ConversionError, match=r"index coordinate.*drop the index coordinate"):
+        lf.jit(pick_max)(x)
+    dropped = lf.jit(lambda v: pick_max(v.drop_vars("t")))
+    xr.testing.assert_identical(dropped(x), pick_max(x.drop_vars("t")))
