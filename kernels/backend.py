@@ -275,8 +275,8 @@ def normalize_axis(axis, ndim):
     """A tuple of non-negative axes for ``axis`` (None = all) of an ``ndim`` array."""
     if axis is None:
         return tuple(range(ndim))
-    if isinstance(axis, (tuple, list)):
-        return tuple(_one_axis(a, ndim) for a in axis)
+    if isinstance(axis, (tuple, list)) or (isinstance(axis, np.ndarray) and axis.ndim == 1):
+        return tuple(_one_axis(a, ndim) for a in axis)  # np.moveaxis takes an array of axes too
     return (_one_axis(axis, ndim),)
 
 

@@ -85,9 +85,6 @@ def test_a_position_from_arithmetic_replays_too():
     assert jitted.traces == 1
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="kernels.backend.normalize_axis refuses the 1-D ndarray of axes that xarray's "
-                          "vectorized indexing passes to np.moveaxis (also under grad)")
 def test_a_per_row_position_is_a_gather_under_jit():
     """A 1-D index (one position per row) is an array index xarray handles: it works as is."""
     f = lambda x: x.isel(t=x.argmax("t"))
@@ -120,3 +117,15 @@ def test_an_index_coordinate_needs_labels_and_says_so():
         lf.jit(pick_max)(x)
     dropped = lf.jit(lambda v: pick_max(v.drop_vars("t")))
     xr.testing.assert_identical(dropped(x), pick_max(x.drop_vars("t")))
+
+
+def test_a_per_row_position_differentiates_to_a_one_hot_per_row():
+    """np.moveaxis with an array of axes (xarray's vectorized indexing) under grad and jit."""
+    loss = lambda x: (x.isel(t=x.argmax("t")) ** 2).sum()
+    x = xr.DataArray(RNG.normal(size=(4, 5)), dims=("s", "t"))
+    expected = np.zeros(x.shape)
+    rows = np.arange(4)
+    expected[rows, x.values.argmax(axis=1)] = 2 * x.values.max(axis=1)
+    np.testing.assert_allclose(lf.grad(loss)(x).values, expected)
+    np.testing.assert_allclose(lf.jit(lf.grad(loss))(x).values, expected)
+    np.testing.assert_allclose(lf.grad(loss)(x).values, central_differences(loss, x), atol=1e-6)
