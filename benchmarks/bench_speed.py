@@ -151,11 +151,17 @@ def memory_rows():
     per_sample_grad = lf.vmap(lf.grad(ishigami), dim="sample")
     lf_bytes = peak_bytes(lambda: per_sample_grad(samples))
     numpy_bytes = peak_bytes(lambda: ishigami_gradient_power(*values.values()))
-    ratio = lf_bytes / numpy_bytes
+    jitted = lf.jit(per_sample_grad)
+    jitted(samples)  # traced before measuring: the replay's memory
+    jit_bytes = peak_bytes(lambda: jitted(samples))
     return [{
         "benchmark": f"peak extra memory, Ishigami per-sample grads (N={MEMORY_N:.0e}) / NumPy gradient",
         "value": lf_bytes / 2**20, "baseline": numpy_bytes / 2**20, "unit": "MiB",
-        "ratio": ratio, "target": "ratio <= 3", "met": ratio <= 3,
+        "ratio": lf_bytes / numpy_bytes, "target": "ratio <= 3", "met": lf_bytes / numpy_bytes <= 3,
+    }, {
+        "benchmark": "  the same under lf.jit (replay)",
+        "value": jit_bytes / 2**20, "baseline": numpy_bytes / 2**20, "unit": "MiB",
+        "ratio": jit_bytes / numpy_bytes, "target": "ratio <= 2", "met": jit_bytes / numpy_bytes <= 2,
     }]
 
 

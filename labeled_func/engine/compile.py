@@ -823,11 +823,8 @@ def cuda_kernel(expression, names, dtypes, out):
 
 
 def _leaf_name(ref, dtype, leaves, dtypes):
-    """The placeholder of input ``ref`` in an expression (one per distinct input); a Python
-    number read in single precision becomes a float32 constant (numexpr would read it as a
-    double and promote the expression)."""
-    if type(ref) is Constant and np.dtype(dtype) == _SINGLE and type(ref.value) in (int, float):
-        ref = Constant(np.float32(ref.value))
+    """The placeholder of input ``ref`` in an expression (one per distinct input; a Python
+    number is read in the precision its dtype says)."""
     for k, known in enumerate(leaves):
         if known is ref or (type(ref) is int and known == ref):
             return "{%d}" % k
