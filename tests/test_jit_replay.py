@@ -173,3 +173,16 @@ def test_a_float32_chain_is_one_single_precision_evaluation():
     np.testing.assert_allclose(got, expected, rtol=2e-6, atol=2e-6)
     exact = f(x2.astype(np.float64), y2.astype(np.float64))  # both as close to the exact values
     assert np.abs(got - exact).max() <= 2 * np.abs(expected - exact).max() + 1e-7
+
+
+def test_a_negated_roll_is_absorbed_into_the_sum_reading_it():
+    def f(x, y):
+        return x + np.roll(-(x * y), 3, axis=1) + np.roll(-y, -1, axis=1)
+
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(size=(2, 40, 50))
+    jitted = lf.jit(f)
+    same(jitted(x, y), f(x, y))
+    assert not [node for node in compiled(jitted).nodes if node.function is np.negative]
+    x2, y2 = rng.normal(size=(2, 40, 50))
+    same(jitted(x2, y2), f(x2, y2))

@@ -468,7 +468,8 @@ class Program:
         """Rewrites that save a pass over memory and give the same bits (IEEE rounds
         symmetrically, and defines ``a - b`` as ``a + (-b)``), for negations no other node
         reads: ``a + (-b)`` and ``(-b) + a`` become ``a - b``, ``a - (-b)`` becomes ``a + b``,
-        and ``(-x) * y`` becomes ``-(x * y)`` (so that a sum reading it absorbs the sign)."""
+        and ``(-x) * y`` becomes ``-(x * y)``, ``roll(-x)`` ``-roll(x)`` (so that a sum reading
+        them absorbs the sign)."""
         readers, producer = {}, {}
         for node in self.nodes:
             producer[node.slot] = node
@@ -511,6 +512,15 @@ class Program:
                         node.function, node.prim = flipped, (ew.subtract if flipped is np.subtract else ew.add)
                         node.refs, node.fusable = refs, _retyped(node.fusable, dtypes)
                     break
+            elif node.prim is kshape.roll and negation(node.refs[0]) is not None:
+                inner = negation(node.refs[0])  # roll(-x) -> -roll(x): the roll in a new slot
+                moved = Node(node.function, node.params, (inner.refs[0],), fresh, node.prim)
+                moved.out, fresh = node.out, fresh + 1
+                nodes.append(moved)
+                node.function, node.prim, node.params, node.refs = np.negative, ew.negative, {}, (moved.slot,)
+                node.fusable = inner.fusable
+                producer[moved.slot], readers[moved.slot] = moved, 1
+                dropped.add(inner.slot)
             nodes.append(node)
         if dropped:
             self.nodes = [node for node in nodes if node.slot not in dropped]
