@@ -83,7 +83,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
         ``float()``, ``.item()``; ``lf.DynamicShapeError`` for a shape that depends on
         values).
     lf.UnsupportedOperationError
-        When traced: an ``lf.while_loop`` whose condition is traced.
+        When traced: reverse-mode differentiation (``lf.grad``...) through an
+        ``lf.while_loop`` whose condition is traced.
 
     Examples
     --------
