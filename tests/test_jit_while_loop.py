@@ -105,6 +105,46 @@ def test_a_state_that_starts_constant_and_a_condition_on_an_argument():
         assert float(total) == expected[0] and float(rate) == expected[1]
 
 
+def test_a_state_that_becomes_traced_after_a_first_iteration_decided_in_python():
+    # 0 < 10 holds for every call: the first iteration runs in Python, then the state is
+    # traced (it adds the argument) and the rest of the loop is recorded
+    def f(step):
+        return lf.while_loop(lambda v: v < 10.0, lambda v: v + step, xr.DataArray(0.0))
+
+    jitted = lf.jit(f)
+    for step in (3.0, 0.7, 20.0, 2.5):
+        assert float(jitted(xr.DataArray(step))) == python_while(lambda v: v < 10.0, lambda v: v + step, 0.0)
+    assert jitted.traces == 1
+
+
+def test_random_draws_in_the_body_are_drawn_at_every_iteration():
+    def walk(x):
+        return lf.while_loop(lambda s: s[0] < 5.0, lambda s: (s[0] + lf.random.uniform(like=s[0]), s[1] + 1), (x, 0))
+
+    jitted = lf.jit(walk)
+    jitted(xr.DataArray(0.0))
+    for seed in (1, 2, 3):  # a replay draws what the function draws, in the same order
+        lf.random.seed(seed)
+        value, count = jitted(xr.DataArray(0.0))
+        lf.random.seed(seed)
+        expected_value, expected_count = walk(xr.DataArray(0.0))
+        assert float(value) == float(expected_value) and int(count) == int(expected_count)
+        assert float(value) >= 5.0 and int(count) >= 5
+
+
+def test_a_body_on_large_arrays_is_fused_inside_the_loop():
+    def f(x):
+        return lf.while_loop(lambda v: v.mean() < 50, lambda v: np.sqrt(v * 1.5 + 2.0) * v, x)
+
+    jitted = lf.jit(f)
+    x = xr.DataArray(np.linspace(1, 2, 2 * lf.engine.compile.FUSE_MIN_SIZE), dims="t")
+    for scale in (1.0, 0.5, 3.0):
+        xr.testing.assert_allclose(jitted(x * scale), f(x * scale), rtol=1e-12)
+    (compiled,) = jitted.cache.values()
+    (loop,) = [node.function for node in compiled.program.nodes if type(node.function).__name__ == "WhileLoop"]
+    assert len(loop.body) == 1  # sqrt(v * 1.5 + 2.0) * v: one fused evaluation per iteration
+
+
 # --- vmap inside jit: a mapped condition -----------------------------------------------------------
 def test_a_mapped_condition_loops_until_every_example_is_done():
     def f(x, limit):
@@ -176,6 +216,17 @@ def test_a_vector_state_with_coordinates_under_jit_of_vmap():
     jitted = lf.jit(lf.vmap(f, dim="sample"))
     for data in (x, x * 0.01, x * 3):
         xr.testing.assert_identical(jitted(data), lf.vmap(f, dim="sample")(data))
+
+
+def test_a_mapped_loop_on_dask_blocks_under_jit():
+    def f(x, limit):
+        return lf.while_loop(lambda v: v <= limit, lambda v: v * 2, x)
+
+    x = xr.DataArray(np.linspace(0.1, 2, 8), dims="s")
+    limit = xr.DataArray(np.linspace(1, 100, 8), dims="s")
+    lazy = lf.jit(lf.vmap(f, dim="s"))(x.chunk(s=4), limit.chunk(s=4))
+    assert lazy.chunks == ((4, 4),)
+    np.testing.assert_array_equal(lazy.compute().values, [doublings(v, lim)[0] for v, lim in zip(x.values, limit.values)])
 
 
 # --- nested loops, several kinds of state ---------------------------------------------------------
@@ -283,6 +334,22 @@ def test_jacfwd_of_a_loop_under_jit():
     for values in ([0.5, 1.0], [0.05, 0.1], [2.0, 2.5]):
         v = xr.DataArray(values, dims="i")
         xr.testing.assert_allclose(jitted(v), lf.jacfwd(f)(v), rtol=1e-12)
+
+
+def test_forward_mode_of_a_loop_that_starts_from_a_constant_under_jit():
+    # the body makes the constant start differentiated (and, under jacfwd, mapped over the
+    # basis): the loop is recorded on a start widened with zero tangents
+    def f(x):
+        return lf.while_loop(lambda v: v.sum() < x.sum() * 10, lambda v: v * x + 1,
+                             xr.DataArray([1.0, 1.0], dims="i"))
+
+    jacobian = lf.jit(lf.jacfwd(f))
+    tangent = lf.jit(lambda x, t: lf.jvp(f, (x,), (t,))[1])
+    for scale in (1.0, 1.3, 2.0, 0.9):
+        x = xr.DataArray([1.5, 2.0], dims="i") * scale
+        xr.testing.assert_allclose(jacobian(x), lf.jacfwd(f)(x), rtol=1e-12)
+        xr.testing.assert_allclose(tangent(x, xr.ones_like(x)), lf.jvp(f, (x,), (xr.ones_like(x),))[1], rtol=1e-12)
+    assert jacobian.traces == tangent.traces == 1
 
 
 @pytest.mark.parametrize("transform", [lf.grad, lf.jacrev])

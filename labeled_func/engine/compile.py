@@ -565,12 +565,17 @@ def record_while_loop(level, cond, body, init):
     final state, traced by ``level``.
     """
     specs = [_spec(value, level, []) for value in init]
-    while True:
+    while True:  # each round widens a spec: as many rounds as levels per array, at most
         done, outcome = _record_loop(level, cond, body, init, specs)
         if done:
             return outcome
         init = [_widened(value, spec) for value, spec in zip(init, outcome)]
-        specs = outcome
+        specs = [_spec(value, level, []) for value in init]
+        if specs != outcome:  # pragma: no cover - a tower _widened cannot build
+            raise UnsupportedOperationError(
+                "lf.while_loop under lf.jit: the loop value changes from one iteration to the next in a way "
+                "lf.jit cannot record (it becomes mapped by a vmap or differentiated by a jvp that its start "
+                "is not). Start the loop from a value of the kind the body returns.")
 
 
 def _record_loop(level, cond, body, init, specs):
