@@ -138,7 +138,7 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
     TypeError
         Under ``lf.jit`` (a condition it traces): the condition is not a bool or a number,
         or ``body_fn`` returns another structure, dims, sizes or dtype than ``init_val``
-        (naming the leaf).
+        (naming the leaf), or the loop value holds an ``xr.Variable``.
     UnsupportedOperationError
         Reverse-mode differentiation (``lf.grad``, ``lf.vjp``, ``lf.jacrev``) inside
         ``lf.jit`` through a loop whose condition ``lf.jit`` traces: the number of

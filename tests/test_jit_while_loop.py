@@ -391,3 +391,11 @@ def test_a_condition_with_dims_or_of_strings_is_refused():
         lf.jit(lambda x: lf.while_loop(lambda v: v < 10, lambda v: v * 2, x))(X)
     with pytest.raises(TypeError, match=r"lf\.while_loop: the predicate must be boolean"):
         lf.jit(lambda x: lf.while_loop(lambda v: (v.sum() < 10) + 0j, lambda v: v * 2, x))(X)
+
+
+def test_a_variable_in_the_loop_value_is_refused_by_name():
+    def f(x):
+        return lf.while_loop(lambda s: s[0].sum() < 10, lambda s: (s[0] * 2, s[1]), (x, xr.Variable("t", [1.0, 2.0])))
+
+    with pytest.raises(TypeError, match=r"lf\.while_loop under lf\.jit: the loop value holds an xr\.Variable"):
+        lf.jit(f)(X)
