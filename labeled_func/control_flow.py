@@ -20,7 +20,8 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.primitive import known
 
 from .engine import any_example_true, is_batched
-from .engine.errors import UnsupportedOperationError
+from .engine.compile import recording_of
+from .flat import replace_arrays
 
 __all__ = ["cond", "while_loop"]
 
@@ -109,6 +110,13 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
     Under vmap with a mapped condition the body runs until every example is done, and
     the examples already done keep their value (the loop's result per example).
 
+    Under ``lf.jit``, a condition traced by it (one that depends on the arguments) makes
+    the loop one step of the recorded program, which loops at every call until that
+    call's condition is false: the number of iterations follows each call's data.  The
+    body is recorded once, so it must return the loop value's structure and, leaf by
+    leaf, its dims, sizes and dtype (a Python number in ``init_val`` becomes a 0-d array
+    of NumPy's dtype for it).
+
     Parameters
     ----------
     cond_fn : callable
@@ -127,9 +135,15 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
     ------
     ValueError
         The condition has dims (more than one value per example).
+    TypeError
+        Under ``lf.jit`` (a condition it traces): the condition is not a bool or a number,
+        or ``body_fn`` returns another structure, dims, sizes or dtype than ``init_val``
+        (naming the leaf), or the loop value holds an ``xr.Variable``.
     UnsupportedOperationError
-        The condition is traced by ``lf.jit`` (the number of iterations would depend on
-        the values of later calls).
+        Reverse-mode differentiation (``lf.grad``, ``lf.vjp``, ``lf.jacrev``) inside
+        ``lf.jit`` through a loop whose condition ``lf.jit`` traces: the number of
+        iterations depends on later calls' values (loop a fixed number of times instead,
+        e.g. with ``lf.scan``).
 
     Examples
     --------
@@ -138,19 +152,19 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
     >>> double_past = lambda lim: lf.while_loop(lambda v: v <= lim, lambda v: v * 2, lim * 0 + 1)
     >>> lf.vmap(double_past, dim="sample")(limit).values
     array([ 2.,  8., 32.])
+    >>> compiled = lf.jit(lf.vmap(double_past, dim="sample"))
+    >>> compiled(limit).values, compiled(limit * 10).values  # the second call loops longer
+    (array([ 2.,  8., 32.]), array([ 16.,  64., 256.]))
     """
     value = init_val
     while True:
         pred = cond_fn(value)
         data = _data(pred)
-        if not known(data):
-            raise UnsupportedOperationError(
-                "lf.while_loop with a condition traced by lf.jit: the number of iterations would depend "
-                "on the values of later calls, and lf.jit cannot record such a loop yet. Call lf.jit on "
-                "the loop body instead (lf.while_loop(cond, lf.jit(body), x)), or loop a fixed number of "
-                "times (for _ in range(n)) and select with lf.cond / xr.where."
-            )
-        if not is_batched(data):
+        mapped = is_batched(data)
+        if not known(data) and not (mapped and _STRUCTURE_ONLY.get()):
+            # traced by lf.jit: the loop is recorded as one step of its program
+            return _recorded_loop(cond_fn, body_fn, value, recording_of(data))
+        if not mapped:
             if not bool(data):
                 return value
             value = body_fn(value)
@@ -163,6 +177,129 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
         if not any_example_true(data):
             return value
         value = _select_tree(pred, body_fn(_fresh(value)), value, "while_loop")
+
+
+def _recorded_loop(cond_fn, body_fn, value, level):
+    """The loop as one node of lf.jit's recording ``level``: the condition and the body
+    are recorded on the arrays of ``value`` (see ``engine.compile.record_while_loop``).
+    Where the condition is mapped, the body's step is selected per example (the examples
+    already done keep their value) and the node loops while any example runs."""
+    paths, leaves, treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)
+    leaves = [np.asarray(leaf) if _is_number(leaf) else leaf for leaf in leaves]
+    counts, arrays = [], []
+    for leaf in leaves:
+        found = _state_arrays(leaf)
+        counts.append(len(found))
+        arrays.extend(found)
+    several = len(leaves) > 1 or paths != [()]
+    names = ["output" + "".join(f"[{k!r}]" for k in path) if several else "the loop value" for path in paths]
+
+    def rebuild(state):
+        rebuilt, k = [], 0
+        for leaf, count in zip(leaves, counts):
+            rebuilt.append(replace_arrays(leaf, state[k:k + count]) if count else leaf)
+            k += count
+        return optree.tree_unflatten(treedef, rebuilt)
+
+    def cond(state):
+        return _loop_predicate(cond_fn(rebuild(state)))
+
+    def body(fresh):
+        pred = _loop_predicate(cond_fn(rebuild(fresh())))
+        out = body_fn(rebuild(fresh()))
+        _check_body(value, out, leaves, treedef)
+        new = []
+        for leaf, result, name in zip(leaves, optree.tree_structure(value, none_is_leaf=True).flatten_up_to(out),
+                                      names):
+            new.extend(_aligned_arrays(leaf, result, name))
+        if not is_batched(pred):
+            return new
+        return [ew.where.bind(pred, a, b) for a, b in zip(new, fresh())]
+
+    return rebuild(level.while_loop(cond, body, arrays))
+
+
+def _is_number(leaf):
+    return isinstance(leaf, (bool, int, float, complex, np.generic))
+
+
+def _state_arrays(leaf):
+    """The arrays of a leaf of a loop value recorded by lf.jit."""
+    if isinstance(leaf, xr.DataArray):
+        return [leaf.data]
+    if isinstance(leaf, xr.Dataset):
+        return [leaf[name].data for name in leaf.data_vars]
+    if isinstance(leaf, xr.Variable):
+        raise TypeError("lf.while_loop under lf.jit: the loop value holds an xr.Variable; use a DataArray")
+    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+        return [leaf]
+    return []
+
+
+def _aligned_arrays(leaf, result, name):
+    """The arrays of ``result`` (the body's output for ``leaf``), in the order of ``leaf``'s
+    dims, of its dtype (checked)."""
+    if isinstance(leaf, xr.DataArray):
+        found = [result.transpose(*leaf.dims).data if isinstance(result, xr.DataArray) else result]
+        expected = [leaf.data]
+    elif isinstance(leaf, xr.Dataset):
+        found = [result[var].transpose(*leaf[var].dims).data for var in leaf.data_vars]
+        expected = [leaf[var].data for var in leaf.data_vars]
+    else:
+        found = _state_arrays(leaf) and [result.data if isinstance(result, xr.DataArray) else result]
+        expected = _state_arrays(leaf)
+    arrays = []
+    for array, reference in zip(found, expected):
+        dtype, got = _dtype(reference), _dtype(np.asarray(array) if _is_number(array) else array)
+        if _is_number(array) and np.result_type(dtype, array) == dtype:
+            array = np.asarray(array, dtype=dtype)  # a Python number takes the loop value's dtype
+        elif got != dtype:
+            raise TypeError(f"lf.while_loop: body_fn returns dtype {got} for {name} where the loop "
+                            f"value has dtype {dtype}; under lf.jit each iteration keeps the loop value's dtypes "
+                            "(a Python number in init_val is a 0-d array of NumPy's dtype: int64 for 0, float64 "
+                            "for 0.0): cast it (.astype(...)) or start from a value of that dtype")
+        arrays.append(array)
+    return arrays
+
+
+def _dtype(array):
+    return np.dtype(getattr(array.dtype, "_np_dtype", array.dtype))
+
+
+def _loop_predicate(pred):
+    """The data of a loop condition recorded by lf.jit: checked, a boolean."""
+    _check_predicate(pred, "while_loop")
+    data = _data(pred)
+    if np.dtype(getattr(getattr(data, "dtype", None), "_np_dtype", getattr(data, "dtype", bool))).kind != "b":
+        data = data != 0  # a number: true where not zero
+    return data
+
+
+def _check_body(init, out, leaves, treedef):
+    """Under lf.jit the body returns the loop value's structure and, leaf by leaf, its
+    kind, dims (in any order), sizes and dtype."""
+    paths = optree.tree_paths(init, none_is_leaf=True)
+    out_leaves, out_def = optree.tree_flatten(out, none_is_leaf=True)
+    if out_def != treedef:
+        shown = (_structure(init), _structure(out))
+        if shown[0] == shown[1]:
+            shown = (str(treedef), str(out_def))
+        raise TypeError(f"lf.while_loop: body_fn must return the structure of the loop value: init_val is "
+                        f"{shown[0]} and body_fn returns {shown[1]} (the same containers, keys and number "
+                        "of leaves)")
+    several = len(leaves) > 1 or paths != [()]
+    given = optree.tree_leaves(init, none_is_leaf=True)
+    for path, a, b, original in zip(paths, leaves, out_leaves, given):
+        where = " for output" + "".join(f"[{k!r}]" for k in path) if several else ""
+        difference = _difference(_describe(a), _describe(b))
+        if difference is not None:
+            what, got_init, got_body = difference
+            number = (f" (the Python number {original!r} in init_val is a 0-d array of dtype {_dtype(a)} "
+                      "under lf.jit)") if _is_number(original) else ""
+            raise TypeError(f"lf.while_loop: body_fn returns different {what}{where} than the loop value: "
+                            f"init_val has {got_init}{number} and body_fn returns {got_body}. Under lf.jit the "
+                            "loop value keeps its dims, sizes and dtype from one iteration to the next: make "
+                            "body_fn return them (e.g. .astype(...), xr.zeros_like(v)).")
 
 
 def _fresh(tree):

@@ -87,8 +87,9 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
         ``float()``, ``.item()``; ``lf.DynamicShapeError`` for a shape that depends on
         values).
     lf.UnsupportedOperationError
-        When traced: an ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a
-        0-d traced position ``i`` (the message gives the recipe: a length-1 dim).
+        When traced: reverse-mode differentiation (``lf.grad``...) through an
+        ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a 0-d traced
+        position ``i`` (the message gives the recipe: a length-1 dim).
 
     Examples
     --------
