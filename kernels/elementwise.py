@@ -175,12 +175,12 @@ def _add_inplace_impl(x, y):
     """``x + y``, written into ``x``'s buffer where it fits (a NumPy array owning a writable
     buffer of the result's shape and dtype), else a new array: the same values either way.
     For a sum the caller builds up in a temporary of its own that nothing else reads (a
-    cotangent accumulated over several uses, a tangent summed over several arguments):
-    one array instead of one per term.  Callers bind it only where the values are known
+    cotangent accumulated over several uses, a tangent summed over several arguments): one
+    array instead of one per term.  Callers bind it only where the values are known
     (:func:`primitive.known`): a recorded program replays an impl on values it may read again."""
-    if (type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x)):
+    if type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x):
         return np.add(x, y, out=x)
-    return _add(x, y)
+    return add.impl(x, y)
 
 
 def _fits_into(y, x):
@@ -359,7 +359,7 @@ def _safe_multiply_vjp(cotangent, primals, out):
                  for x, other in ((g, d), (d, g)))
 
 
-_add, _multiply, _where, _equal = add.impl, multiply.impl, where.impl, equal.impl
+_multiply, _where, _equal = multiply.impl, where.impl, equal.impl
 _logical_and, _logical_not, _isfinite = logical_and.impl, logical_not.impl, isfinite.impl
 safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
@@ -378,6 +378,9 @@ def partial_rules(prim, partials, safe=False):
         for tangent, derivative in zip(tangents, derivatives):
             derivative = None if tangent is None else _value(derivative)
             if derivative is None:
+                continue
+            if derivative is _MINUS_ONE and total is not None:  # a - b, not a + (-b): one array, same bits
+                total, fresh = subtract.bind(total, tangent), True
                 continue
             term = tangent if derivative is _ONE else (
                 negative.bind(tangent) if derivative is _MINUS_ONE else multiply.bind(tangent, derivative))
