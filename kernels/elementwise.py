@@ -6,15 +6,18 @@ leaves unbatched ones alone, since right-aligned broadcasting already fits them.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .backend import (all_finite, device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
                       numpy_namespace)
 from .core import broadcast_to, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive
+from .primitive import Primitive, known
 
-__all__ = ["batch_elementwise", "elementwise_primitive", "partial_rules", "real_valued_rules", "safe_multiply"]
+__all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "partial_rules", "real_valued_rules",
+           "safe_multiply"]
 
 
 def _ndim(value):
@@ -166,6 +169,38 @@ exp2 = elementwise_primitive("exp2", _exp2)
 
 # --- binary -----------------------------------------------------------------
 add = _define("add")
+
+
+def _add_inplace_impl(x, y):
+    """``x + y``, written into ``x``'s buffer where it fits (a NumPy array owning a writable
+    buffer of the result's shape and dtype), else a new array: the same values either way.
+    For a sum the caller builds up in a temporary of its own that nothing else reads (a
+    cotangent accumulated over several uses, a tangent summed over several arguments): one
+    array instead of one per term.  Callers bind it only where the values are known
+    (:func:`primitive.known`): a recorded program replays an impl on values it may read again."""
+    if type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x):
+        return np.add(x, y, out=x)
+    return add.impl(x, y)
+
+
+def _fits_into(y, x):
+    """Whether ``x + y`` has ``x``'s shape and dtype (``y`` an array of ``x``'s dtype, or a
+    Python number NumPy keeps weak)."""
+    kind = type(y)
+    if kind is np.ndarray:
+        return y.dtype == x.dtype and (y.shape == x.shape or _broadcasts_to(y.shape, x.shape))
+    if kind is float or kind is int:
+        return x.dtype.kind in "fc"
+    return False
+
+
+def _broadcasts_to(shape, target):
+    if len(shape) > len(target):
+        return False
+    return all(size in (1, full) for size, full in zip(shape[::-1], target[::-1]))
+
+
+add_inplace = elementwise_primitive("add_inplace", _add_inplace_impl)
 subtract = _define("subtract", semantics="number")
 multiply = _define("multiply")
 divide = _define("divide", semantics="floating")
@@ -339,13 +374,20 @@ def partial_rules(prim, partials, safe=False):
         out = prim.bind(*primals, **params)
         derivatives = partials(primals, out, **params)
         total = None
+        fresh = False  # whether total is an array made here (a product, a sum), nobody else's
         for tangent, derivative in zip(tangents, derivatives):
             derivative = None if tangent is None else _value(derivative)
             if derivative is None:
                 continue
+            if derivative is _MINUS_ONE and total is not None:  # a - b, not a + (-b): one array, same bits
+                total, fresh = subtract.bind(total, tangent), True
+                continue
             term = tangent if derivative is _ONE else (
                 negative.bind(tangent) if derivative is _MINUS_ONE else multiply.bind(tangent, derivative))
-            total = term if total is None else add.bind(total, term)
+            if total is None:
+                total, fresh = term, derivative is not _ONE
+            else:
+                total, fresh = add_to_temporary(total, term, fresh), True
         if total is not None and tuple(getattr(total, "shape", ())) != tuple(getattr(out, "shape", ())):
             total = broadcast_to.bind(total, shape=tuple(out.shape))
         return out, total
@@ -369,14 +411,34 @@ def partial_rules(prim, partials, safe=False):
                 term = g
             elif derivative is _MINUS_ONE:
                 term = negative.bind(g)
-            else:
-                term = (safe_multiply if safe else multiply).bind(g, derivative)
+            else:  # NaN-safe against a partial that may be infinite; a finite constant cannot be
+                term = (safe_multiply if safe and not _finite_constant(derivative) else multiply).bind(g, derivative)
             cotangents.append(unbroadcast(term, primal.shape))
         return tuple(cotangents)
 
     vjp.wanted = vjp_wanted
     prim.jvp = jvp
     prim.vjp = vjp
+
+
+def add_to_temporary(total, term, owned):
+    """``total + term``; into ``total``'s buffer when ``owned`` (``total`` is a temporary of the
+    caller's own, which nothing else reads) and the values are known (not recorded for
+    later calls, where an impl may be replayed on values read again)."""
+    if owned and known(total) and known(term):
+        return add_inplace.bind(total, term)
+    return add.bind(total, term)
+
+
+def _finite_constant(value):
+    """Whether ``value`` is a finite Python number or an untraced finite 0-d array: a partial
+    that cannot make ``0 * inf``, so a plain product is NaN-safe."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return math.isfinite(value)
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return value.ndim == 0 and dtype_kind(value.dtype) in "iuf" and bool(np.isfinite(value))
+    return False
 
 
 def _value(derivative):
@@ -474,6 +536,7 @@ def _complex_exponent_partial(x, out):
 
 _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
+    add_inplace: (lambda x, y, out: (_ONE, _ONE), False),
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (lambda: divide.bind(1.0, y), lambda: negative.bind(divide.bind(out, y))), True),
@@ -515,7 +578,7 @@ for _prim, (_partials, _safe) in _BINARY.items():
 # what their derivatives read: add and subtract nothing (shapes only); a product the other
 # factor of each factor that receives a cotangent; a quotient the divisor, and the output
 # for the divisor's cotangent
-add.keeps = subtract.keeps = lambda count, traced: ((), False)
+add.keeps = add_inplace.keeps = subtract.keeps = lambda count, traced: ((), False)
 multiply.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 divide.keeps = lambda count, traced: ((1,), 1 in traced)
 # x ** y reads the output for the exponent's cotangent only

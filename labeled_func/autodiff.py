@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
+import weakref
 from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, Optional
 
@@ -875,11 +876,25 @@ def _parameter(func, i):
 
 
 def _parameter_names(func):
+    """The names of ``func``'s positional parameters (read once per function: a transform
+    names them at every call, and ``inspect.signature`` costs more than a small array op)."""
     try:
-        return [n for n, p in inspect.signature(func).parameters.items()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        return _PARAMETER_NAMES[func]
+    except (KeyError, TypeError):  # TypeError: a callable that takes no weak reference
+        pass
+    try:
+        names = tuple(n for n, p in inspect.signature(func).parameters.items()
+                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
     except (TypeError, ValueError):
-        return []
+        names = ()
+    try:
+        _PARAMETER_NAMES[func] = names
+    except TypeError:
+        pass
+    return names
+
+
+_PARAMETER_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class _Positions(tuple):

@@ -317,21 +317,29 @@ def _node(prim, params, parents, primals, out):
     return Node(prim, params, tuple(parents), tuple(primals), out)
 
 
-_ZEROS = {}
+_NUMPY_STAND_INS = {}  # (shape, dtype) -> a read-only broadcast zero: constants, shared
+_MAX_STAND_INS = 256
 
 
 def stand_in(value):
     """An array of ``value``'s shape and dtype (and library and device) holding no memory:
     one zero, broadcast.  What a tape keeps of a value its VJP reads the shape of only."""
+    if type(value) is np.ndarray:  # the common case, first
+        found = _NUMPY_STAND_INS.get((value.shape, value.dtype))
+        if found is not None:
+            return found
     if not hasattr(value, "shape"):
         return value
     shape, dtype = tuple(value.shape), value.dtype
     base = bottom(value)
     if type(base) is np.ndarray or isinstance(base, np.generic):
-        zero = _ZEROS.get(dtype)
-        if zero is None:
-            zero = _ZEROS[dtype] = np.zeros((), dtype=dtype)
-        return np.broadcast_to(zero, shape)
+        key = (shape, dtype)
+        found = _NUMPY_STAND_INS.get(key)
+        if found is None:
+            if len(_NUMPY_STAND_INS) >= _MAX_STAND_INS:
+                _NUMPY_STAND_INS.clear()
+            found = _NUMPY_STAND_INS[key] = np.broadcast_to(np.zeros((), dtype=dtype), shape)
+        return found
     xp = namespace(base)
     return xp.broadcast_to(xp.zeros((), dtype=dtype, device=device_of(base)), shape)
 
@@ -453,8 +461,9 @@ def backward(seeds, wanted):
     """Cotangents of the ``wanted`` nodes, given ``seeds``: [(node, cotangent)]."""
     order = _topological([node for node, _ in seeds])
     cotangents = {}
+    owned = set()  # ids of the nodes whose cotangent is a sum made here: added to in place
     for node, cotangent in seeds:
-        _accumulate(cotangents, node, cotangent)
+        _accumulate(cotangents, owned, node, cotangent)
     wanted_ids = {id(node) for node in wanted}
     results = {}
     for node in reversed(order):
@@ -469,17 +478,26 @@ def backward(seeds, wanted):
         for position, parent in node.parents:
             contribution = inputs[position]
             if contribution is not None:
-                _accumulate(cotangents, parent, contribution)
+                _accumulate(cotangents, owned, parent, contribution)
     return [results.get(id(node)) for node in wanted]
 
 
-def _accumulate(cotangents, node, cotangent):
+def _accumulate(cotangents, owned, node, cotangent):
+    key = id(node)
     if type(node) is CallNode:  # (index, cotangent) of one output, from its OutputNode
         index, cotangent = cotangent
-        parts = cotangents.setdefault(id(node), [None] * len(node.outs))
+        parts = cotangents.setdefault(key, [None] * len(node.outs))
         parts[index] = _sum(parts[index], _fit(cotangent, node.outs[index]))
         return
-    cotangents[id(node)] = _sum(cotangents.get(id(node)), _fit(cotangent, node.out))
+    cotangent = _fit(cotangent, node.out)
+    previous = cotangents.get(key)
+    if previous is None:
+        cotangents[key] = cotangent
+        owned.discard(key)
+        return
+    # a value used several times: its cotangents are summed in one array of this pass's own
+    cotangents[key] = ew.add_to_temporary(previous, cotangent, key in owned)
+    owned.add(key)
 
 
 def _fit(cotangent, out):
