@@ -186,3 +186,25 @@ def test_a_negated_roll_is_absorbed_into_the_sum_reading_it():
     assert not [node for node in compiled(jitted).nodes if node.function is np.negative]
     x2, y2 = rng.normal(size=(2, 40, 50))
     same(jitted(x2, y2), f(x2, y2))
+
+
+def test_a_parameter_broadcast_in_many_products_is_spread_once_with_the_same_bits():
+    def steps(c, u):
+        for _ in range(6):
+            u = u - 0.1 * c[:, None] * u + c[:, None] * 0.01
+        return u
+
+    rng = np.random.default_rng(6)
+    c, u = rng.uniform(0.5, 1.5, 300), rng.normal(size=(300, 64))
+    jitted = lf.jit(steps)
+    same(jitted(c, u), steps(c, u))
+    nodes = compiled(jitted).nodes
+    spreads = [node for node in nodes if getattr(node.function, "__name__", "") == "spread"]
+    # 0.1 * c[:, None] and c[:, None] * 0.01: two (300, 1) operands, each read at every step
+    assert len(spreads) == 2 and all(node.out[0] == (300, 64) for node in spreads)
+    views = [node for node in nodes if node.prim is not None and node.prim.name == "getitem"]
+    assert len(views) <= 1  # c[:, None] recorded once (slices in parameters compare)
+    c2, u2 = rng.uniform(0.5, 1.5, 300), rng.normal(size=(300, 64))
+    same(jitted(c2, u2), steps(c2, u2))
+    gradient = lf.jit(lf.grad(lambda c, u: (steps(c, u) ** 2).sum()))
+    same(gradient(c2, u2), lf.grad(lambda c, u: (steps(c, u) ** 2).sum())(c2, u2))

@@ -101,6 +101,8 @@ class JitLevel(Level):
         """A traced input of the program."""
         tracer = JitTracer(self, value, self.new_slot())
         self.program.inputs.append(tracer._slot)
+        if type(value) is np.ndarray:
+            self.program.layouts[tracer._slot] = (value.shape, value.dtype)
         return tracer
 
     def source(self, draw, value):
@@ -295,6 +297,20 @@ def _numpy_lowering(prim, values, params, out):
 _safe_product.writes_into = True
 
 
+def _spread_into(shape, dtype):
+    """A copy of an operand broadcast to ``shape``, into ``out`` (fresh when None)."""
+    def spread(x, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        np.copyto(out, x)
+        return out
+    spread.writes_into = True
+    return spread
+
+
+_SPREAD_MIN_READERS = 3  # spreading costs about one product: it pays from three readers on
+
+
 def _lowered(prim, values, params, out=None):
     """What a node calls: the library function itself where the primitive's impl only picks
     it from the arguments' namespace (``np.sin``), a replay kernel of this module for NumPy
@@ -333,11 +349,21 @@ def _node_key(prim, params, refs):
     try:
         constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
                                                         else ref.value) for ref in refs)
-        key = (prim, tuple(sorted(params.items())), constants)
+        key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), constants)
         hash(key)
         return key
     except TypeError:
         return None
+
+
+def _frozen(value):
+    """A parameter as a hashable value: slices (unhashable before Python 3.12) and the
+    tuples holding them spelled out."""
+    if type(value) is slice:
+        return ("slice", value.start, value.stop, value.step)
+    if type(value) is tuple:
+        return tuple(_frozen(item) for item in value)
+    return value
 
 
 class JitTracer(PrimalTracer):
@@ -393,6 +419,7 @@ class Program:
         self.inputs = []
         self.nodes = []
         self.outputs = []
+        self.layouts = {}  # input slot -> (shape, dtype) of a NumPy input
         self._plan = None
         self._lock = threading.Lock()
 
@@ -417,6 +444,7 @@ class Program:
         self.nodes = kept[::-1]
         self.simplify()
         self.fuse()
+        self.spread()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
         for node in self.nodes:
@@ -541,6 +569,47 @@ class Program:
             nodes.append(node)
         if dropped:
             self.nodes = [node for node in nodes if node.slot not in dropped]
+        return self
+
+    def spread(self):
+        """An operand that NumPy broadcasts along an axis in several large ufuncs (a
+        per-sample parameter of shape (N, 1) against fields of shape (N, cells), at each
+        step of a loop) is spread to the full shape once, before the first of them: NumPy
+        loops over a broadcast operand in short inner loops, 2-3 times slower than over
+        contiguous ones. The same values meet the same operations: the same bits."""
+        layout = dict(self.layouts)
+        for node in self.nodes:
+            if node.out is not None:
+                layout[node.slot] = node.out
+        uses = {}
+        for index, node in enumerate(self.nodes):
+            function = node.function
+            if node.out is None or node.params or not (
+                    (type(function) is np.ufunc and function.nin == 2 and function.nout == 1)
+                    or function is _safe_product):
+                continue
+            shape, dtype = node.out
+            if dtype.itemsize * math.prod(shape) < POOL_MIN_BYTES:
+                continue
+            for position, ref in enumerate(node.refs):
+                known = layout.get(ref) if type(ref) is int else (
+                    (ref.value.shape, ref.value.dtype) if type(ref.value) is np.ndarray else None)
+                if known is not None and known[0] != shape and known[1] == dtype and len(known[0]) == len(shape):
+                    uses.setdefault((ref, shape), []).append((index, position))
+        spreads = {}  # index of the first reader -> the nodes spreading its operands
+        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+        for (ref, shape), readers in uses.items():
+            if len(readers) < _SPREAD_MIN_READERS:
+                continue
+            dtype = self.nodes[readers[0][0]].out[1]
+            spread = Node(_spread_into(shape, dtype), {}, (ref,), fresh)
+            spread.out, fresh = (shape, dtype), fresh + 1
+            spreads.setdefault(readers[0][0], []).append(spread)
+            for index, position in readers:
+                node = self.nodes[index]
+                node.refs = node.refs[:position] + (spread.slot,) + node.refs[position + 1:]
+        if spreads:
+            self.nodes = [new for index, node in enumerate(self.nodes) for new in (*spreads.get(index, ()), node)]
         return self
 
     def _run_pooled(self, env):
