@@ -208,3 +208,36 @@ def test_a_parameter_broadcast_in_many_products_is_spread_once_with_the_same_bit
     same(jitted(c2, u2), steps(c2, u2))
     gradient = lf.jit(lf.grad(lambda c, u: (steps(c, u) ** 2).sum()))
     same(gradient(c2, u2), lf.grad(lambda c, u: (steps(c, u) ** 2).sum())(c2, u2))
+
+
+def test_a_gradient_under_jit_does_not_compute_the_value_it_only_takes_the_shape_of():
+    calls = []
+
+    def f(x):
+        value = np.sin(x).sum() + (x ** 3).sum()
+        return value
+
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=50)
+    gradient = lf.jit(lf.grad(f))
+    gradient(x)
+    program = compiled(gradient)
+    # the seed of the backward pass is ones of the output's shape: a node that reads nothing,
+    # so the sums of the forward value are dead code
+    assert not [node for node in program.nodes if node.prim is not None and node.prim.name == "reduce_sum"]
+    seeds = [node for node in program.nodes if node.prim is not None and node.prim.name == "ones_like"]
+    assert seeds and all(node.refs == () for node in seeds)
+    for values in (x, rng.normal(size=50)):
+        same(gradient(values), lf.grad(f)(values))
+        np.testing.assert_allclose(gradient(values), np.cos(values) + 3 * values ** 2, rtol=1e-14)
+
+
+def test_buffers_made_from_a_traced_template_are_filled_at_every_call():
+    def f(x):
+        out = np.zeros_like(x)
+        out[1:] = np.cumsum(x)[:-1]
+        return out + np.full_like(x, 2.0)
+
+    jitted = lf.jit(f)
+    for x in (np.arange(5.0), np.linspace(-1, 1, 5)):
+        same(jitted(x), f(x))

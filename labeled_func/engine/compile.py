@@ -146,6 +146,9 @@ class JitLevel(Level):
             raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
         if prim is ew.safe_multiply and type(refs[1]) is Constant and _finite_constant(refs[1].value):
             prim = ew.multiply  # the mask can never apply: a plain product, fusable
+        if (prim.traced_constant and isinstance(values[0], (np.ndarray, np.generic))
+                and all(type(r) is Constant for r in refs[1:])):
+            return self._created(prim, values, params, out)
         key = _node_key(prim, params, refs)
         slot = self._seen.get(key) if key is not None else None
         if slot is None:
@@ -162,6 +165,32 @@ class JitLevel(Level):
         if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
             result._view = make_view(prim, args, params, out)
         return result
+
+    def _created(self, prim, values, params, out):
+        """``zeros_like(x)``, ``ones_like(x)``...: the shapes of a program are fixed, so the
+        node reads nothing (``x`` is computed only if something else needs it)."""
+        shape, dtype = values[0].shape, values[0].dtype
+        key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), shape, dtype,
+               tuple(("c", id(v)) if hasattr(v, "shape") else v for v in values[1:]))
+        try:
+            slot = self._seen.get(key)
+        except TypeError:
+            key = slot = None
+        if slot is None:
+            slot = self.new_slot()
+            template = np.broadcast_to(np.zeros((), dtype), shape)  # no memory: shape and dtype
+            rest = values[1:]
+
+            def create():
+                return prim.impl(template, *rest, **params)
+            create.writes_into = False  # reads nothing, returns a fresh array
+            node = Node(create, {}, (), slot, prim)
+            if type(out) is np.ndarray:
+                node.out = (out.shape, out.dtype)
+            self.program.nodes.append(node)
+            if key is not None:
+                self._seen[key] = slot
+        return JitTracer(self, out, slot)
 
     # --- calls run once per example -----------------------------------------------------------------
     def process_per_example(self, fun, arrays):
