@@ -464,14 +464,10 @@ class Program:
         reader of those arrays only reads them (no view of them can outlive their slot):
         a long program allocates a few buffers instead of one per operation, and large
         fresh allocations cost page faults."""
-        needed = set(self.outputs)
-        kept = []
-        for node in reversed(self.nodes):
-            if node.slot in needed:
-                kept.append(node)
-                needed.update(ref for ref in node.refs if type(ref) is int)
-        self.nodes = kept[::-1]
+        self._drop_dead()
+        self.drop_ones()
         self.simplify()
+        self._drop_dead()
         self.fuse()
         self.spread()
         position = {slot: k for k, slot in enumerate(self.inputs)}
@@ -537,6 +533,54 @@ class Program:
             for dead in frees:
                 env[dead] = None
         return [env[k] for k in self._outputs]
+
+    def _drop_dead(self):
+        needed = set(self.outputs)
+        kept = []
+        for node in reversed(self.nodes):
+            if node.slot in needed:
+                kept.append(node)
+                needed.update(ref for ref in node.refs if type(ref) is int)
+        self.nodes = kept[::-1]
+
+    def drop_ones(self):
+        """A product by an array of ones (the seed of a backward pass, ``ones_like`` of a
+        traced template, and views of it) is its other operand, when that has the product's
+        shape and dtype and the product is no output: ``1 * x`` is ``x``, bit for bit, and a
+        NaN-safe product with a cotangent of ones never masks. Likewise ``x ** 1`` (a rule's
+        derivative of a square) is ``x``."""
+        layout = dict(self.layouts)
+        for node in self.nodes:
+            if node.out is not None:
+                layout[node.slot] = node.out
+        outputs = set(self.outputs)
+        ones, rename, kept = set(), {}, []
+        for node in self.nodes:
+            if rename:
+                node.refs = tuple(rename.get(ref, ref) if type(ref) is int else ref for ref in node.refs)
+            if node.prim is kc.ones_like and not node.refs:
+                ones.add(node.slot)
+            elif node.prim in _VIEWS_OF_ONES and node.refs and node.refs[0] in ones:
+                ones.add(node.slot)
+            elif (node.prim is ew.power and len(node.refs) == 2 and type(node.refs[1]) is Constant
+                  and type(node.refs[1].value) in (int, float) and node.refs[1].value == 1
+                  and node.out is not None and node.slot not in outputs
+                  and _layout_of(node.refs[0], layout) == node.out):
+                rename[node.slot] = node.refs[0]  # x ** 1 is x (the kernel's copy of it)
+                continue
+            elif (node.prim in (ew.multiply, ew.safe_multiply) and len(node.refs) == 2 and node.out is not None
+                  and node.slot not in outputs):
+                for side in ((0, 1) if node.prim is ew.multiply else (0,)):  # safe_multiply(g, d): g the ones
+                    ref, other = node.refs[side], node.refs[1 - side]
+                    if type(ref) is int and ref in ones and _layout_of(other, layout) == node.out:
+                        rename[node.slot] = other
+                        break
+                else:
+                    kept.append(node)
+                continue
+            kept.append(node)
+        self.nodes = kept
+        return self
 
     def simplify(self):
         """Rewrites that save a pass over memory and give the same bits (IEEE rounds
@@ -870,6 +914,17 @@ def _writes_into(node):
         return None
     shape, dtype = node.out
     return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
+
+
+_VIEWS_OF_ONES = frozenset((kcore.expand_dims, kcore.broadcast_to, kcore.reshape, kcore.transpose, kcore.squeeze))
+
+
+def _layout_of(ref, layout):
+    """(shape, dtype) of a slot or of a NumPy constant, or None."""
+    if type(ref) is int:
+        return layout.get(ref)
+    value = ref.value
+    return (value.shape, value.dtype) if type(value) is np.ndarray else None
 
 
 def _retyped(fusable, dtypes):
