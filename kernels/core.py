@@ -17,7 +17,7 @@ from .backend import dtype_kind, namespace, namespace_dtype, normalize_axis, num
 from .primitive import Primitive
 
 __all__ = [
-    "linear_rules", "differentiable_input", "shifted", "inverse_permutation",
+    "Negated", "linear_rules", "differentiable_input", "shifted", "inverse_permutation",
     "reshape", "transpose", "moveaxis", "axes_last", "expand_dims", "squeeze", "broadcast_to", "copy",
     "axis_reduction", "reduce_sum", "keep_reduced", "unreduce", "reduced_size",
     "unbroadcast", "broadcast_batch", "move_batch_axis_to_front",
@@ -25,11 +25,31 @@ __all__ = [
 
 
 # --- derivative rules of linear operations ------------------------------------------------
-def linear_rules(prim, transpose_rule):
+class Negated:
+    """A cotangent ``-value`` that is not computed yet: what a reverse pass hands on where a
+    rule's partial derivative is -1 (``a - b``, ``-x``).  The pass subtracts it where it sums
+    cotangents, and a rule that only moves the elements of its cotangent (reshape,
+    transpose, roll: ``rearranges``) pulls back ``value`` and keeps the sign deferred, bit
+    for bit the same (``a + (-b)`` is ``a - b`` in IEEE arithmetic, a moved ``-g`` is ``-``
+    the moved ``g``).  Only a ``vjp.signed`` rule receives or returns one (see
+    :class:`primitive.Primitive`); anywhere else the pass computes ``negative(value)``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"Negated({self.value!r})"
+
+
+def linear_rules(prim, transpose_rule, rearranges=False):
     """Set the rules of ``prim``, linear in its first argument (the others are indices).
 
     The JVP applies ``prim`` to the tangent; the VJP is ``transpose_rule(g, *primals,
-    **params)``, the cotangent of the first argument.  Returns ``prim``.
+    **params)``, the cotangent of the first argument.  ``rearranges``: each element of that
+    cotangent is one element of ``g``, moved (no sum, no zero filled in): then the VJP of a
+    :class:`Negated` cotangent is the :class:`Negated` VJP.  Returns ``prim``.
     """
 
     def jvp(primals, tangents, **params):
@@ -40,6 +60,15 @@ def linear_rules(prim, transpose_rule):
     def vjp(g, primals, out, **params):
         cotangent = transpose_rule(g, *primals, **params) if differentiable_input(primals[0]) else None
         return (cotangent,) + (None,) * (len(primals) - 1)
+
+    if rearranges:
+        def signed(g, primals, out, wanted, **params):
+            if type(g) is not Negated:
+                return vjp(g, primals, out, **params)
+            cotangent = transpose_rule(g.value, *primals, **params) if differentiable_input(primals[0]) else None
+            return (None if cotangent is None else Negated(cotangent),) + (None,) * (len(primals) - 1)
+
+        vjp.signed = signed
 
     prim.jvp = jvp
     prim.vjp = vjp
@@ -83,7 +112,7 @@ def _reshape_batch(axis_size, values, batched, *, shape):
 
 
 reshape = linear_rules(Primitive("reshape", _reshape_impl, _reshape_batch),
-                       lambda g, x, *, shape: reshape.bind(g, shape=tuple(x.shape)))
+                       lambda g, x, *, shape: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
 # --- transpose --------------------------------------------------------------
@@ -96,7 +125,7 @@ def _transpose_batch(axis_size, values, batched, *, axes):
 
 
 transpose = linear_rules(Primitive("transpose", _transpose_impl, _transpose_batch),
-                         lambda g, x, *, axes: transpose.bind(g, axes=inverse_permutation(axes)))
+                         lambda g, x, *, axes: transpose.bind(g, axes=inverse_permutation(axes)), rearranges=True)
 
 
 def moveaxis(x, source, destination):
@@ -139,7 +168,7 @@ def _expand_dims_batch(axis_size, values, batched, *, axis):
 
 
 expand_dims = linear_rules(Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch),
-                           lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)))
+                           lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
 def _squeeze_impl(x, *, axis):
@@ -151,7 +180,7 @@ def _squeeze_batch(axis_size, values, batched, *, axis):
 
 
 squeeze = linear_rules(Primitive("squeeze", _squeeze_impl, _squeeze_batch),
-                       lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)))
+                       lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
 # --- broadcast_to -------------------------------------------------------------
@@ -180,7 +209,7 @@ def _copy_batch(axis_size, values, batched):
     return copy.bind(values[0]), True
 
 
-copy = linear_rules(Primitive("copy", _copy_impl, _copy_batch), lambda g, x: g)
+copy = linear_rules(Primitive("copy", _copy_impl, _copy_batch), lambda g, x: g, rearranges=True)
 
 
 # --- reductions over axes ---------------------------------------------------------------
@@ -220,7 +249,7 @@ def reduced_size(x, axis):
 
 
 reduce_sum = linear_rules(axis_reduction("reduce_sum", "sum"),
-                          lambda g, x, *, axis, keepdims, **_: unreduce(g, x, axis, keepdims))
+                          lambda g, x, *, axis, keepdims, **_: unreduce(g, x, axis, keepdims), rearranges=True)
 
 
 # --- broadcasting: undone in cotangents, done along the batch ---------------------------------

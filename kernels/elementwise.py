@@ -12,12 +12,12 @@ import numpy as np
 
 from .backend import (all_finite, device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
                       numpy_namespace)
-from .core import broadcast_to, reshape, unbroadcast
+from .core import Negated, broadcast_to, reshape, unbroadcast
 from .creation import zeros_like
 from .primitive import Primitive, known
 
-__all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "partial_rules", "real_valued_rules",
-           "safe_multiply"]
+__all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "materialised", "partial_rules",
+           "real_valued_rules", "safe_multiply", "subtract_from_temporary"]
 
 
 def _ndim(value):
@@ -202,6 +202,16 @@ def _broadcasts_to(shape, target):
 
 add_inplace = elementwise_primitive("add_inplace", _add_inplace_impl)
 subtract = _define("subtract", semantics="number")
+
+
+def _subtract_inplace_impl(x, y):
+    """``x - y``, written into ``x``'s buffer where it fits, as :func:`_add_inplace_impl`."""
+    if type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x):
+        return np.subtract(x, y, out=x)
+    return subtract.impl(x, y)
+
+
+subtract_inplace = elementwise_primitive("subtract_inplace", _subtract_inplace_impl)
 multiply = _define("multiply")
 divide = _define("divide", semantics="floating")
 floor_divide = _define("floor_divide")
@@ -393,10 +403,21 @@ def partial_rules(prim, partials, safe=False):
         return out, total
 
     def vjp(g, primals, out, **params):
-        return vjp_wanted(g, primals, out, None, **params)
+        return cotangents_of(g, primals, out, None, False, params)
 
     def vjp_wanted(g, primals, out, wanted, **params):
+        return cotangents_of(g, primals, out, wanted, False, params)
+
+    def vjp_signed(g, primals, out, wanted, **params):
+        return cotangents_of(g, primals, out, wanted, True, params)
+
+    def cotangents_of(g, primals, out, wanted, signed, params):
+        """The cotangents of the positions in ``wanted`` (all for None).  ``signed``: ``g``
+        may be a :class:`Negated` and the cotangents may be (a partial of -1 negates nothing
+        yet: ``-(-g)`` is ``g``, ``(-g) * d`` is ``-(g * d)``, bit for bit)."""
         derivatives = partials(primals, out, **params)
+        negated = type(g) is Negated
+        base = g.value if negated else g
         cotangents = []
         for position, (primal, derivative) in enumerate(zip(primals, derivatives)):
             if (derivative is None or not _is_array(primal) or is_integer_dtype(primal.dtype)
@@ -410,15 +431,27 @@ def partial_rules(prim, partials, safe=False):
             if derivative is _ONE:
                 term = g
             elif derivative is _MINUS_ONE:
-                term = negative.bind(g)
-            else:  # NaN-safe against a partial that may be infinite; a finite constant cannot be
-                term = (safe_multiply if safe and not _finite_constant(derivative) else multiply).bind(g, derivative)
-            cotangents.append(unbroadcast(term, primal.shape))
+                term = base if negated else Negated(g) if signed else negative.bind(g)
+            elif safe and not _finite_constant(derivative):  # NaN-safe against a partial that may be infinite
+                term = safe_multiply.bind(materialised(g), derivative)
+            else:  # a finite constant cannot make 0 * inf: a plain product
+                term = multiply.bind(base, derivative)
+                if negated:
+                    term = Negated(term)
+            if tuple(primal.shape) != tuple(getattr(term.value if type(term) is Negated else term, "shape", ())):
+                term = unbroadcast(materialised(term), primal.shape)  # a sum of -g is not -(the sum) at 0
+            cotangents.append(term)
         return tuple(cotangents)
 
     vjp.wanted = vjp_wanted
+    vjp.signed = vjp_signed
     prim.jvp = jvp
     prim.vjp = vjp
+
+
+def materialised(value):
+    """``value``, computed where it is a :class:`Negated` cotangent."""
+    return negative.bind(value.value) if type(value) is Negated else value
 
 
 def add_to_temporary(total, term, owned):
@@ -428,6 +461,13 @@ def add_to_temporary(total, term, owned):
     if owned and known(total) and known(term):
         return add_inplace.bind(total, term)
     return add.bind(total, term)
+
+
+def subtract_from_temporary(total, term, owned):
+    """``total - term``, into ``total``'s buffer as :func:`add_to_temporary` adds."""
+    if owned and known(total) and known(term):
+        return subtract_inplace.bind(total, term)
+    return subtract.bind(total, term)
 
 
 def _finite_constant(value):
@@ -538,6 +578,7 @@ _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
     add_inplace: (lambda x, y, out: (_ONE, _ONE), False),
     subtract: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
+    subtract_inplace: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (lambda: divide.bind(1.0, y), lambda: negative.bind(divide.bind(out, y))), True),
     power: (lambda x, y, out: (
@@ -578,7 +619,7 @@ for _prim, (_partials, _safe) in _BINARY.items():
 # what their derivatives read: add and subtract nothing (shapes only); a product the other
 # factor of each factor that receives a cotangent; a quotient the divisor, and the output
 # for the divisor's cotangent
-add.keeps = add_inplace.keeps = subtract.keeps = lambda count, traced: ((), False)
+add.keeps = add_inplace.keeps = subtract.keeps = subtract_inplace.keeps = lambda count, traced: ((), False)
 multiply.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 divide.keeps = lambda count, traced: ((1,), 1 in traced)
 # x ** y reads the output for the exponent's cotangent only

@@ -462,5 +462,5 @@ def _pad_transpose(g, x, *, pad_width, constant_values):
     return getitem_static(g, tuple(slice(before, before + size) for (before, _), size in zip(pad_width, x.shape)))
 
 
-pad = linear_rules(Primitive("pad", _pad_impl, _pad_batch), _pad_transpose)
+pad = linear_rules(Primitive("pad", _pad_impl, _pad_batch), _pad_transpose, rearranges=True)
 pad.jvp = _pad_jvp

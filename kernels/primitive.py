@@ -81,7 +81,10 @@ class Primitive:
     rule computing the cotangents of the positions in ``wanted`` only (None for the others).
     A tape knows which arguments were traced, and a product with an untraced array then
     skips the cotangent nobody reads.  (An attribute of the rule, so that replacing
-    ``vjp`` drops it.)
+    ``vjp`` drops it.)  A ``vjp.signed`` takes the same arguments and may also receive a
+    :class:`core.Negated` cotangent and return them: the rules of a difference and of the
+    linear operations that only move elements (a reverse pass then subtracts ``-g``
+    instead of computing it; see :class:`core.Negated`).
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",

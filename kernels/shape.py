@@ -114,7 +114,8 @@ def _negated(shift):
 
 
 roll = linear_rules(Primitive("roll", _roll_impl, _roll_batch),
-                    lambda g, x, *, shift, axis: roll.bind(g, shift=_negated(shift), axis=axis))
+                    lambda g, x, *, shift, axis: roll.bind(g, shift=_negated(shift), axis=axis),
+                    rearranges=True)
 
 
 def _flip_impl(x, *, axis):
@@ -125,7 +126,8 @@ def _flip_batch(axis_size, values, batched, *, axis):
     return flip.bind(values[0], axis=shifted(axis)), True
 
 
-flip = linear_rules(Primitive("flip", _flip_impl, _flip_batch), lambda g, x, *, axis: flip.bind(g, axis=axis))
+flip = linear_rules(Primitive("flip", _flip_impl, _flip_batch), lambda g, x, *, axis: flip.bind(g, axis=axis),
+                    rearranges=True)
 
 
 # --- sliding windows -------------------------------------------------------------

@@ -5,6 +5,7 @@ import copy
 import difflib
 import functools
 import inspect
+import types
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -730,10 +731,43 @@ def _parameters(func):
 
 
 def _signature(func):
+    """``inspect.signature(func)`` (None where it has none), read once per plain Python
+    function (by its code and defaults): jacrev and jacfwd make a vmap of a fresh closure
+    of the same code on every call."""
+    key = _signature_key(func)
+    if key is not None:
+        found = _SIGNATURES.get(key, _MISSING)
+        if found is not _MISSING:
+            return found
     try:
-        return inspect.signature(func)
+        signature = inspect.signature(func)
     except (TypeError, ValueError):
+        signature = None
+    if key is not None:
+        if len(_SIGNATURES) >= _MAX_SIGNATURES:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = signature
+    return signature
+
+
+def _signature_key(func):
+    """What a plain function's signature depends on, or None (anything else: a callable
+    object, a wrapper, a function with annotations or keyword-only defaults)."""
+    if (type(func) is not types.FunctionType or func.__kwdefaults__ or func.__annotations__
+            or "__wrapped__" in func.__dict__ or "__signature__" in func.__dict__):
         return None
+    defaults = func.__defaults__
+    key = (func.__code__, defaults, None if defaults is None else tuple(map(type, defaults)))  # 1 is 1.0 in a dict
+    try:
+        hash(key)
+    except TypeError:  # an unhashable default
+        return None
+    return key
+
+
+_SIGNATURES: dict = {}  # a cache: (code, defaults) -> signature, shared by every thread (values never change)
+_MAX_SIGNATURES = 512
+_MISSING = object()
 
 
 def _check_entries_fit(spec, value, label, where):

@@ -24,6 +24,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.backend import device_of, dtype_kind, namespace
+from labeled_func_kernels.core import Negated
 from labeled_func_kernels.primitive import bottom
 
 from .errors import InplaceError, UnsupportedOperationError
@@ -57,11 +58,21 @@ class Node:
         self.out = out
 
     def pull(self, cotangent):
-        """One cotangent per argument position (None for none)."""
-        rule = getattr(self.prim.vjp, "wanted", None)
-        if rule is not None:  # only the traced positions: their cotangents are the ones read
-            return rule(cotangent, self.primals, self.out, {i for i, _ in self.parents}, **self.params)
-        return self.prim.vjp(cotangent, self.primals, self.out, **self.params)
+        """One cotangent per argument position (None for none).  ``cotangent`` may be a
+        :class:`~kernels.core.Negated`, and so may the results: a ``vjp.signed`` rule takes and
+        gives them; for any other rule it is computed first."""
+        vjp = self.prim.vjp
+        rule = getattr(vjp, "signed", None)
+        if rule is None:
+            if type(cotangent) is Negated:
+                cotangent = ew.negative.bind(cotangent.value)
+            rule = getattr(vjp, "wanted", None)
+            if rule is None:
+                return vjp(cotangent, self.primals, self.out, **self.params)
+        # only the traced positions: their cotangents are the ones read
+        parents = self.parents
+        wanted = (parents[0][0],) if len(parents) == 1 else {i for i, _ in parents}
+        return rule(cotangent, self.primals, self.out, wanted, **self.params)
 
 
 class CustomNode(Node):
@@ -458,7 +469,12 @@ class VJPTracer(PrimalTracer):
 
 
 def backward(seeds, wanted):
-    """Cotangents of the ``wanted`` nodes, given ``seeds``: [(node, cotangent)]."""
+    """Cotangents of the ``wanted`` nodes, given ``seeds``: [(node, cotangent)].
+
+    A contribution ``-g`` (the partial -1 of ``a - b``) travels as a :class:`Negated` ``g``
+    through the rules that take one (``vjp.signed``) and is subtracted where cotangents sum:
+    it is computed (``negative``) only where it reaches a node on its own and that node's
+    rule does not take one, or is wanted.  The same bits either way, fewer passes."""
     order = _topological([node for node, _ in seeds])
     cotangents = {}
     owned = set()  # ids of the nodes whose cotangent is a sum made here: added to in place
@@ -471,9 +487,12 @@ def backward(seeds, wanted):
         if cotangent is None:
             continue
         if id(node) in wanted_ids:
+            cotangent = ew.materialised(cotangent)
             results[id(node)] = cotangent
         if not node.parents:  # an input
             continue
+        if type(node) is not Node and type(cotangent) is Negated:  # a custom rule, a checkpointed call
+            cotangent = ew.negative.bind(cotangent.value)
         inputs = node.pull(cotangent)
         for position, parent in node.parents:
             contribution = inputs[position]
@@ -489,18 +508,29 @@ def _accumulate(cotangents, owned, node, cotangent):
         parts = cotangents.setdefault(key, [None] * len(node.outs))
         parts[index] = _sum(parts[index], _fit(cotangent, node.outs[index]))
         return
-    cotangent = _fit(cotangent, node.out)
+    negated = type(cotangent) is Negated
+    cotangent = _fit(cotangent.value if negated else cotangent, node.out)
     previous = cotangents.get(key)
     if previous is None:
-        cotangents[key] = cotangent
+        cotangents[key] = Negated(cotangent) if negated else cotangent
         owned.discard(key)
         return
     # a value used several times: its cotangents are summed in one array of this pass's own
-    cotangents[key] = ew.add_to_temporary(previous, cotangent, key in owned)
+    if type(previous) is Negated:
+        if negated:  # (-a) + (-b) is (-a) - b; -(a + b) would differ in the sign of a zero
+            cotangents[key] = ew.subtract_from_temporary(ew.negative.bind(previous.value), cotangent, True)
+        else:  # (-a) + c is c - a
+            cotangents[key] = ew.subtract.bind(cotangent, previous.value)
+    elif negated:  # a + (-b) is a - b
+        cotangents[key] = ew.subtract_from_temporary(previous, cotangent, key in owned)
+    else:
+        cotangents[key] = ew.add_to_temporary(previous, cotangent, key in owned)
     owned.add(key)
 
 
 def _fit(cotangent, out):
+    """``cotangent`` as the cotangent of ``out``: its real part for a real ``out``, broadcast
+    to its shape (both move elements only: they commute with a negation)."""
     if _complex(cotangent) and not _complex(out):
         # a real value's cotangent is real: Re of what a complex-valued use sends back
         # (kernels/elementwise.py states the convention)
