@@ -255,3 +255,49 @@ def test_products_by_ones_and_first_powers_are_their_operand_unless_an_output():
     assert not np.shares_memory(got[1], y)  # an output is never an input's array
     products = [n for n in compiled(jitted).nodes if n.prim is not None and n.prim.name in ("multiply", "power")]
     assert len(products) == 2  # ones * y as an output, ones * 2.0 (another shape's operand)
+
+
+@pytest.mark.parametrize("axis, shifts", [(1, (1, -2, 2)), (0, (3, -1)), (2, (5, 0, -4)), (1, (7, 13))])
+def test_rolls_read_by_a_fused_expression_are_shifted_reads(axis, shifts, monkeypatch):
+    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)
+
+    def f(x, y):
+        total = x * 0.5
+        for k, shift in enumerate(shifts):
+            total = total + np.roll(x, shift, axis=axis) * (y if k % 2 else np.roll(y, -shift, axis=axis))
+        return np.exp(total * 0.01) - x
+
+    rng = np.random.default_rng(9)
+    x, y = rng.normal(size=(2, 6, 16, 9))
+    jitted = lf.jit(f)
+    np.testing.assert_allclose(jitted(x, y), f(x, y), rtol=1e-13, atol=1e-15)
+    nodes = compiled(jitted).nodes
+    assert not [node for node in nodes if node.prim is not None and node.prim.name == "roll"]
+    for _ in range(2):
+        x2, y2 = rng.normal(size=(2, 6, 16, 9))
+        np.testing.assert_allclose(jitted(x2, y2), f(x2, y2), rtol=1e-13, atol=1e-15)
+    # arguments laid out otherwise (a transposed view): the rolls are taken as copies
+    xt = np.ascontiguousarray(np.transpose(x2, (2, 1, 0))).transpose(2, 1, 0)
+    np.testing.assert_allclose(jitted(xt, y2), f(x2, y2), rtol=1e-13, atol=1e-15)
+
+
+def test_a_stencil_jacobian_under_jit_folds_its_rolls_and_equals_the_analytic_one(monkeypatch):
+    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
+    sites = 150
+
+    def tendency(x):
+        return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + 8.0
+
+    x = xr.DataArray(8.0 + np.random.default_rng(10).normal(size=sites), dims="site")
+    jacobian = lf.jit(lf.jacrev(tendency))
+    got = jacobian(x).values
+    m, v = sites, x.values
+    expected = -np.eye(m)
+    for i in range(m):
+        expected[i, (i + 1) % m] += v[(i - 1) % m]
+        expected[i, (i - 2) % m] -= v[(i - 1) % m]
+        expected[i, (i - 1) % m] += v[(i + 1) % m] - v[(i - 2) % m]
+    np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-14)
+    names = [node.prim.name for node in compiled(jacobian).nodes if node.prim is not None]
+    assert names.count("roll") <= 3  # the (sites,) rolls of the value; those of the (sites, sites) cotangents fold

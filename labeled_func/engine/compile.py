@@ -283,6 +283,7 @@ def _roll_into(shift, axis, shape, dtype):
             out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
         return out
     roll.writes_into = True
+    roll.shift, roll.axis = step, axis
     return roll
 
 
@@ -724,6 +725,8 @@ class Program:
         outputs = set(self.outputs)
         trees = {}  # slot of a fusable node -> _Tree
         absorbed = set()
+        rolls = {node.slot: node for node in self.nodes
+                 if hasattr(node.function, "shift") and node.out is not None and node.slot not in outputs}
         for node in self.nodes:
             if node.fusable is None:
                 continue
@@ -744,13 +747,26 @@ class Program:
                 inner = trees.get(ref) if type(ref) is int else None
                 if (inner is not None and (count == 1 or library != "numpy")  # CUDA C compilers share
                         and readers.get(ref) == 1 and ref not in outputs          # repeated subexpressions
-                        and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= _MAX_LEAVES):
+                        and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= _MAX_LEAVES
+                        and (inner.axis is None or tree.axis in (None, inner.axis))):
+                    if inner.axis is not None:
+                        tree.axis = inner.axis
                     absorbed.add(ref)
                     tree.children.append(ref)
                     pieces.append(_rename(inner.expression, tree.leaves, tree.dtypes, inner.leaves, inner.dtypes))
                     tree.size += inner.size
                     tree.heavy = tree.heavy or inner.heavy
+                    tree.rolled.extend(inner.rolled)
                 else:
+                    roll = rolls.get(ref) if type(ref) is int and library == "numpy" else None
+                    if (roll is not None and readers.get(ref) == 1 and roll.out == node.out
+                            and tree.axis in (None, roll.function.axis)):
+                        # a roll read only here: the evaluation reads its source shifted
+                        absorbed.add(ref)
+                        tree.own_rolls.append(ref)
+                        tree.rolled.append(ref)
+                        tree.axis = roll.function.axis
+                        ref = _Shifted(roll.refs[0], roll.function.axis, roll.function.shift)
                     pieces.append(_leaf_name(ref, dtype, tree.leaves, tree.dtypes))
             tree.expression = expression.format(*pieces)
             trees[node.slot] = tree
@@ -764,6 +780,7 @@ class Program:
                 chosen.add(slot)
             else:
                 absorbed.difference_update(tree.children)
+                absorbed.difference_update(tree.own_rolls)  # the rolls run as they were recorded
                 roots.extend(tree.children)
         fused = []
         for node in self.nodes:
@@ -778,9 +795,12 @@ class Program:
                     evaluate = functools.partial(  # the keyword numexpr asks for beside out=
                         numexpr.NumExpr(expression, signature=signature),
                         ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
+                    if tree.rolled:
+                        evaluate = _rolled_evaluation(evaluate, tree.leaves, node.out, tree.axis)
                 else:
                     evaluate = cuda_kernel(expression, names, tree.dtypes, node.fusable.out)
-                replacement = Node(evaluate, {}, tuple(tree.leaves), node.slot)
+                leaves = tuple(leaf.ref if type(leaf) is _Shifted else leaf for leaf in tree.leaves)
+                replacement = Node(evaluate, {}, leaves, node.slot)
                 replacement.out = node.out
                 replacement.fusable = node.fusable
                 node = replacement
@@ -845,14 +865,69 @@ array that is no longer needed (see ``Program.prune``)."""
 class _Tree:
     """A fusable node with the nodes it absorbs: its expression over its leaves."""
 
-    __slots__ = ("node", "expression", "leaves", "dtypes", "size", "heavy", "children")
+    __slots__ = ("node", "expression", "leaves", "dtypes", "size", "heavy", "children", "own_rolls", "rolled",
+                 "axis")
 
     def __init__(self, node):
         self.node = node
         self.expression = ""
         self.leaves, self.dtypes, self.children = [], [], []
+        self.own_rolls, self.rolled = [], []  # rolls read as shifted leaves: its own, and all
+        self.axis = None  # the axis of those rolls (one per tree)
         self.size = 1
         self.heavy = node.prim in _HEAVY
+
+
+class _Shifted:
+    """A leaf of a fused expression read as ``np.roll(ref, shift, axis)``."""
+
+    __slots__ = ("ref", "axis", "shift")
+
+    def __init__(self, ref, axis, shift):
+        self.ref, self.axis, self.shift = ref, axis, shift
+
+    def __eq__(self, other):
+        return type(other) is _Shifted and (self.ref, self.axis, self.shift) == (other.ref, other.axis, other.shift)
+
+    def __hash__(self):
+        return hash((self.ref, self.axis, self.shift))
+
+
+def _rolled_evaluation(evaluate, leaves, out, axis):
+    """A fused evaluation whose leaves include rolls along ``axis``, without the rolls: on
+    C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
+    where it wraps around (the first and last indices along ``axis``): one evaluation over
+    the flat arrays shifted, then the wrapped indices again with their values gathered.
+    Other layouts take the rolls as copies."""
+    shape, dtype = out
+    n, inner = shape[axis], math.prod(shape[axis + 1:])
+    total = math.prod(shape)
+    signed = [None if type(leaf) is not _Shifted else (leaf.shift if leaf.shift <= n // 2 else leaf.shift - n)
+              for leaf in leaves]
+    offsets = [0 if s is None else s * inner for s in signed]
+    low, high = max(max(offsets), 0), total + min(min(offsets), 0)
+    ahead, behind = max([s for s in signed if s is not None] + [0]), min([s for s in signed if s is not None] + [0])
+    wrapped = np.r_[0:ahead, n + behind:n]  # indices along axis where some leaf wraps around
+    gathers = [None if s is None else (wrapped - s) % n for s in signed]
+    head = (slice(None),) * axis
+
+    def evaluate_rolled(*values, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        arrays = [v for v in values if type(v) is np.ndarray]
+        if not (out.flags.c_contiguous and all(v.shape == shape and v.flags.c_contiguous for v in arrays)):
+            return evaluate(*[v if s is None else np.roll(v, s, axis=axis) for v, s in zip(values, signed)], out=out)
+        flat = out.reshape(-1)
+        shifted = [v if type(v) is not np.ndarray else v.reshape(-1)[low - off:high - off]
+                   for v, off in zip(values, offsets)]
+        evaluate(*shifted, out=flat[low:high])
+        if len(wrapped):
+            edges = [v if type(v) is not np.ndarray else np.take(v, wrapped if g is None else g, axis=axis)
+                     for v, g in zip(values, gathers)]
+            out[head + (wrapped,)] = evaluate(*edges)
+        return out
+    evaluate_rolled.writes_into = True
+    return evaluate_rolled
 
 
 def _template(node):
@@ -1006,7 +1081,7 @@ def _leaf_name(ref, dtype, leaves, dtypes):
     """The placeholder of input ``ref`` in an expression (one per distinct input; a Python
     number is read in the precision its dtype says)."""
     for k, known in enumerate(leaves):
-        if known is ref or (type(ref) is int and known == ref):
+        if known is ref or (type(ref) in (int, _Shifted) and type(known) is type(ref) and known == ref):
             return "{%d}" % k
     leaves.append(ref)
     dtypes.append(np.dtype(dtype))
