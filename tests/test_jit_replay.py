@@ -301,3 +301,41 @@ def test_a_stencil_jacobian_under_jit_folds_its_rolls_and_equals_the_analytic_on
     np.testing.assert_allclose(got, expected, rtol=1e-14, atol=1e-14)
     names = [node.prim.name for node in compiled(jacobian).nodes if node.prim is not None]
     assert names.count("roll") <= 3  # the (sites,) rolls of the value; those of the (sites, sites) cotangents fold
+
+
+def test_a_sum_of_products_over_cells_is_one_contraction_with_nan_safe_products_kept():
+    def per_sample(c, u):
+        field = u * c
+        return (np.sqrt(np.abs(field)) * u).sum()  # d/dc: sum(u * 0.5 u / sqrt|c u| ...)
+
+    gradient = lf.jit(lf.vmap(lf.grad(per_sample), in_dims=(0, 0)))
+    rng = np.random.default_rng(11)
+    c, u = rng.uniform(0.5, 1.5, 600), rng.normal(size=(600, 40))  # 600 x 40 doubles: large enough
+    plain = lf.vmap(lf.grad(per_sample), in_dims=(0, 0))
+    expected = plain(c, u)  # sums in another order: to 1e-13 of the terms' size
+    np.testing.assert_allclose(gradient(c, u), expected, rtol=1e-13, atol=1e-13 * np.abs(expected).max())
+    sums = [node for node in compiled(gradient).nodes if getattr(node.function, "__name__", "") == "product_sum"]
+    assert sums
+    u[:, 0] = 0.0  # sqrt at 0: an infinite partial met by a zero cotangent stays zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        got, expected = gradient(c, u), plain(c, u)
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13 * np.abs(expected).max())
+
+
+def test_the_nan_safe_contraction_masks_like_the_safe_product_then_the_sum():
+    total = compile_module._trailing_sum((1,), True, (50, 30))
+    contracted = total.contracted(True)
+    rng = np.random.default_rng(12)
+    g, d = rng.normal(size=(2, 50, 30))
+    g[3, :5] = 0.0
+    d[3, :2] = np.inf
+    d[7, 4] = np.nan
+    with np.errstate(invalid="ignore"):
+        expected = (np.where((g == 0) & ~np.isfinite(d), 0.0, g * d)).sum(axis=1, keepdims=True)
+        got = contracted(g, d)
+    assert np.isfinite(got[3, 0]) and np.isnan(got[7, 0])
+    np.testing.assert_allclose(got, expected, rtol=1e-14)
+    finite = rng.normal(size=(50, 30))
+    np.testing.assert_allclose(contracted(g, finite), (g * finite).sum(axis=1, keepdims=True), rtol=1e-13,
+                               atol=1e-14)

@@ -300,7 +300,23 @@ def _trailing_sum(axes, keepdims, shape):
     def total(x):
         return np.asarray(np.einsum(subscripts, x.reshape(layout))).reshape(result)
     total.writes_into = False  # reads its input only, but returns a small fresh array
+    total.shape = shape
+    total.contracted = lambda safe: _product_sum(total, subscripts, layout, result, safe)
     return total
+
+
+def _product_sum(total, subscripts, layout, result, safe):
+    """``total(a * d)`` (or of the NaN-safe product) in one einsum: the products are never
+    stored (equal to 1e-15 relative of the product, then the sum)."""
+    inputs, output = subscripts.split("->")
+    pair = f"{inputs},{inputs}->{output}"
+
+    def product_sum(a, d):
+        if safe and not _all_finite(d):
+            return total(_safe_product(a, d))
+        return np.asarray(np.einsum(pair, a.reshape(layout), d.reshape(layout))).reshape(result)
+    product_sum.writes_into = False
+    return product_sum
 
 
 def _numpy_lowering(prim, values, params, out):
@@ -470,6 +486,7 @@ class Program:
         self.simplify()
         self._drop_dead()
         self.fuse()
+        self.contract()
         self.spread()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
@@ -643,6 +660,37 @@ class Program:
             nodes.append(node)
         if dropped:
             self.nodes = [node for node in nodes if node.slot not in dropped]
+        return self
+
+    def contract(self):
+        """A sum over trailing axes of a product read only there (a parameter's gradient:
+        the cotangent times a residual, summed over the cells) is one einsum: the products
+        are never stored."""
+        layout = dict(self.layouts)
+        producer, readers = {}, {}
+        for node in self.nodes:
+            producer[node.slot] = node
+            if node.out is not None:
+                layout[node.slot] = node.out
+            for ref in node.refs:
+                if type(ref) is int:
+                    readers[ref] = readers.get(ref, 0) + 1
+        outputs = set(self.outputs)
+        dropped = set()
+        for node in self.nodes:
+            contracted = getattr(node.function, "contracted", None)
+            ref = node.refs[0] if contracted is not None and len(node.refs) == 1 else None
+            product = producer.get(ref) if type(ref) is int else None
+            if (product is None or readers.get(ref) != 1 or ref in outputs or product.params
+                    or not (product.function is np.multiply or product.function is _safe_product)
+                    or product.out is None or product.out[0] != node.function.shape
+                    or any(_layout_of(r, layout) != product.out for r in product.refs)):
+                continue
+            node.function = contracted(product.function is _safe_product)
+            node.refs = product.refs
+            dropped.add(product.slot)
+        if dropped:
+            self.nodes = [node for node in self.nodes if node.slot not in dropped]
         return self
 
     def spread(self):
