@@ -281,9 +281,7 @@ def _check_body(init, out, leaves, treedef):
     paths = optree.tree_paths(init, none_is_leaf=True)
     out_leaves, out_def = optree.tree_flatten(out, none_is_leaf=True)
     if out_def != treedef:
-        shown = (_structure(init), _structure(out))
-        if shown[0] == shown[1]:
-            shown = (str(treedef), str(out_def))
+        shown = _shown_structures(init, out, treedef, out_def)
         raise TypeError(f"lf.while_loop: body_fn must return the structure of the loop value: init_val is "
                         f"{shown[0]} and body_fn returns {shown[1]} (the same containers, keys and number "
                         "of leaves)")
@@ -344,9 +342,7 @@ def _check_branches(on_true, on_false, true_name, false_name):
     true_paths, true_leaves, true_def = optree.tree_flatten_with_path(on_true, none_is_leaf=True)
     false_leaves, false_def = optree.tree_flatten(on_false, none_is_leaf=True)
     if true_def != false_def:
-        shown = (_structure(on_true), _structure(on_false))
-        if shown[0] == shown[1]:
-            shown = (str(true_def), str(false_def))
+        shown = _shown_structures(on_true, on_false, true_def, false_def)
         raise TypeError(f"lf.cond: the branches return different structures: {true_name} returns "
                         f"{shown[0]} and {false_name} {shown[1]}; both must return the same "
                         "(the same containers, keys and number of outputs)")
@@ -361,6 +357,13 @@ def _check_branches(on_true, on_false, true_name, false_name):
                             "dims, sizes and dtype (each example takes one of them; xr.where would "
                             "broadcast or cast silently): make them agree (e.g. xr.zeros_like(v), "
                             ".astype(...), .expand_dims(...)).")
+
+
+def _shown_structures(a, b, a_def, b_def):
+    """Two differing structures as a message shows them: their outlines, or their tree
+    definitions where the outlines look alike."""
+    shown = (_structure(a), _structure(b))
+    return (str(a_def), str(b_def)) if shown[0] == shown[1] else shown
 
 
 def _structure(tree):

@@ -15,6 +15,7 @@ import xarray as xr
 import labeled_func as lf
 import labeled_func_kernels as kernels
 from labeled_func_kernels import core, elementwise as ew, primitive
+from test_kernel_choices import lorenz96, lorenz96_jacobian
 
 X = np.linspace(-1.3, 2.1, 12)
 
@@ -60,21 +61,6 @@ def assert_same_bits(got, expected):
     got, expected = np.ascontiguousarray(got), np.ascontiguousarray(expected)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
-
-
-def lorenz96(x):
-    return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + 8.0
-
-
-def lorenz96_jacobian(x):
-    m = x.size
-    rows = np.arange(m)
-    jac = np.zeros((m, m))
-    np.add.at(jac, (rows, (rows + 1) % m), x[(rows - 1) % m])
-    np.add.at(jac, (rows, (rows - 2) % m), -x[(rows - 1) % m])
-    np.add.at(jac, (rows, (rows - 1) % m), x[(rows + 1) % m] - x[(rows - 2) % m])
-    np.add.at(jac, (rows, rows), -1.0)
-    return jac
 
 
 def test_lorenz96_jacrev_computes_no_negation_and_keeps_the_bits(calls, unsigned):

@@ -426,24 +426,25 @@ def test_dask_outside_the_vmap_stays_lazy_and_random_draws_match_the_unjitted_gr
 compile_module = importlib.import_module("labeled_func.engine.compile")
 
 
-def close(got, expected):
+def close(got, expected, tolerance=1e-12):
     if isinstance(expected, (tuple, list)):
         for g, e in zip(got, expected):
-            close(g, e)
+            close(g, e, tolerance)
         return
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     if expected.dtype.kind in "fc":
         finite = np.abs(expected[np.isfinite(expected)])  # infinities and NaNs must match exactly
-        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12 * (1 + np.max(finite, initial=0)))
+        np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance * (1 + np.max(finite, initial=0)))
     else:
         np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES if F64 in op.dtypes])
-def test_fused_programs_equal_the_transforms_to_1e_12(op, monkeypatch):
-    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)  # fuse whatever can be fused, even tiny arrays
-    for sample, (first, second) in batches(op, F64):
+def fused_programs_agree(op, dtype, close_enough, monkeypatch):
+    """vmap of every sample of ``op`` jitted with every tree fused (even tiny arrays)."""
+    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
+    for sample, (first, second) in batches(op, dtype):
         mapped = lf.vmap(with_arrays(op, sample), in_dims=(0,) * len(first))
         try:
             expected = [quietly(mapped, *first), quietly(mapped, *second)]
@@ -453,21 +454,30 @@ def test_fused_programs_equal_the_transforms_to_1e_12(op, monkeypatch):
         got = [quietly(jitted, *first), quietly(jitted, *second)]
         if op.compare_values:
             for g, e in zip(got, expected):
-                close(g, e)
+                close_enough(g, e)
 
 
-def test_a_chain_of_elementwise_operations_on_large_arrays_is_one_evaluation():
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES if F64 in op.dtypes])
+def test_fused_programs_equal_the_transforms_to_1e_12(op, monkeypatch):
+    fused_programs_agree(op, F64, close, monkeypatch)
+
+
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_a_chain_of_elementwise_operations_on_large_arrays_is_one_evaluation(dtype, tolerance):
     def f(x, y):
         return np.sqrt(x * x + y * y) * np.exp(-x) - np.tanh(y) / (1.0 + x * x)
 
     rng = np.random.default_rng(3)
-    x, y = rng.normal(size=(2, 100_000))
+    x, y = rng.normal(size=(2, 100_000)).astype(dtype)
     jitted = lf.jit(f)
     jitted(x, y)
     (compiled,) = jitted.cache.values()
     assert len(compiled.program.nodes) < 4 and any(node.prim is None for node in compiled.program.nodes)
-    x2, y2 = rng.normal(size=(2, 100_000))
-    close(jitted(x2, y2), f(x2, y2))  # numexpr's exp and tanh may round the last bit otherwise
+    x2, y2 = rng.normal(size=(2, 100_000)).astype(dtype)
+    # numexpr's exp and tanh may round the last bit otherwise; float32 stays float32
+    close(jitted(x2, y2), f(x2, y2), tolerance)
+    if dtype is np.float32:
+        return
     # the NaN-safe product of the rules, fused: a zero cotangent meeting an infinite partial stays zero
     gradient = lf.jit(lf.grad(lambda v: (np.where(v > 0, np.sqrt(np.abs(v)), 0.0) * 2).sum()))
     v = np.concatenate([np.zeros(50_000), np.linspace(0.5, 2.0, 50_000)])

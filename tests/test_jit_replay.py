@@ -12,7 +12,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
-from test_jit import DIFFERENTIABLE, STATIC_SHAPES, same
+from test_jit import DIFFERENTIABLE, STATIC_SHAPES, close, fused_programs_agree, same
 from test_jit import test_jit_of_vmap_of_grad_replays_what_it_computes as grad_case
 from test_jit import test_jit_of_vmap_replays_what_vmap_computes as vmap_case
 
@@ -52,7 +52,7 @@ def test_a_long_chain_writes_into_a_few_recycled_buffers_and_never_into_inputs()
     jitted = lf.jit(chain)
     jitted(x, y)
     program = compiled(jitted)
-    plan = program._pool_plan
+    plan = program._plan
     written = [entry for entry in plan if entry[4] is not None]
     reused = [entry for entry in written if entry[6] is not None] + [r for entry in plan for r in entry[5]]
     assert len(written) >= 100 and len(reused) >= len(written) - 4
@@ -130,49 +130,13 @@ def test_safe_products_keep_a_zero_cotangent_zero_against_an_infinite_partial_wh
 F32 = np.dtype(np.float32)
 
 
+def single_precision_close(got, expected):
+    close(got, expected, tolerance=2e-6)
+
+
 @pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES if F32 in op.dtypes])
 def test_float32_fused_programs_equal_the_transforms_to_single_precision(op, monkeypatch):
-    from opinfo import with_arrays
-    from test_jit import batches, quietly
-    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)
-    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
-    for sample, (first, second) in batches(op, F32):
-        mapped = lf.vmap(with_arrays(op, sample), in_dims=(0,) * len(first))
-        try:
-            expected = [quietly(mapped, *first), quietly(mapped, *second)]
-        except lf.TransformError:
-            continue
-        jitted = lf.jit(mapped)
-        got = [quietly(jitted, *first), quietly(jitted, *second)]
-        if not op.compare_values:
-            continue
-        for g, e in zip(got, expected):
-            for g_part, e_part in zip(*(p if isinstance(p, (tuple, list)) else [p] for p in (g, e))):
-                g_part, e_part = np.asarray(g_part), np.asarray(e_part)
-                assert g_part.dtype == e_part.dtype and g_part.shape == e_part.shape
-                if e_part.dtype.kind == "f":
-                    scale = 1 + np.max(np.abs(e_part[np.isfinite(e_part)]), initial=0)
-                    np.testing.assert_allclose(g_part, e_part, rtol=2e-6, atol=2e-6 * scale)
-                else:
-                    np.testing.assert_array_equal(g_part, e_part)
-
-
-def test_a_float32_chain_is_one_single_precision_evaluation():
-    def f(x, y):
-        return np.sqrt(x * x + y * y) * np.exp(-x) - np.tanh(y) / (1.0 + x * x)
-
-    rng = np.random.default_rng(4)
-    x, y = rng.normal(size=(2, 100_000)).astype(np.float32)
-    jitted = lf.jit(f)
-    jitted(x, y)
-    nodes = compiled(jitted).nodes
-    assert len(nodes) < 4 and any(node.prim is None for node in nodes)
-    x2, y2 = rng.normal(size=(2, 100_000)).astype(np.float32)
-    got, expected = jitted(x2, y2), f(x2, y2)
-    assert got.dtype == np.float32
-    np.testing.assert_allclose(got, expected, rtol=2e-6, atol=2e-6)
-    exact = f(x2.astype(np.float64), y2.astype(np.float64))  # both as close to the exact values
-    assert np.abs(got - exact).max() <= 2 * np.abs(expected - exact).max() + 1e-7
+    fused_programs_agree(op, F32, single_precision_close, monkeypatch)
 
 
 def test_a_negated_roll_is_absorbed_into_the_sum_reading_it():

@@ -11,23 +11,13 @@ import labeled_func as lf
 
 dask = pytest.importorskip("dask")
 import dask.array as da  # noqa: E402
+from test_dask import counted, refuse_to_compute  # noqa: E402
 
 N = 7
 RNG = np.random.default_rng(31)
 CHUNKINGS = [1, 3, N, (2, 5)]
 
 
-def refuse_to_compute(dsk, keys, **kwargs):
-    raise AssertionError("the graph was computed while it was being built")
-
-
-def counted(func):
-    def wrapper(*args, **kwargs):
-        wrapper.calls += 1
-        return func(*args, **kwargs)
-
-    wrapper.calls = 0
-    return wrapper
 
 
 def data():

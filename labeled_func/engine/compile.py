@@ -518,37 +518,43 @@ class Program:
         self._constants = constants
         self._size = len(position)
         self._outputs = [position[slot] for slot in self.outputs]
-        self._plan = [(_bound(node), tuple(position[ref] for ref in node.refs), position[node.slot], tuple(free))
-                      for node, free in zip(self.nodes, frees)]
-        self._pooled = any(recycles)
-        if self._pooled:
-            self._pool_plan = []
-            for (function, reads, slot, free), node, recycle in zip(self._plan, self.nodes, recycles):
-                key, into = pooled[node.slot], None
-                if key is not None and type(function) is np.ufunc:
-                    # an input of the result's shape read last here: the ufunc writes over it
-                    for entry in recycle:
-                        if entry[1] == key:
-                            into = entry[0]
-                            recycle = [other for other in recycle if other is not entry]
-                            break
-                self._pool_plan.append((function, reads, slot, free, key, tuple(recycle), into))
+        self._plan = []
+        for node, free, recycle in zip(self.nodes, frees, recycles):
+            function, reads = _bound(node), tuple(position[ref] for ref in node.refs)
+            key, into = pooled[node.slot], None
+            if key is not None and type(function) is np.ufunc:
+                # an input of the result's shape read last here: the ufunc writes over it
+                for entry in recycle:
+                    if entry[1] == key:
+                        into = entry[0]
+                        recycle = [other for other in recycle if other is not entry]
+                        break
+            self._plan.append((function, reads, position[node.slot], tuple(free), key, tuple(recycle), into))
         return self
 
     def run(self, arrays):
-        """The outputs for new input ``arrays`` (in the order of the inputs)."""
+        """The outputs for new input ``arrays`` (in the order of the inputs); the results
+        written into buffers passed on from dead arrays (see ``prune``)."""
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
-        if self._pooled:
-            return self._run_pooled(env)
-        for function, reads, slot, frees in self._plan:
-            if len(reads) == 1:
+        pool = {}
+        for function, reads, slot, frees, key, recycles, into in self._plan:
+            if into is not None:
+                env[slot] = function(*[env[r] for r in reads], out=env[into])
+                env[into] = None
+            elif key is not None:
+                spare = pool.get(key)
+                env[slot] = function(*[env[r] for r in reads], out=spare.pop() if spare else None)
+            elif len(reads) == 1:
                 env[slot] = function(env[reads[0]])
             elif len(reads) == 2:
                 env[slot] = function(env[reads[0]], env[reads[1]])
             else:
                 env[slot] = function(*[env[r] for r in reads])
             for dead in frees:
+                env[dead] = None
+            for dead, dead_key in recycles:
+                pool.setdefault(dead_key, []).append(env[dead])
                 env[dead] = None
         return [env[k] for k in self._outputs]
 
@@ -733,30 +739,6 @@ class Program:
         if spreads:
             self.nodes = [new for index, node in enumerate(self.nodes) for new in (*spreads.get(index, ()), node)]
         return self
-
-    def _run_pooled(self, env):
-        """``run`` with buffers passed on from arrays no longer needed (see ``prune``)."""
-        pool = {}
-        for function, reads, slot, frees, key, recycles, into in self._pool_plan:
-            if into is not None:
-                env[slot] = function(*[env[r] for r in reads], out=env[into])
-                env[into] = None
-            elif key is not None:
-                spare = pool.get(key)
-                out = spare.pop() if spare else None
-                env[slot] = function(*[env[r] for r in reads], out=out)
-            elif len(reads) == 1:
-                env[slot] = function(env[reads[0]])
-            elif len(reads) == 2:
-                env[slot] = function(env[reads[0]], env[reads[1]])
-            else:
-                env[slot] = function(*[env[r] for r in reads])
-            for dead in frees:
-                env[dead] = None
-            for dead, dead_key in recycles:
-                pool.setdefault(dead_key, []).append(env[dead])
-                env[dead] = None
-        return [env[k] for k in self._outputs]
 
     def fuse(self):
         """Each tree of fusable nodes whose intermediates are read once (and are no output)
