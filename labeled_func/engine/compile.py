@@ -52,6 +52,7 @@ from .errors import UnsupportedOperationError
 from .forward import JVPTracer
 from .reverse import VJPTracer
 from .stack import Level
+from .replay import Shifted, rolled_evaluation, roll_into, safe_product, spread_into, trailing_sum
 from .tracer import PrimalTracer, Wording, unknown_value_policy
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
@@ -247,111 +248,25 @@ def _finite_constant(value):
 
 
 # --- NumPy kernels of the replay that write into a given buffer ---------------------------------
-def _all_finite(d):
-    """Whether every element of ``d`` is finite. The sum of a float array is finite only if
-    every element is (einsum's sum: faster than ``isfinite(d).all()``); when the sum
-    overflows, the exact test decides."""
-    if type(d) is np.ndarray and d.dtype.kind == "f" and d.flags.c_contiguous and d.size:
-        if math.isfinite(np.einsum("i->", d.reshape(-1))):
-            return True
-    return bool(np.isfinite(d).all())
-
-
-def _safe_product(g, d, out=None):
-    """``safe_multiply`` of NumPy arrays, written into ``out`` when given: ``g * d``, and 0
-    where ``g`` is 0 and ``d`` is not finite (the mask is computed only when ``d`` has a
-    non-finite element, as the kernel does)."""
-    product = np.multiply(g, d, out=out)
-    if not _all_finite(d):
-        np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
-    return product
-
-
-def _roll_into(shift, axis, shape, dtype):
-    """``np.roll`` along one axis, as two copies into ``out`` (a fresh array when None)."""
-    size = shape[axis]
-    step = shift % size if size else 0
-    head = (slice(None),) * axis
-
-    def roll(x, out=None):
-        if out is None:
-            out = np.empty(shape, dtype)
-        if step == 0:
-            np.copyto(out, x)
-        else:
-            out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
-            out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
-        return out
-    roll.writes_into = True
-    roll.shift, roll.axis = step, axis
-    return roll
-
-
-def _trailing_sum(axes, keepdims, shape):
-    """A float sum over the trailing ``axes`` of an array of ``shape`` by einsum (its
-    unrolled loop: 2-3 times NumPy's pairwise sum along a short last axis; equal to 1e-15
-    relative)."""
-    count = len(axes)
-    lead, inner = shape[:len(shape) - count], math.prod(shape[len(shape) - count:])
-    result = lead + (1,) * count if keepdims else lead
-    subscripts = "ij->i" if lead else "i->"
-    layout = (math.prod(lead), inner) if lead else (inner,)
-
-    def total(x):
-        return np.asarray(np.einsum(subscripts, x.reshape(layout))).reshape(result)
-    total.writes_into = False  # reads its input only, but returns a small fresh array
-    total.shape = shape
-    total.contracted = lambda safe: _product_sum(total, subscripts, layout, result, safe)
-    return total
-
-
-def _product_sum(total, subscripts, layout, result, safe):
-    """``total(a * d)`` (or of the NaN-safe product) in one einsum: the products are never
-    stored (equal to 1e-15 relative of the product, then the sum)."""
-    inputs, output = subscripts.split("->")
-    pair = f"{inputs},{inputs}->{output}"
-
-    def product_sum(a, d):
-        if safe and not _all_finite(d):
-            return total(_safe_product(a, d))
-        return np.asarray(np.einsum(pair, a.reshape(layout), d.reshape(layout))).reshape(result)
-    product_sum.writes_into = False
-    return product_sum
-
-
 def _numpy_lowering(prim, values, params, out):
     """A replay kernel for NumPy values where one is faster than the primitive's impl (or
     writes into a buffer), else None."""
     if not all(type(v) is np.ndarray or type(v) in (int, float) for v in values) or type(out) is not np.ndarray:
         return None
     if prim is ew.safe_multiply:
-        return _safe_product
+        return safe_product
     if prim is kshape.roll and set(params) == {"shift", "axis"}:
         shift, axis = params["shift"], params["axis"]
         if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
             shift, axis = shift[0], axis[0]
         if type(axis) is int and type(shift) is int and values[0].shape == out.shape:
-            return _roll_into(shift, axis % out.ndim, out.shape, out.dtype)
+            return roll_into(shift, axis % out.ndim, out.shape, out.dtype)
     if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype.kind == "f"
             and values[0].dtype.itemsize >= 4 and values[0].size >= FUSE_MIN_SIZE):
         axes, ndim = tuple(sorted(a % values[0].ndim for a in params["axis"])), values[0].ndim
         if axes and axes == tuple(range(ndim - len(axes), ndim)):
-            return _trailing_sum(axes, params["keepdims"], values[0].shape)
+            return trailing_sum(axes, params["keepdims"], values[0].shape)
     return None
-
-
-_safe_product.writes_into = True
-
-
-def _spread_into(shape, dtype):
-    """A copy of an operand broadcast to ``shape``, into ``out`` (fresh when None)."""
-    def spread(x, out=None):
-        if out is None:
-            out = np.empty(shape, dtype)
-        np.copyto(out, x)
-        return out
-    spread.writes_into = True
-    return spread
 
 
 _SPREAD_MIN_READERS = 3  # spreading costs about one product: it pays from three readers on
@@ -688,11 +603,11 @@ class Program:
             ref = node.refs[0] if contracted is not None and len(node.refs) == 1 else None
             product = producer.get(ref) if type(ref) is int else None
             if (product is None or readers.get(ref) != 1 or ref in outputs or product.params
-                    or not (product.function is np.multiply or product.function is _safe_product)
+                    or not (product.function is np.multiply or product.function is safe_product)
                     or product.out is None or product.out[0] != node.function.shape
                     or any(_layout_of(r, layout) != product.out for r in product.refs)):
                 continue
-            node.function = contracted(product.function is _safe_product)
+            node.function = contracted(product.function is safe_product)
             node.refs = product.refs
             dropped.add(product.slot)
         if dropped:
@@ -714,7 +629,7 @@ class Program:
             function = node.function
             if node.out is None or node.params or not (
                     (type(function) is np.ufunc and function.nin == 2 and function.nout == 1)
-                    or function is _safe_product):
+                    or function is safe_product):
                 continue
             shape, dtype = node.out
             if dtype.itemsize * math.prod(shape) < POOL_MIN_BYTES:
@@ -730,7 +645,7 @@ class Program:
             if len(readers) < _SPREAD_MIN_READERS:
                 continue
             dtype = self.nodes[readers[0][0]].out[1]
-            spread = Node(_spread_into(shape, dtype), {}, (ref,), fresh)
+            spread = Node(spread_into(shape, dtype), {}, (ref,), fresh)
             spread.out, fresh = (shape, dtype), fresh + 1
             spreads.setdefault(readers[0][0], []).append(spread)
             for index, position in readers:
@@ -796,7 +711,7 @@ class Program:
                         tree.own_rolls.append(ref)
                         tree.rolled.append(ref)
                         tree.axis = roll.function.axis
-                        ref = _Shifted(roll.refs[0], roll.function.axis, roll.function.shift)
+                        ref = Shifted(roll.refs[0], roll.function.axis, roll.function.shift)
                     pieces.append(_leaf_name(ref, dtype, tree.leaves, tree.dtypes))
             tree.expression = expression.format(*pieces)
             trees[node.slot] = tree
@@ -826,10 +741,10 @@ class Program:
                         numexpr.NumExpr(expression, signature=signature),
                         ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
                     if tree.rolled:
-                        evaluate = _rolled_evaluation(evaluate, tree.leaves, node.out, tree.axis)
+                        evaluate = rolled_evaluation(evaluate, tree.leaves, node.out, tree.axis)
                 else:
                     evaluate = cuda_kernel(expression, names, tree.dtypes, node.fusable.out)
-                leaves = tuple(leaf.ref if type(leaf) is _Shifted else leaf for leaf in tree.leaves)
+                leaves = tuple(leaf.ref if type(leaf) is Shifted else leaf for leaf in tree.leaves)
                 replacement = Node(evaluate, {}, leaves, node.slot)
                 replacement.out = node.out
                 replacement.fusable = node.fusable
@@ -906,58 +821,6 @@ class _Tree:
         self.axis = None  # the axis of those rolls (one per tree)
         self.size = 1
         self.heavy = node.prim in _HEAVY
-
-
-class _Shifted:
-    """A leaf of a fused expression read as ``np.roll(ref, shift, axis)``."""
-
-    __slots__ = ("ref", "axis", "shift")
-
-    def __init__(self, ref, axis, shift):
-        self.ref, self.axis, self.shift = ref, axis, shift
-
-    def __eq__(self, other):
-        return type(other) is _Shifted and (self.ref, self.axis, self.shift) == (other.ref, other.axis, other.shift)
-
-    def __hash__(self):
-        return hash((self.ref, self.axis, self.shift))
-
-
-def _rolled_evaluation(evaluate, leaves, out, axis):
-    """A fused evaluation whose leaves include rolls along ``axis``, without the rolls: on
-    C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
-    where it wraps around (the first and last indices along ``axis``): one evaluation over
-    the flat arrays shifted, then the wrapped indices again with their values gathered.
-    Other layouts take the rolls as copies."""
-    shape, dtype = out
-    n, inner = shape[axis], math.prod(shape[axis + 1:])
-    total = math.prod(shape)
-    signed = [None if type(leaf) is not _Shifted else (leaf.shift if leaf.shift <= n // 2 else leaf.shift - n)
-              for leaf in leaves]
-    offsets = [0 if s is None else s * inner for s in signed]
-    low, high = max(max(offsets), 0), total + min(min(offsets), 0)
-    ahead, behind = max([s for s in signed if s is not None] + [0]), min([s for s in signed if s is not None] + [0])
-    wrapped = np.r_[0:ahead, n + behind:n]  # indices along axis where some leaf wraps around
-    gathers = [None if s is None else (wrapped - s) % n for s in signed]
-    head = (slice(None),) * axis
-
-    def evaluate_rolled(*values, out=None):
-        if out is None:
-            out = np.empty(shape, dtype)
-        arrays = [v for v in values if type(v) is np.ndarray]
-        if not (out.flags.c_contiguous and all(v.shape == shape and v.flags.c_contiguous for v in arrays)):
-            return evaluate(*[v if s is None else np.roll(v, s, axis=axis) for v, s in zip(values, signed)], out=out)
-        flat = out.reshape(-1)
-        shifted = [v if type(v) is not np.ndarray else v.reshape(-1)[low - off:high - off]
-                   for v, off in zip(values, offsets)]
-        evaluate(*shifted, out=flat[low:high])
-        if len(wrapped):
-            edges = [v if type(v) is not np.ndarray else np.take(v, wrapped if g is None else g, axis=axis)
-                     for v, g in zip(values, gathers)]
-            out[head + (wrapped,)] = evaluate(*edges)
-        return out
-    evaluate_rolled.writes_into = True
-    return evaluate_rolled
 
 
 def _template(node):
@@ -1111,7 +974,7 @@ def _leaf_name(ref, dtype, leaves, dtypes):
     """The placeholder of input ``ref`` in an expression (one per distinct input; a Python
     number is read in the precision its dtype says)."""
     for k, known in enumerate(leaves):
-        if known is ref or (type(ref) in (int, _Shifted) and type(known) is type(ref) and known == ref):
+        if known is ref or (type(ref) in (int, Shifted) and type(known) is type(ref) and known == ref):
             return "{%d}" % k
     leaves.append(ref)
     dtypes.append(np.dtype(dtype))

@@ -1,0 +1,155 @@
+"""The replay's own NumPy kernels: what a node of an ``lf.jit`` program calls where one is
+faster than the primitive's impl, or writes into a buffer it is given (``out=``, see
+``Program.prune`` in compile.py).
+
+Each kernel computes what the primitive computes (bit for bit, or to 1e-15 relative where
+it sums in another order, as said): a NaN-safe product, a roll along one axis, sums over
+trailing axes (alone or of a product), an operand spread to a broadcast shape, and a fused
+evaluation that reads rolls of its leaves as shifted views.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_product",
+           "spread_into", "trailing_sum"]
+
+
+def all_finite(d):
+    """Whether every element of ``d`` is finite. The sum of a float array is finite only if
+    every element is (einsum's sum: faster than ``isfinite(d).all()``); when the sum
+    overflows, the exact test decides."""
+    if type(d) is np.ndarray and d.dtype.kind == "f" and d.flags.c_contiguous and d.size:
+        if math.isfinite(np.einsum("i->", d.reshape(-1))):
+            return True
+    return bool(np.isfinite(d).all())
+
+
+def safe_product(g, d, out=None):
+    """``safe_multiply`` of NumPy arrays, written into ``out`` when given: ``g * d``, and 0
+    where ``g`` is 0 and ``d`` is not finite (the mask is computed only when ``d`` has a
+    non-finite element, as the kernel does)."""
+    product = np.multiply(g, d, out=out)
+    if not all_finite(d):
+        np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
+    return product
+
+
+def roll_into(shift, axis, shape, dtype):
+    """``np.roll`` along one axis, as two copies into ``out`` (a fresh array when None)."""
+    size = shape[axis]
+    step = shift % size if size else 0
+    head = (slice(None),) * axis
+
+    def roll(x, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        if step == 0:
+            np.copyto(out, x)
+        else:
+            out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
+            out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
+        return out
+    roll.writes_into = True
+    roll.shift, roll.axis = step, axis
+    return roll
+
+
+def trailing_sum(axes, keepdims, shape):
+    """A float sum over the trailing ``axes`` of an array of ``shape`` by einsum (its
+    unrolled loop: 2-3 times NumPy's pairwise sum along a short last axis; equal to 1e-15
+    relative)."""
+    count = len(axes)
+    lead, inner = shape[:len(shape) - count], math.prod(shape[len(shape) - count:])
+    result = lead + (1,) * count if keepdims else lead
+    subscripts = "ij->i" if lead else "i->"
+    layout = (math.prod(lead), inner) if lead else (inner,)
+
+    def total(x):
+        return np.asarray(np.einsum(subscripts, x.reshape(layout))).reshape(result)
+    total.writes_into = False  # reads its input only, but returns a small fresh array
+    total.shape = shape
+    total.contracted = lambda safe: contraction(total, subscripts, layout, result, safe)
+    return total
+
+
+def contraction(total, subscripts, layout, result, safe):
+    """``total(a * d)`` (or of the NaN-safe product) in one einsum: the products are never
+    stored (equal to 1e-15 relative of the product, then the sum)."""
+    inputs, output = subscripts.split("->")
+    pair = f"{inputs},{inputs}->{output}"
+
+    def product_sum(a, d):
+        if safe and not all_finite(d):
+            return total(safe_product(a, d))
+        return np.asarray(np.einsum(pair, a.reshape(layout), d.reshape(layout))).reshape(result)
+    product_sum.writes_into = False
+    return product_sum
+
+
+safe_product.writes_into = True
+
+
+def spread_into(shape, dtype):
+    """A copy of an operand broadcast to ``shape``, into ``out`` (fresh when None)."""
+    def spread(x, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        np.copyto(out, x)
+        return out
+    spread.writes_into = True
+    return spread
+
+
+class Shifted:
+    """A leaf of a fused expression read as ``np.roll(ref, shift, axis)``."""
+
+    __slots__ = ("ref", "axis", "shift")
+
+    def __init__(self, ref, axis, shift):
+        self.ref, self.axis, self.shift = ref, axis, shift
+
+    def __eq__(self, other):
+        return type(other) is Shifted and (self.ref, self.axis, self.shift) == (other.ref, other.axis, other.shift)
+
+    def __hash__(self):
+        return hash((self.ref, self.axis, self.shift))
+
+
+def rolled_evaluation(evaluate, leaves, out, axis):
+    """A fused evaluation whose leaves include rolls along ``axis``, without the rolls: on
+    C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
+    where it wraps around (the first and last indices along ``axis``): one evaluation over
+    the flat arrays shifted, then the wrapped indices again with their values gathered.
+    Other layouts take the rolls as copies."""
+    shape, dtype = out
+    n, inner = shape[axis], math.prod(shape[axis + 1:])
+    total = math.prod(shape)
+    signed = [None if type(leaf) is not Shifted else (leaf.shift if leaf.shift <= n // 2 else leaf.shift - n)
+              for leaf in leaves]
+    offsets = [0 if s is None else s * inner for s in signed]
+    low, high = max(max(offsets), 0), total + min(min(offsets), 0)
+    ahead, behind = max([s for s in signed if s is not None] + [0]), min([s for s in signed if s is not None] + [0])
+    wrapped = np.r_[0:ahead, n + behind:n]  # indices along axis where some leaf wraps around
+    gathers = [None if s is None else (wrapped - s) % n for s in signed]
+    head = (slice(None),) * axis
+
+    def evaluate_rolled(*values, out=None):
+        if out is None:
+            out = np.empty(shape, dtype)
+        arrays = [v for v in values if type(v) is np.ndarray]
+        if not (out.flags.c_contiguous and all(v.shape == shape and v.flags.c_contiguous for v in arrays)):
+            return evaluate(*[v if s is None else np.roll(v, s, axis=axis) for v, s in zip(values, signed)], out=out)
+        flat = out.reshape(-1)
+        shifted = [v if type(v) is not np.ndarray else v.reshape(-1)[low - off:high - off]
+                   for v, off in zip(values, offsets)]
+        evaluate(*shifted, out=flat[low:high])
+        if len(wrapped):
+            edges = [v if type(v) is not np.ndarray else np.take(v, wrapped if g is None else g, axis=axis)
+                     for v, g in zip(values, gathers)]
+            out[head + (wrapped,)] = evaluate(*edges)
+        return out
+    evaluate_rolled.writes_into = True
+    return evaluate_rolled
