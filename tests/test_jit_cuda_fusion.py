@@ -30,7 +30,7 @@ def c_kernel(in_params, out_params, operation, tmp_path, name):
     the stand-in of ``cupy.ElementwiseKernel(in_params, out_params, operation)``."""
     params = [p.split() for p in in_params.split(",")]
     out_type, _ = out_params.split()
-    ctype = {"float64": "double", "bool": "bool"}
+    ctype = {"float64": "double", "float32": "float", "bool": "bool"}
     loads = "".join(f"    {ctype[t]} {n} = {n}_p[i];\n" for t, n in params)
     pointers = ", ".join(f"const {ctype[t]}* {n}_p" for t, n in params)
     source = (
@@ -44,8 +44,8 @@ def c_kernel(in_params, out_params, operation, tmp_path, name):
     subprocess.run([CC, "-std=c99", "-O1", "-shared", "-fPIC", "-o", str(library), str(c_file), "-lm"],
                    check=True, capture_output=True)
     function = ctypes.CDLL(str(library)).kernel
-    dtypes = [F64 if t == "float64" else BOOL for t, _ in params]
-    out_dtype = F64 if out_type == "float64" else BOOL
+    dtypes = [np.dtype(t) for t, _ in params]
+    out_dtype = np.dtype(out_type)
 
     def run(*args):
         arrays = [np.ascontiguousarray(np.broadcast_to(np.asarray(a, dtype=d), np.broadcast_shapes(
@@ -86,18 +86,20 @@ def operands(prim, rng):
     return (x,)
 
 
+@pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 2e-6)])
 @pytest.mark.parametrize("prim", list(jit_compile._CUDA_EXPRESSIONS), ids=lambda p: p.name)
-def test_each_cuda_expression_computes_what_numpy_does(prim, tmp_path):
-    args = operands(prim, np.random.default_rng(0))
+def test_each_cuda_expression_computes_what_numpy_does(prim, dtype, tolerance, tmp_path):
+    args = [a.astype(dtype) if a.dtype != BOOL else a for a in operands(prim, np.random.default_rng(0))]
     with np.errstate(invalid="ignore"):  # safe_multiply's oracle: 0 * inf before the mask
         expected = prim.impl(*args)
     names = [f"v{k}" for k in range(len(args))]
     expression = jit_compile._CUDA_EXPRESSIONS[prim].format(*names)
     dtypes = [a.dtype.type if a.dtype != BOOL else bool for a in args]
-    kernel = c_kernel(*cuda_source(expression, names, dtypes, expected.dtype), tmp_path, prim.name)
+    kernel = c_kernel(*cuda_source(expression, names, dtypes, expected.dtype), tmp_path,
+                      f"{prim.name}_{np.dtype(dtype).name}")
     actual = kernel(*args)
     assert actual.dtype == expected.dtype
-    np.testing.assert_allclose(actual, expected, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(actual, expected, rtol=tolerance, atol=tolerance * 1e-3)
 
 
 def test_every_numexpr_primitive_has_a_cuda_expression():

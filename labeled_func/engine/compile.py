@@ -913,20 +913,20 @@ class Fusable:
 
 
 def _array_library(value):
-    """"numpy" or "cupy" for their arrays of float64, float32 (NumPy only) or bool, else
-    None (no import of CuPy)."""
+    """"numpy" or "cupy" for their arrays of float64, float32 or bool, else None (no import
+    of CuPy)."""
     kind = type(value)
     if kind is np.ndarray:
         return "numpy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
     if kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
-        return "cupy" if value.dtype in (_FLOAT, _BOOL) else None
+        return "cupy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
     return None
 
 
 def _fusable(prim, params, values, out):
     """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
-    CUDA C compute as NumPy does, no parameters, arrays of one floating precision (float64,
-    or float32 on NumPy) or boolean, of one library, and Python numbers in (of the arrays'
+    CUDA C compute as NumPy does, no parameters, arrays of one floating precision (float64
+    or float32) or boolean, of one library, and Python numbers in (of the arrays'
     precision, as NumPy treats them), an array out (on NumPy of at least ``FUSE_MIN_SIZE``
     elements: on the GPU fewer launches pay at any size); else None."""
     if params or (prim not in _EXPRESSIONS and not (
@@ -956,7 +956,7 @@ def cuda_source(expression, names, dtypes, out):
     """The parameters and the operation of the CuPy ElementwiseKernel computing ``expression``
     of inputs ``names`` (of ``dtypes``) into ``out`` (of dtype ``out``)."""
     def ctype(dtype):
-        return "bool" if dtype is bool or np.dtype(dtype) == _BOOL else "float64"
+        return "bool" if dtype is bool else np.dtype(dtype).name  # bool, float64 or float32
 
     params = ", ".join(f"{ctype(dtype)} {name}" for name, dtype in zip(names, dtypes))
     return params, f"{ctype(out)} out", f"out = {expression}"
