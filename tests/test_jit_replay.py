@@ -304,3 +304,31 @@ def test_the_nan_safe_contraction_masks_like_the_safe_product_then_the_sum():
     finite = rng.normal(size=(50, 30))
     np.testing.assert_allclose(contracted(g, finite), (g * finite).sum(axis=1, keepdims=True), rtol=1e-13,
                                atol=1e-14)
+
+
+def test_threads_replaying_one_program_with_recycled_buffers_do_not_share_them():
+    import threading
+
+    def f(x, y):
+        for _ in range(5):
+            x = np.roll(x, 1, axis=1) * 0.5 + y * x - np.sin(y)
+        return x
+
+    jitted = lf.jit(f)
+    rng = np.random.default_rng(13)
+    inputs = [rng.normal(size=(2, 100, 200)) for _ in range(8)]
+    jitted(*inputs[0])
+    results = [None] * len(inputs)
+
+    def work(k):
+        for _ in range(3):
+            results[k] = jitted(*inputs[k])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert jitted.traces == 1
+    for (x, y), got in zip(inputs, results):
+        np.testing.assert_allclose(got, f(x, y), rtol=1e-12, atol=1e-12)
