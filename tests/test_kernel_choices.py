@@ -136,3 +136,20 @@ def test_the_transpose_of_a_slice_puts_the_cotangent_back(key):
     expected = np.zeros_like(x)
     expected[key] = w.reshape(expected[key].shape)
     np.testing.assert_array_equal(gradient, expected)
+
+
+def test_all_finite_of_a_large_array_decides_as_isfinite_does():
+    from labeled_func_kernels.backend import all_finite
+    rng = np.random.default_rng(14)
+    x = rng.normal(size=(300, 40))
+    assert all_finite(x)
+    huge = np.full(5000, 1e308)  # the sum overflows: the exact test says finite
+    assert all_finite(huge)
+    for bad in (np.inf, -np.inf, np.nan):
+        y = x.copy()
+        y[123 // 40, 123 % 40] = bad
+        assert not all_finite(y)
+    mixed = np.full(5000, 1.0)
+    mixed[[7, 9]] = [np.inf, -np.inf]  # inf - inf: a NaN sum, not finite
+    assert not all_finite(mixed)
+    assert not all_finite(x.T.copy(order="F").T * np.where(np.arange(40) == 3, np.nan, 1.0))
