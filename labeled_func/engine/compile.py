@@ -548,8 +548,8 @@ class Program:
                 sides = (1, 0) if node.function is not np.subtract else (1,)
                 for side in sides:
                     inner = negation(node.refs[side])
-                    if inner is None:
-                        continue
+                    if inner is None or (node.function is np.multiply and inner.out != node.out):
+                        continue  # a negation of a broadcast operand stays on the smaller array
                     other = 1 - side
                     refs = (node.refs[other], inner.refs[0]) if node.function is not np.subtract else (
                         node.refs[0], inner.refs[0])
