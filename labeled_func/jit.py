@@ -45,8 +45,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
 
     The signature of a call is the structure of its arguments (pytrees of DataArrays,
     Datasets, DataTrees, Variables, arrays, numbers; the node paths and variables of
-    each DataTree), the dims, shapes and dtypes of their arrays, their
-    coordinates, names and attrs, and the values of Python numbers, ``None`` and the
+    each DataTree), the dims, shapes, dtypes and memory layouts (strides) of their arrays,
+    their coordinates, names and attrs, and the values of Python numbers, ``None`` and the
     arguments named in ``static_argnames`` (hashable; a new value traces again).  Pass a
     0-d array or DataArray for a number that changes from call to call.  Up to
     ``CACHE_SIZE`` programs are kept per function.
@@ -254,7 +254,10 @@ class _Call:
             self.counts.append(len(arrays))
             self.arrays.extend(arrays)
             key.append(kind)
-        self.key = (self.treedef, tuple(key), statics)
+        # the memory layout of NumPy arrays too: the replay writes results in the layout
+        # NumPy gave them when recorded (sums over them then add in the same order)
+        layouts = tuple(a.strides if type(a) is np.ndarray else None for a in self.arrays)
+        self.key = (self.treedef, tuple(key), statics, layouts)
 
     def _where(self, path):
         """``argument 'x'``, ``argument 'params'['a']``, ``keyword argument 'scale'``."""

@@ -332,3 +332,19 @@ def test_threads_replaying_one_program_with_recycled_buffers_do_not_share_them()
     assert jitted.traces == 1
     for (x, y), got in zip(inputs, results):
         np.testing.assert_allclose(got, f(x, y), rtol=1e-12, atol=1e-12)
+
+
+def test_an_argument_laid_out_otherwise_traces_its_own_program_and_keeps_the_bits(every_buffer_recycled):
+    def f(x):
+        y = np.exp(x) * 2.0 + x
+        return (y * y).sum(axis=0), (1.0 * y).sum(axis=1)
+
+    rng = np.random.default_rng(15)
+    x = rng.normal(size=(60, 70))
+    jitted = lf.jit(f)
+    same(jitted(x), f(x))
+    transposed = np.ascontiguousarray(x.T).T  # the same values, Fortran order
+    same(jitted(transposed), f(transposed))
+    assert jitted.traces == 2
+    same(jitted(transposed + 1.0), f(transposed + 1.0))
+    assert jitted.traces == 2

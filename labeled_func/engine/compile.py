@@ -104,6 +104,7 @@ class JitLevel(Level):
         self.program.inputs.append(tracer._slot)
         if type(value) is np.ndarray:
             self.program.layouts[tracer._slot] = (value.shape, value.dtype)
+            self.program.strides[tracer._slot] = value.strides
         return tracer
 
     def source(self, draw, value):
@@ -158,7 +159,7 @@ class JitLevel(Level):
             node = Node(lowered, params if lowered is prim.impl else {}, tuple(refs), slot, prim)
             node.fusable = _fusable(prim, params, values, out)
             if type(out) is np.ndarray:
-                node.out = (out.shape, out.dtype)
+                node.out, node.strides = (out.shape, out.dtype), out.strides
             self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
@@ -187,7 +188,7 @@ class JitLevel(Level):
             create.writes_into = False  # reads nothing, returns a fresh array
             node = Node(create, {}, (), slot, prim)
             if type(out) is np.ndarray:
-                node.out = (out.shape, out.dtype)
+                node.out, node.strides = (out.shape, out.dtype), out.strides
             self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
@@ -259,7 +260,8 @@ def _numpy_lowering(prim, values, params, out):
         shift, axis = params["shift"], params["axis"]
         if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
             shift, axis = shift[0], axis[0]
-        if type(axis) is int and type(shift) is int and values[0].shape == out.shape:
+        if (type(axis) is int and type(shift) is int and values[0].shape == out.shape
+                and values[0].flags.c_contiguous):  # np.roll's result then is C-ordered too
             return roll_into(shift, axis % out.ndim, out.shape, out.dtype)
     if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype.kind == "f"
             and values[0].dtype.itemsize >= 4 and values[0].size >= FUSE_MIN_SIZE):
@@ -361,7 +363,7 @@ class Node:
     ``fusable``: None, or the dtypes of the inputs when the node may join a fused
     expression (see :func:`_fusable`)."""
 
-    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable", "out")
+    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable", "out", "strides")
 
     def __init__(self, function, params, refs, slot, prim=None):
         self.function = function
@@ -371,6 +373,7 @@ class Node:
         self.prim = prim
         self.fusable = None
         self.out = None  # (shape, dtype) of a NumPy result
+        self.strides = None  # its strides when recorded (a call's layout is part of its signature)
 
 
 class Program:
@@ -381,6 +384,7 @@ class Program:
         self.nodes = []
         self.outputs = []
         self.layouts = {}  # input slot -> (shape, dtype) of a NumPy input
+        self.strides = {}  # input slot -> its strides
         self._plan = None
         self._lock = threading.Lock()
 
@@ -473,6 +477,17 @@ class Program:
                 env[dead] = None
         return [env[k] for k in self._outputs]
 
+    def _layouts(self):
+        """(shape, dtype) and recorded strides of every NumPy input, constant and result."""
+        layout, strides = dict(self.layouts), dict(self.strides)
+        for node in self.nodes:
+            if node.out is not None:
+                layout[node.slot], strides[node.slot] = node.out, node.strides
+            for ref in node.refs:
+                if type(ref) is Constant and type(ref.value) is np.ndarray:
+                    strides[ref] = ref.value.strides
+        return layout, strides
+
     def _drop_dead(self):
         needed = set(self.outputs)
         kept = []
@@ -483,40 +498,44 @@ class Program:
         self.nodes = kept[::-1]
 
     def drop_ones(self):
-        """A product by an array of ones (the seed of a backward pass, ``ones_like`` of a
-        traced template, and views of it) is its other operand, when that has the product's
-        shape and dtype and the product is no output: ``1 * x`` is ``x``, bit for bit, and a
-        NaN-safe product with a cotangent of ones never masks. Likewise ``x ** 1`` (a rule's
-        derivative of a square) is ``x``."""
-        layout = dict(self.layouts)
-        for node in self.nodes:
-            if node.out is not None:
-                layout[node.slot] = node.out
+        """Arrays known to hold one value everywhere: ``ones_like``/``zeros_like`` of a
+        traced template (the seed of a backward pass), their views, and products and sums
+        of them with numbers. A product by ones is its other operand, when that has the
+        product's shape and dtype and the product is no output (``1 * x`` is ``x``, bit
+        for bit; a NaN-safe product with a cotangent of ones never masks), and ``x ** 1``
+        is ``x``. Elsewhere an elementwise operation reads such an array as a scalar of its
+        dtype, where another operand gives the result its shape: the same bits (NumPy
+        promotes a NumPy scalar as an array), one array less in memory, and a NaN-safe
+        product by a finite nonzero scalar is a plain product."""
+        layout, strides = self._layouts()
         outputs = set(self.outputs)
-        ones, rename, kept = set(), {}, []
+        uniform, rename, kept = {}, {}, []
         for node in self.nodes:
             if rename:
                 node.refs = tuple(rename.get(ref, ref) if type(ref) is int else ref for ref in node.refs)
-            if node.prim is kc.ones_like and not node.refs:
-                ones.add(node.slot)
-            elif node.prim in _VIEWS_OF_ONES and node.refs and node.refs[0] in ones:
-                ones.add(node.slot)
-            elif (node.prim is ew.power and len(node.refs) == 2 and type(node.refs[1]) is Constant
-                  and type(node.refs[1].value) in (int, float) and node.refs[1].value == 1
-                  and node.out is not None and node.slot not in outputs
-                  and _layout_of(node.refs[0], layout) == node.out):
+            value = _uniform_value(node, uniform)
+            if value is not None:
+                uniform[node.slot] = value
+                kept.append(node)
+                continue
+            if (node.prim is ew.power and len(node.refs) == 2 and type(node.refs[1]) is Constant
+                    and type(node.refs[1].value) in (int, float) and node.refs[1].value == 1
+                    and node.out is not None and node.slot not in outputs
+                    and _layout_of(node.refs[0], layout) == node.out and strides.get(node.refs[0]) == node.strides):
                 rename[node.slot] = node.refs[0]  # x ** 1 is x (the kernel's copy of it)
                 continue
-            elif (node.prim in (ew.multiply, ew.safe_multiply) and len(node.refs) == 2 and node.out is not None
-                  and node.slot not in outputs):
-                for side in ((0, 1) if node.prim is ew.multiply else (0,)):  # safe_multiply(g, d): g the ones
-                    ref, other = node.refs[side], node.refs[1 - side]
-                    if type(ref) is int and ref in ones and _layout_of(other, layout) == node.out:
-                        rename[node.slot] = other
-                        break
-                else:
-                    kept.append(node)
-                continue
+            if (node.prim in (ew.multiply, ew.safe_multiply) and len(node.refs) == 2 and node.out is not None
+                    and node.slot not in outputs):
+                sides = (0, 1) if node.prim is ew.multiply else (0,)  # safe_multiply(g, d): g the ones
+                found = next((1 - side for side in sides if _is_one(uniform.get(node.refs[side]))
+                              and _layout_of(node.refs[1 - side], layout) == node.out
+                              and strides.get(node.refs[1 - side]) == node.strides), None)
+                if found is not None:
+                    rename[node.slot] = node.refs[found]
+                    continue
+            if uniform and node.out is not None and node.prim in _EXPRESSIONS:  # not power: NumPy's
+                # power takes other paths for a scalar exponent
+                _read_as_scalars(node, uniform, layout, strides)
             kept.append(node)
         self.nodes = kept
         return self
@@ -620,10 +639,7 @@ class Program:
         step of a loop) is spread to the full shape once, before the first of them: NumPy
         loops over a broadcast operand in short inner loops, 2-3 times slower than over
         contiguous ones. The same values meet the same operations: the same bits."""
-        layout = dict(self.layouts)
-        for node in self.nodes:
-            if node.out is not None:
-                layout[node.slot] = node.out
+        layout, strides = self._layouts()
         uses = {}
         for index, node in enumerate(self.nodes):
             function = node.function
@@ -632,8 +648,10 @@ class Program:
                     or function is safe_product):
                 continue
             shape, dtype = node.out
-            if dtype.itemsize * math.prod(shape) < POOL_MIN_BYTES:
-                continue
+            if dtype.itemsize * math.prod(shape) < POOL_MIN_BYTES or not _c_ordered(node.out, node.strides) or not all(
+                    _c_ordered(layout.get(ref) if type(ref) is int else _layout_of(ref, layout), strides.get(ref))
+                    for ref in node.refs if (_layout_of(ref, layout) or ((),))[0] == shape):
+                continue  # a C-ordered result of C-ordered operands stays C-ordered once spread
             for position, ref in enumerate(node.refs):
                 known = layout.get(ref) if type(ref) is int else (
                     (ref.value.shape, ref.value.dtype) if type(ref.value) is np.ndarray else None)
@@ -647,6 +665,7 @@ class Program:
             dtype = self.nodes[readers[0][0]].out[1]
             spread = Node(spread_into(shape, dtype), {}, (ref,), fresh)
             spread.out, fresh = (shape, dtype), fresh + 1
+            spread.strides = np.empty((0,) + shape[1:], dtype).strides if shape else ()
             spreads.setdefault(readers[0][0], []).append(spread)
             for index, position in readers:
                 node = self.nodes[index]
@@ -878,13 +897,85 @@ def _writes_into(node):
     """The (shape, dtype) of the fresh NumPy array of ``POOL_MIN_BYTES`` or more that a node
     writes through ``out=`` (a ufunc of one output, a fused expression, this module's
     kernels that take a buffer), or None."""
-    if node.out is None or node.params or not _reads_only(node) or not getattr(node.function, "writes_into", True):
-        return None
-    shape, dtype = node.out
+    if (node.out is None or node.params or not _reads_only(node) or not getattr(node.function, "writes_into", True)
+            or not _c_ordered(node.out, node.strides)):
+        return None  # a buffer is C-ordered: only a result recorded C-ordered takes one (the same
+    shape, dtype = node.out  # layout: the same order of the sums that later read it)
     return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
 
 
+def _c_ordered(layout, strides):
+    """Whether ``strides`` are those of a C-ordered array of ``layout`` (shape, dtype)."""
+    if layout is None or strides is None:
+        return False
+    shape, dtype = layout
+    expected, step = [], dtype.itemsize
+    for size in reversed(shape):
+        expected.append(step)
+        step *= size
+    return all(s == e or n == 1 for s, e, n in zip(strides, reversed(expected), shape))
+
+
 _VIEWS_OF_ONES = frozenset((kcore.expand_dims, kcore.broadcast_to, kcore.reshape, kcore.transpose, kcore.squeeze))
+_UNIFORM_ARITHMETIC = {ew.multiply: np.multiply, ew.add: np.add, ew.subtract: np.subtract, ew.negative: np.negative}
+
+
+def _uniform_value(node, uniform):
+    """The one value (a NumPy scalar of the array's dtype) of a node's result when every
+    element is known to hold it, else None."""
+    if node.out is None:
+        return None
+    dtype = node.out[1]
+    if not node.refs and node.prim in (kc.ones_like, kc.zeros_like) and dtype.kind in "fc":
+        return dtype.type(1 if node.prim is kc.ones_like else 0)
+    if node.prim in _VIEWS_OF_ONES and node.refs and type(node.refs[0]) is int:
+        return uniform.get(node.refs[0])
+    function = _UNIFORM_ARITHMETIC.get(node.prim)
+    if function is None or node.params:
+        return None
+    operands = []
+    for ref in node.refs:
+        if type(ref) is int:
+            if ref not in uniform:
+                return None
+            operands.append(uniform[ref])
+        elif type(ref.value) in (int, float) or (isinstance(ref.value, np.generic) and ref.value.dtype.kind in "fc"):
+            operands.append(ref.value)
+        else:
+            return None
+    if not any(type(ref) is int for ref in node.refs):
+        return None
+    with np.errstate(all="ignore"):
+        value = function(*operands)
+    return value if isinstance(value, np.generic) and value.dtype == dtype else None
+
+
+def _is_one(value):
+    return value is not None and value == 1
+
+
+def _read_as_scalars(node, uniform, layout, strides):
+    """An elementwise node reads its operands known to be uniform as NumPy scalars, where
+    another operand has the result's shape (the result and those operands C-ordered: so
+    is the result then); a NaN-safe product whose cotangent is a finite nonzero scalar, or
+    whose partial is a finite scalar, becomes a plain product."""
+    shape = node.out[0]
+    full = [ref for ref in node.refs if (type(ref) is not int or ref not in uniform)
+            and (_layout_of(ref, layout) or ((),))[0] == shape]
+    if not full or not _c_ordered(node.out, node.strides) or not all(
+            _c_ordered(_layout_of(ref, layout), strides.get(ref)) for ref in full):
+        return
+    refs = list(node.refs)
+    for position, ref in enumerate(refs):
+        if type(ref) is int and ref in uniform:
+            refs[position] = Constant(uniform[ref])
+    if refs == list(node.refs):
+        return
+    node.refs = tuple(refs)
+    if node.prim is ew.safe_multiply:
+        g, d = (r.value if type(r) is Constant else None for r in node.refs)
+        if (g is not None and np.isfinite(g) and g != 0) or (d is not None and np.isfinite(d)):
+            node.prim, node.function = ew.multiply, np.multiply
 
 
 def _layout_of(ref, layout):
