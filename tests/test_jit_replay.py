@@ -348,3 +348,22 @@ def test_an_argument_laid_out_otherwise_traces_its_own_program_and_keeps_the_bit
     assert jitted.traces == 2
     same(jitted(transposed + 1.0), f(transposed + 1.0))
     assert jitted.traces == 2
+
+
+def test_nan_safe_products_of_one_partial_test_it_once_and_still_mask(every_buffer_recycled):
+    def f(x, s):
+        total = 0.0
+        for k in range(4):  # d/dx of each term: its cotangent times s, NaN-safe: s may be inf
+            total = total + ((s * (x + k)) ** 2).sum()
+        return total
+
+    gradient = lf.jit(lf.grad(f, argnums=(0, 1)))
+    rng = np.random.default_rng(16)
+    x, s = rng.normal(size=300), rng.uniform(0.5, 2.0, 300)
+    same(gradient(x, s), lf.grad(f, argnums=(0, 1))(x, s))
+    flags = [node for node in compiled(gradient).nodes if getattr(node.function, "__name__", "") == "all_finite"]
+    assert len(flags) == 1
+    s2 = s.copy()
+    s2[:5] = np.inf  # a non-finite partial: the flag says so and the products mask
+    with np.errstate(invalid="ignore"):
+        same(gradient(x, s2), lf.grad(f, argnums=(0, 1))(x, s2))

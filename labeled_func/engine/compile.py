@@ -52,7 +52,8 @@ from .errors import UnsupportedOperationError
 from .forward import JVPTracer
 from .reverse import VJPTracer
 from .stack import Level
-from .replay import Shifted, rolled_evaluation, roll_into, safe_product, spread_into, trailing_sum
+from .replay import (Shifted, all_finite, rolled_evaluation, roll_into, safe_product, safe_product_checked,
+                     spread_into, trailing_sum)
 from .tracer import PrimalTracer, Wording, unknown_value_policy
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
@@ -407,6 +408,7 @@ class Program:
         self.fuse()
         self.contract()
         self.spread()
+        self.share_checks()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
         for node in self.nodes:
@@ -476,6 +478,32 @@ class Program:
                 pool.setdefault(dead_key, []).append(env[dead])
                 env[dead] = None
         return [env[k] for k in self._outputs]
+
+    def share_checks(self):
+        """NaN-safe products whose partial is one array (a spread parameter read at every
+        step) test it for non-finite values once: one node computes the flag, the products
+        read it."""
+        readers = {}
+        for index, node in enumerate(self.nodes):
+            if (node.function is safe_product or getattr(node.function, "checks", False)) and len(node.refs) == 2:
+                readers.setdefault(node.refs[1], []).append(index)
+        checks = {}
+        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+        for ref, indices in readers.items():
+            if len(indices) < 2:
+                continue
+            flag = Node(all_finite, {}, (ref,), fresh)
+            fresh += 1
+            checks[indices[0]] = flag
+            for index in indices:
+                node = self.nodes[index]
+                if node.function is safe_product:
+                    node.function = safe_product_checked
+                node.refs = node.refs + (flag.slot,)
+        if checks:
+            self.nodes = [new for index, node in enumerate(self.nodes)
+                          for new in ((checks[index], node) if index in checks else (node,))]
+        return self
 
     def _layouts(self):
         """(shape, dtype) and recorded strides of every NumPy input, constant and result."""

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 __all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_product",
-           "spread_into", "trailing_sum"]
+           "safe_product_checked", "spread_into", "trailing_sum"]
 
 
 def all_finite(d):
@@ -81,15 +81,24 @@ def contraction(total, subscripts, layout, result, safe):
     inputs, output = subscripts.split("->")
     pair = f"{inputs},{inputs}->{output}"
 
-    def product_sum(a, d):
-        if safe and not all_finite(d):
+    def product_sum(a, d, finite=None):
+        if safe and not (all_finite(d) if finite is None else finite):
             return total(safe_product(a, d))
         return np.asarray(np.einsum(pair, a.reshape(layout), d.reshape(layout))).reshape(result)
     product_sum.writes_into = False
+    product_sum.checks = safe  # reads a finiteness flag of d when given one
     return product_sum
 
 
-safe_product.writes_into = True
+def safe_product_checked(g, d, finite, out=None):
+    """``safe_product`` with ``all_finite(d)`` computed once for the readers of ``d``."""
+    if finite:
+        return np.multiply(g, d, out=out)
+    return safe_product(g, d, out=out)
+
+
+safe_product.writes_into = safe_product_checked.writes_into = True
+all_finite.writes_into = False  # reads its input only; a flag, not an array
 
 
 def spread_into(shape, dtype):
