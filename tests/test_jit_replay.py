@@ -367,3 +367,16 @@ def test_nan_safe_products_of_one_partial_test_it_once_and_still_mask(every_buff
     s2[:5] = np.inf  # a non-finite partial: the flag says so and the products mask
     with np.errstate(invalid="ignore"):
         same(gradient(x, s2), lf.grad(f, argnums=(0, 1))(x, s2))
+
+
+def test_buffers_made_like_a_fortran_ordered_argument_keep_its_layout():
+    def f(x):
+        out = np.zeros_like(x)
+        out[:, 1:] = x[:, :-1] * 2.0
+        return (out * x).sum(axis=0)
+
+    x = np.asfortranarray(np.random.default_rng(18).normal(size=(50, 40)))
+    jitted = lf.jit(f)
+    same(jitted(x), f(x))
+    x2 = np.asfortranarray(x + 1.0)
+    same(jitted(x2), f(x2))

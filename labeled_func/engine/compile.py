@@ -150,7 +150,8 @@ class JitLevel(Level):
         if prim is ew.safe_multiply and type(refs[1]) is Constant and _finite_constant(refs[1].value):
             prim = ew.multiply  # the mask can never apply: a plain product, fusable
         if (prim.traced_constant and isinstance(values[0], (np.ndarray, np.generic))
-                and all(type(r) is Constant for r in refs[1:])):
+                and all(type(r) is Constant for r in refs[1:])
+                and (type(out) is not np.ndarray or out.flags.c_contiguous)):  # as made from a template
             return self._created(prim, values, params, out)
         key = _node_key(prim, params, refs)
         slot = self._seen.get(key) if key is not None else None
