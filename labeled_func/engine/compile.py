@@ -489,7 +489,7 @@ class Program:
             if (node.function is safe_product or getattr(node.function, "checks", False)) and len(node.refs) == 2:
                 readers.setdefault(node.refs[1], []).append(index)
         checks = {}
-        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+        fresh = self._fresh_slot()
         for ref, indices in readers.items():
             if len(indices) < 2:
                 continue
@@ -505,6 +505,20 @@ class Program:
             self.nodes = [new for index, node in enumerate(self.nodes)
                           for new in ((checks[index], node) if index in checks else (node,))]
         return self
+
+    def _fresh_slot(self):
+        """A slot number no node or input of the program uses (for nodes a rewrite adds)."""
+        return max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+
+    def _readers(self):
+        """The node computing each slot, and how many times each slot is read."""
+        producer, readers = {}, {}
+        for node in self.nodes:
+            producer[node.slot] = node
+            for ref in node.refs:
+                if type(ref) is int:
+                    readers[ref] = readers.get(ref, 0) + 1
+        return producer, readers
 
     def _layouts(self):
         """(shape, dtype) and recorded strides of every NumPy input, constant and result."""
@@ -575,14 +589,9 @@ class Program:
         reads: ``a + (-b)`` and ``(-b) + a`` become ``a - b``, ``a - (-b)`` becomes ``a + b``,
         and ``(-x) * y`` becomes ``-(x * y)``, ``roll(-x)`` ``-roll(x)`` (so that a sum reading
         them absorbs the sign)."""
-        readers, producer = {}, {}
-        for node in self.nodes:
-            producer[node.slot] = node
-            for ref in node.refs:
-                if type(ref) is int:
-                    readers[ref] = readers.get(ref, 0) + 1
+        producer, readers = self._readers()
         outputs = set(self.outputs)
-        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+        fresh = self._fresh_slot()
 
         def negation(ref):
             inner = producer.get(ref) if type(ref) is int else None
@@ -635,15 +644,8 @@ class Program:
         """A sum over trailing axes of a product read only there (a parameter's gradient:
         the cotangent times a residual, summed over the cells) is one einsum: the products
         are never stored."""
-        layout = dict(self.layouts)
-        producer, readers = {}, {}
-        for node in self.nodes:
-            producer[node.slot] = node
-            if node.out is not None:
-                layout[node.slot] = node.out
-            for ref in node.refs:
-                if type(ref) is int:
-                    readers[ref] = readers.get(ref, 0) + 1
+        layout, _ = self._layouts()
+        producer, readers = self._readers()
         outputs = set(self.outputs)
         dropped = set()
         for node in self.nodes:
@@ -687,7 +689,7 @@ class Program:
                 if known is not None and known[0] != shape and known[1] == dtype and len(known[0]) == len(shape):
                     uses.setdefault((ref, shape), []).append((index, position))
         spreads = {}  # index of the first reader -> the nodes spreading its operands
-        fresh = max([node.slot for node in self.nodes] + list(self.inputs), default=-1) + 1
+        fresh = self._fresh_slot()
         for (ref, shape), readers in uses.items():
             if len(readers) < _SPREAD_MIN_READERS:
                 continue
@@ -710,11 +712,7 @@ class Program:
         run node by node, its subtrees judged on their own. An operand that a primitive's
         expression names twice (``x * x``, the mask of a safe product) stays a leaf in numexpr,
         which would compute its subtree twice (a CUDA C compiler computes it once)."""
-        readers = {}
-        for node in self.nodes:
-            for ref in node.refs:
-                if type(ref) is int:
-                    readers[ref] = readers.get(ref, 0) + 1
+        _, readers = self._readers()
         outputs = set(self.outputs)
         trees = {}  # slot of a fusable node -> _Tree
         absorbed = set()
