@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench bench-gpu perf-docs supported-docs docs clean
+.PHONY: demo test bench bench-gpu gpu-check perf-docs supported-docs docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ bench: $(STAMP)
 
 # Needs a GPU, cupy-xarray and CuPy: .venv/bin/pip install -e ".[gpu]" cupy-cuda12x
 bench-gpu: $(STAMP)
+	$(PY) -m benchmarks.bench_gpu
+
+# The checks a GPU machine is lent for, in one command: the CuPy tests, then the GPU benchmark.
+gpu-check: $(STAMP)
+	$(PY) -m pytest -q -x tests/test_ops_cupy.py tests/test_backends.py tests/test_jit_cuda_fusion.py tests/test_dask_autodiff.py
 	$(PY) -m benchmarks.bench_gpu
 
 # The table of docs/performance.md, measured on this machine (takes minutes).
