@@ -803,31 +803,32 @@ class Program:
         return len(self.nodes)
 
 
-_EXPRESSIONS = {
+# Primitives whose expression reads the same in numexpr and in CUDA C
+_SHARED_EXPRESSIONS = {
     ew.add: "({} + {})", ew.subtract: "({} - {})", ew.multiply: "({} * {})", ew.divide: "({} / {})",
     ew.negative: "(-{})", ew.sqrt: "sqrt({})", ew.exp: "exp({})", ew.expm1: "expm1({})", ew.log: "log({})",
-    ew.log1p: "log1p({})", ew.sin: "sin({})", ew.cos: "cos({})", ew.tan: "tan({})", ew.asin: "arcsin({})",
-    ew.acos: "arccos({})", ew.atan: "arctan({})", ew.sinh: "sinh({})", ew.cosh: "cosh({})",
-    ew.tanh: "tanh({})", ew.asinh: "arcsinh({})", ew.acosh: "arccosh({})", ew.atanh: "arctanh({})",
-    ew.atan2: "arctan2({}, {})", ew.absolute: "abs({})", ew.where: "where({}, {}, {})",
+    ew.log1p: "log1p({})", ew.sin: "sin({})", ew.cos: "cos({})", ew.tan: "tan({})", ew.sinh: "sinh({})",
+    ew.cosh: "cosh({})", ew.tanh: "tanh({})",
     ew.equal: "({} == {})", ew.not_equal: "({} != {})", ew.less: "({} < {})", ew.less_equal: "({} <= {})",
-    ew.greater: "({} > {})", ew.greater_equal: "({} >= {})", ew.logical_and: "({} & {})",
-    ew.logical_or: "({} | {})", ew.logical_not: "(~{})",
+    ew.greater: "({} > {})", ew.greater_equal: "({} >= {})",
+}
+_EXPRESSIONS = {
+    **_SHARED_EXPRESSIONS,
+    ew.asin: "arcsin({})", ew.acos: "arccos({})", ew.atan: "arctan({})", ew.asinh: "arcsinh({})",
+    ew.acosh: "arccosh({})", ew.atanh: "arctanh({})", ew.atan2: "arctan2({}, {})", ew.absolute: "abs({})",
+    ew.where: "where({}, {}, {})", ew.logical_and: "({} & {})", ew.logical_or: "({} | {})",
+    ew.logical_not: "(~{})",
     # the mask costs nothing once fused; d - d is 0 exactly where d is finite
     ew.safe_multiply: "where(({0} == 0) & (({1} - {1}) != 0), 0, {0} * {1})",
 }
-# The same primitives in CUDA C, for CuPy's ElementwiseKernel (float64 and bool operands; a
-# comparison of doubles is a bool, a bool in arithmetic is 0 or 1 as in NumPy).
+# The same primitives in CUDA C, for CuPy's ElementwiseKernel (float64, float32 and bool
+# operands; a comparison is a bool, a bool in arithmetic is 0 or 1 as in NumPy).
 _CUDA_EXPRESSIONS = {
-    ew.add: "({} + {})", ew.subtract: "({} - {})", ew.multiply: "({} * {})", ew.divide: "({} / {})",
-    ew.negative: "(-{})", ew.sqrt: "sqrt({})", ew.exp: "exp({})", ew.expm1: "expm1({})", ew.log: "log({})",
-    ew.log1p: "log1p({})", ew.sin: "sin({})", ew.cos: "cos({})", ew.tan: "tan({})", ew.asin: "asin({})",
-    ew.acos: "acos({})", ew.atan: "atan({})", ew.sinh: "sinh({})", ew.cosh: "cosh({})",
-    ew.tanh: "tanh({})", ew.asinh: "asinh({})", ew.acosh: "acosh({})", ew.atanh: "atanh({})",
-    ew.atan2: "atan2({}, {})", ew.absolute: "fabs({})", ew.where: "({} ? {} : {})",
-    ew.equal: "({} == {})", ew.not_equal: "({} != {})", ew.less: "({} < {})", ew.less_equal: "({} <= {})",
-    ew.greater: "({} > {})", ew.greater_equal: "({} >= {})", ew.logical_and: "({} && {})",
-    ew.logical_or: "({} || {})", ew.logical_not: "(!{})",
+    **_SHARED_EXPRESSIONS,
+    ew.asin: "asin({})", ew.acos: "acos({})", ew.atan: "atan({})", ew.asinh: "asinh({})",
+    ew.acosh: "acosh({})", ew.atanh: "atanh({})", ew.atan2: "atan2({}, {})", ew.absolute: "fabs({})",
+    ew.where: "({} ? {} : {})", ew.logical_and: "({} && {})", ew.logical_or: "({} || {})",
+    ew.logical_not: "(!{})",
     ew.safe_multiply: "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * ({1}))",
 }
 _FLOAT, _SINGLE, _BOOL = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_)
