@@ -380,3 +380,95 @@ def test_buffers_made_like_a_fortran_ordered_argument_keep_its_layout():
     same(jitted(x), f(x))
     x2 = np.asfortranarray(x + 1.0)
     same(jitted(x2), f(x2))
+
+
+@pytest.mark.parametrize("axis, shifts", [(1, (1, -1)), (0, (2, -3)), (1, (5, 5)), (2, (-4, 3))])
+def test_rolls_read_by_plain_ufuncs_are_shifted_reads_with_the_same_bits(axis, shifts):
+    # unfused (below the fusion sizes): each ufunc reading a roll reads its source shifted
+    def f(x, y):
+        left, right = np.roll(x, shifts[0], axis=axis), np.roll(x, shifts[1], axis=axis)
+        lap = right - 2.0 * x + left
+        return (x - left) * y + lap, np.roll(y * x, shifts[0], axis=axis) - np.roll(y, shifts[1], axis=axis) / 3.0
+
+    rng = np.random.default_rng(21)
+    x, y = rng.normal(size=(2, 7, 12, 5))
+    jitted = lf.jit(f)
+    same(jitted(x, y), f(x, y))
+    assert not [node for node in compiled(jitted).nodes if hasattr(node.function, "shift")]
+    for _ in range(2):
+        x2, y2 = rng.normal(size=(2, 7, 12, 5))
+        same(jitted(x2, y2), f(x2, y2))
+    xt = np.asfortranarray(x2)  # another layout: its own program, rolls as they were recorded
+    same(jitted(xt, y2), f(xt, y2))
+    assert jitted.traces == 2
+
+
+def test_a_roll_also_read_by_something_other_than_a_ufunc_is_made_once():
+    def f(x):
+        left = np.roll(x, 1, axis=1)
+        return x - left, left.sum(axis=1), left[:, ::2]
+
+    x = np.random.default_rng(22).normal(size=(30, 40))
+    jitted = lf.jit(f)
+    same(jitted(x), f(x))
+    same(jitted(x + 1.0), f(x + 1.0))
+    assert len([node for node in compiled(jitted).nodes if hasattr(node.function, "shift")]) == 1
+
+
+def test_rolled_evaluation_reads_wrapped_runs_by_slices_and_scattered_ones_by_gathers():
+    Shifted, rolled = replay_module.Shifted, replay_module.rolled_evaluation
+    rng = np.random.default_rng(23)
+    a, b = rng.normal(size=(2, 9, 11))
+    layout = ((9, 11), np.dtype(np.float64))
+    for shifts in ((1,), (-2,), (1, 1), (2, -1), (3, 1), (-1, -3)):
+        leaves = [0] + [Shifted(1 + k, 1, s % 11) for k, s in enumerate(shifts)]
+        ufuncs = [np.add, np.subtract][: len(leaves) - 1]
+
+        def evaluate(*values, out=None):
+            result = values[0]
+            for ufunc, value in zip(ufuncs, values[1:]):
+                result = ufunc(result, value)
+            if out is None:
+                return result
+            out[...] = result
+            return out
+
+        operands = [a] + [b] * len(shifts)
+        expected = evaluate(a, *[np.roll(b, s, axis=1) for s in shifts])
+        same(rolled(evaluate, leaves, layout, 1)(*operands), expected)
+        if len(shifts) == 1:  # a binary ufunc writes its wrapped edge in place
+            same(rolled(ufuncs[0], leaves, layout, 1)(*operands), expected)
+
+
+def test_fresh_buffers_of_a_run_come_from_one_slab_that_no_output_keeps():
+    import tracemalloc
+
+    def model(p):
+        u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
+        for _ in range(30):
+            u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
+        return (u**2).mean("cell")
+
+    rng = np.random.default_rng(24)
+    n = 400  # 400 x 64 doubles: above POOL_MIN_BYTES, each step's residuals fresh buffers
+    p = xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
+    per_sample = lf.vmap(lf.grad(model), dim="sample")
+    jitted = lf.jit(per_sample)
+    first = jitted(p)
+    program = compiled(jitted)
+    assert program._slabs and max(shape[0] for shape, _ in program._slabs) >= 30
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        second = jitted(p)
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    slab_bytes = sum(np.prod(shape) * dtype.itemsize for shape, dtype in program._slabs)
+    assert peak - before >= slab_bytes  # the slab was there during the run...
+    assert after - before < slab_bytes / 10  # ...and went with it: the outputs do not hold it
+    for name in ("c", "k", "r"):
+        # the sums over cells are contractions (einsum): equal to 1e-15 relative
+        np.testing.assert_allclose(second[name].values, per_sample(p)[name].values, rtol=1e-13, atol=1e-16)
+        assert not np.shares_memory(first[name].values, second[name].values)
+        assert second[name].values.base is None or second[name].values.base.nbytes < slab_bytes

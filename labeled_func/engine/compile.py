@@ -409,6 +409,7 @@ class Program:
         self.fuse()
         self.contract()
         self.spread()
+        self.fold_rolls()
         self.share_checks()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
@@ -452,7 +453,44 @@ class Program:
                         recycle = [other for other in recycle if other is not entry]
                         break
             self._plan.append((function, reads, position[node.slot], tuple(free), key, tuple(recycle), into))
+        self._lay_out_slabs()
         return self
+
+    def _lay_out_slabs(self):
+        """Follow a run's buffers through the plan (the pool is deterministic) and give the
+        fresh ones that never leave it (never an output, never held by a slot that a view
+        could outlive) a place in one block per (shape, dtype), allocated at the start of
+        each run."""
+        holder, pool, kinds, fresh_at, escaping = {}, {}, [], {}, set()
+        for index, (_, _, slot, frees, key, recycles, into) in enumerate(self._plan):
+            if into is not None:
+                holder[slot] = holder.pop(into)
+            elif key is not None:
+                spare = pool.get(key)
+                if spare:
+                    holder[slot] = spare.pop()
+                else:
+                    holder[slot] = fresh_at[index] = len(kinds)
+                    kinds.append(key)
+            for dead in frees:
+                if dead in holder:
+                    escaping.add(holder.pop(dead))
+            for dead, dead_key in recycles:
+                pool.setdefault(dead_key, []).append(holder.pop(dead))
+        escaping.update(holder.values())  # outputs (and anything a run returns or keeps)
+        counts = {}
+        for buffer, key in enumerate(kinds):
+            if buffer not in escaping:
+                counts[key] = counts.get(key, 0) + 1
+        blocks = [key for key, count in counts.items() if count > 1]
+        number, taken = {key: k for k, key in enumerate(blocks)}, {}
+        self._slabs = [((counts[key], *key[0]), key[1]) for key in blocks]
+        for index, buffer in fresh_at.items():
+            key = kinds[buffer]
+            if buffer in escaping or key not in number:
+                continue
+            place = taken[key] = taken.get(key, -1) + 1
+            self._plan[index] = self._plan[index][:6] + ((number[key], place),)
 
     def run(self, arrays):
         """The outputs for new input ``arrays`` (in the order of the inputs); the results
@@ -460,10 +498,14 @@ class Program:
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
         pool = {}
+        slabs = [np.empty(shape, dtype) for shape, dtype in self._slabs]
         for function, reads, slot, frees, key, recycles, into in self._plan:
             if into is not None:
-                env[slot] = function(*[env[r] for r in reads], out=env[into])
-                env[into] = None
+                if type(into) is tuple:  # a fresh buffer: its place in this run's slab
+                    env[slot] = function(*[env[r] for r in reads], out=slabs[into[0]][into[1]])
+                else:
+                    env[slot] = function(*[env[r] for r in reads], out=env[into])
+                    env[into] = None
             elif key is not None:
                 spare = pool.get(key)
                 env[slot] = function(*[env[r] for r in reads], out=spare.pop() if spare else None)
@@ -703,6 +745,60 @@ class Program:
                 node.refs = node.refs[:position] + (spread.slot,) + node.refs[position + 1:]
         if spreads:
             self.nodes = [new for index, node in enumerate(self.nodes) for new in (*spreads.get(index, ()), node)]
+        return self
+
+    def fold_rolls(self):
+        """A roll whose readers are all binary ufuncs over operands of its layout
+        (``u - roll(u, 1)``, the cotangents of a stencil added up) is not made: each reader
+        reads the roll's source as a shifted flat view, then the wrapped indices again
+        (:func:`replay.rolled_evaluation`): one pass over memory instead of two. The same
+        values meet the same operation: the same bits."""
+        producer, readers = self._readers()
+        layout, strides = self._layouts()
+        outputs = set(self.outputs)
+        rolls = {node.slot: node for node in self.nodes
+                 if hasattr(node.function, "shift") and node.slot not in outputs
+                 and _c_ordered(node.out, node.strides) and _c_ordered(layout.get(node.refs[0]), strides.get(node.refs[0]))}
+        if not rolls:
+            return self
+        readers_of = {}
+        for index, node in enumerate(self.nodes):
+            for ref in node.refs:
+                if type(ref) is int and ref in rolls:
+                    readers_of.setdefault(ref, set()).add(index)
+
+        def foldable(index, slot):
+            node = self.nodes[index]
+            function = node.function
+            if not (type(function) is np.ufunc and function.nin == 2 and function.nout == 1 and not node.params
+                    and node.out == rolls[slot].out and node.strides == rolls[slot].strides):
+                return False
+            axes = {rolls[ref].function.axis for ref in node.refs if type(ref) is int and ref in rolls}
+            return len(axes) == 1 and all(
+                (type(ref) is int and ref in rolls) or (
+                    _layout_of(ref, layout) == node.out and _c_ordered(_layout_of(ref, layout), strides.get(ref)))
+                or (type(ref) is Constant and np.ndim(ref.value) == 0)
+                for ref in node.refs)
+
+        folded = {slot for slot, indices in readers_of.items() if all(foldable(index, slot) for index in indices)}
+        changed = True
+        while changed:  # a reader of two rolls folds both or neither
+            changed = False
+            for slot in list(folded):
+                if any(type(ref) is int and ref in rolls and ref not in folded
+                       for index in readers_of[slot] for ref in self.nodes[index].refs):
+                    folded.discard(slot)
+                    changed = True
+        if not folded:
+            return self
+        for index in sorted({index for slot in folded for index in readers_of[slot]}):
+            node = self.nodes[index]
+            leaves = [Shifted(rolls[ref].refs[0], rolls[ref].function.axis, rolls[ref].function.shift)
+                      if type(ref) is int and ref in folded else ref for ref in node.refs]
+            axis = next(leaf.axis for leaf in leaves if type(leaf) is Shifted)
+            node.function = rolled_evaluation(node.function, leaves, node.out, axis)
+            node.refs = tuple(leaf.ref if type(leaf) is Shifted else leaf for leaf in leaves)
+        self.nodes = [node for node in self.nodes if node.slot not in folded]
         return self
 
     def fuse(self):

@@ -131,8 +131,10 @@ def rolled_evaluation(evaluate, leaves, out, axis):
     """A fused evaluation whose leaves include rolls along ``axis``, without the rolls: on
     C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
     where it wraps around (the first and last indices along ``axis``): one evaluation over
-    the flat arrays shifted, then the wrapped indices again with their values gathered.
-    Other layouts take the rolls as copies."""
+    the flat arrays shifted, then the wrapped indices again with their values gathered
+    (by slices where they are runs: one shift, or shifts of one sign and size).
+    Other layouts take the rolls as copies. ``evaluate`` is a numexpr evaluation or a
+    binary ufunc (a fused tree, or one node reading a roll)."""
     shape, dtype = out
     n, inner = shape[axis], math.prod(shape[axis + 1:])
     total = math.prod(shape)
@@ -141,9 +143,15 @@ def rolled_evaluation(evaluate, leaves, out, axis):
     offsets = [0 if s is None else s * inner for s in signed]
     low, high = max(max(offsets), 0), total + min(min(offsets), 0)
     ahead, behind = max([s for s in signed if s is not None] + [0]), min([s for s in signed if s is not None] + [0])
-    wrapped = np.r_[0:ahead, n + behind:n]  # indices along axis where some leaf wraps around
-    gathers = [None if s is None else (wrapped - s) % n for s in signed]
     head = (slice(None),) * axis
+    edges = []  # (where in the result, what to read of each leaf) for each run of wrapped indices
+    for start, stop in ((0, ahead), (n + behind, n)):
+        if start < stop:
+            edges.append((head + (slice(start, stop),),
+                          [None if s is None else head + (_run((np.arange(start, stop) - s) % n),)
+                           for s in signed]))
+
+    direct = type(evaluate) is np.ufunc  # writes into a strided view of the result
 
     def evaluate_rolled(*values, out=None):
         if out is None:
@@ -155,10 +163,20 @@ def rolled_evaluation(evaluate, leaves, out, axis):
         shifted = [v if type(v) is not np.ndarray else v.reshape(-1)[low - off:high - off]
                    for v, off in zip(values, offsets)]
         evaluate(*shifted, out=flat[low:high])
-        if len(wrapped):
-            edges = [v if type(v) is not np.ndarray else np.take(v, wrapped if g is None else g, axis=axis)
-                     for v, g in zip(values, gathers)]
-            out[head + (wrapped,)] = evaluate(*edges)
+        for where, reads in edges:
+            wrapped = [v if type(v) is not np.ndarray else v[where if read is None else read]
+                       for v, read in zip(values, reads)]
+            if direct:
+                evaluate(*wrapped, out=out[where])
+            else:
+                out[where] = evaluate(*wrapped)
         return out
     evaluate_rolled.writes_into = True
     return evaluate_rolled
+
+
+def _run(indices):
+    """A slice for consecutive increasing ``indices``, else the indices (a gather)."""
+    if len(indices) and np.array_equal(indices, np.arange(indices[0], indices[0] + len(indices))):
+        return slice(int(indices[0]), int(indices[0]) + len(indices))
+    return indices
