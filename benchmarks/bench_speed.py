@@ -13,7 +13,8 @@ where the time is in the NumPy kernels, against NumPy written by hand.
   (M + 1 evaluations).
 - Peak memory of the Ishigami gradients at N = 4e6 (no chunk_size) over the NumPy
   gradient's, both measured with tracemalloc (NumPy reports its buffers to it).
-- The same workloads under `lf.jit` (traced once before timing, then replayed), and the
+- The same workloads under `lf.jit` (traced once before timing, then replayed), also with
+  `keep_buffers=True` (a program's scratch memory kept from one call to the next), and the
   cost of one operation in a replayed program (a chain of 100 `np.sin` on 10 elements)
   against the same chain in NumPy.
 - Where PyTorch is installed (it is not a dependency): lf's times over torch.func's for
@@ -62,30 +63,36 @@ def row(benchmark, value_s, baseline_s, target, goal):
 
 
 def lf_times(transformed, args, check):
-    """The best times of ``transformed(*args)`` and of ``lf.jit(transformed)(*args)`` (traced
-    before timing); ``check`` compares each result with the oracle first."""
-    jitted = lf.jit(transformed)
+    """The best times of ``transformed(*args)``, of ``lf.jit(transformed)(*args)`` (traced
+    before timing) and of the same with ``keep_buffers=True``; ``check`` compares each
+    result with the oracle first."""
+    jitted, kept = lf.jit(transformed), lf.jit(transformed, keep_buffers=True)
     check(transformed(*args))
-    check(jitted(*args))
-    check(jitted(*args))  # replayed
-    return best_time(lambda: transformed(*args), REPEATS), best_time(lambda: jitted(*args), REPEATS)
+    for compiled in (jitted, kept):
+        check(compiled(*args))
+        check(compiled(*args))  # replayed
+    return (best_time(lambda: transformed(*args), REPEATS), best_time(lambda: jitted(*args), REPEATS),
+            best_time(lambda: kept(*args), REPEATS))
 
 
 def with_and_without_jit(name, transformed, args, baseline_s, goal, jit_goal, check, torch_rows=None):
-    """Two rows: ``transformed(*args)`` and ``lf.jit(transformed)(*args)`` against
-    ``baseline_s``; then, where PyTorch is installed, ``torch_rows(plain_s, jit_s)``."""
-    plain_s, jit_s = lf_times(transformed, args, check)
+    """Three rows: ``transformed(*args)``, ``lf.jit(transformed)(*args)`` and the same with
+    ``keep_buffers=True`` against ``baseline_s``; then, where PyTorch is installed,
+    ``torch_rows(plain_s, jit_s, kept_s)``."""
+    plain_s, jit_s, kept_s = lf_times(transformed, args, check)
     rows = [row(name, plain_s, baseline_s, "ratio", goal),
-            row("  the same under lf.jit", jit_s, baseline_s, "ratio", jit_goal)]
-    return rows + (torch_rows(plain_s, jit_s) if torch_rows is not None and torch is not None else [])
+            row("  the same under lf.jit", jit_s, baseline_s, "ratio", jit_goal),
+            row("  the same under lf.jit(keep_buffers=True)", kept_s, baseline_s, "ratio", jit_goal)]
+    return rows + (torch_rows(plain_s, jit_s, kept_s) if torch_rows is not None and torch is not None else [])
 
 
-def against_torch(label, torch_s, plain_s, jit_s, goal, jit_goal):
-    """Rows of lf's two times over torch.func's (goals None: for reference)."""
+def against_torch(label, torch_s, plain_s, jit_s, kept_s, goal, jit_goal):
+    """Rows of lf's three times over torch.func's (goals None: for reference)."""
     version = torch.__version__.split("+")[0]
     rows = []
     for name, value_s, target in ((f"  lf / {label} (torch {version})", plain_s, goal),
-                                  ("  lf.jit / the same", jit_s, jit_goal)):
+                                  ("  lf.jit / the same", jit_s, jit_goal),
+                                  ("  lf.jit(keep_buffers=True) / the same", kept_s, jit_goal)):
         ratio = value_s / torch_s
         rows.append({"benchmark": name, "value": value_s * 1e3, "baseline": torch_s * 1e3, "unit": "ms",
                      "ratio": ratio, "target": "none (for reference)" if target is None else f"ratio <= {target}",
@@ -120,7 +127,7 @@ def ishigami_rows():
 
     numpy_s = best_time(lambda: ishigami_gradient_power(*values.values()), REPEATS)
 
-    def torch_rows(plain_s, jit_s):
+    def torch_rows(plain_s, jit_s, kept_s):
         def f(x):
             return torch.sin(x[0]) + ISHIGAMI_A * torch.sin(x[1]) ** 2 + ISHIGAMI_B * x[2] ** 4 * torch.sin(x[0])
 
@@ -128,7 +135,7 @@ def ishigami_rows():
         table = torch_tensor(np.stack(list(values.values()), axis=-1))
         np.testing.assert_allclose(per_sample(table).numpy(), np.stack(exact, axis=-1), rtol=1e-12, atol=1e-12)
         torch_s = best_time(lambda: per_sample(table), REPEATS)
-        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, None, 0.6)
+        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, kept_s, None, 0.6)
 
     return with_and_without_jit(
         f"Ishigami per-sample grads, vmap(grad) / NumPy gradient written with ** (N={ISHIGAMI_N:.0e})",
@@ -222,7 +229,7 @@ def advection_diffusion_rows():
 
     fd_s = best_time(lambda: forward_differences(values), REPEATS)
 
-    def torch_rows(plain_s, jit_s):
+    def torch_rows(plain_s, jit_s, kept_s):
         u0 = torch_tensor(initial_field())
 
         def model(p):
@@ -238,7 +245,7 @@ def advection_diffusion_rows():
         for k, name in enumerate(FLOW_PARAMS):
             np.testing.assert_allclose(got[:, k], expected[name], rtol=1e-5, atol=1e-9)
         torch_s = best_time(lambda: per_sample(table), REPEATS)
-        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, None, 0.6)
+        return against_torch("torch.func.vmap(grad)", torch_s, plain_s, jit_s, kept_s, None, 0.6)
 
     return with_and_without_jit(
         f"advection-diffusion {CELLS} cells x {STEPS} steps, vmap(grad) / NumPy forward FD "
@@ -299,9 +306,9 @@ def lorenz96_torch_rows(sites=TORCH_SITES):
         jacobian = torch_transform(tendency)
         check(jacobian(x).numpy())
         torch_s = best_time(lambda: jacobian(x), REPEATS)
-        plain_s, jit_s = lf_times(transform(lorenz96), (state,), check)
+        plain_s, jit_s, kept_s = lf_times(transform(lorenz96), (state,), check)
         rows += against_torch(f"torch.func.{name}, Lorenz-96 Jacobian (M={sites})", torch_s, plain_s, jit_s,
-                              1.2, 0.8)
+                              kept_s, 1.2, 0.8)
     return rows
 
 

@@ -35,7 +35,7 @@ CACHE_SIZE = 32
 """Programs kept per jitted function (the least recently used is dropped)."""
 
 
-def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) -> Jitted:
+def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), keep_buffers: bool = False) -> Jitted:
     """``func`` compiled: traced once per signature, then replayed.
 
     The first call runs ``func`` on traced arrays and records the primitives it applies
@@ -68,6 +68,13 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     static_argnames : str or sequence of str
         Parameters of ``func`` whose values are part of the signature (any hashable
         value: a string option, a tuple of dims); a new value traces again.
+    keep_buffers : bool
+        Keep the scratch memory of a program's last run for its next run (NumPy): the
+        large intermediate arrays that no output holds (a gradient's residuals) are
+        written into memory already touched, instead of fresh pages that the operating
+        system must zero and map (about a quarter of a long time-stepping gradient's
+        replay). The price: that memory (the peak of one run's scratch) stays held
+        between calls, while the jitted function keeps the program. Off by default.
 
     Returns
     -------
@@ -79,7 +86,7 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     ValueError
         ``static_argnames`` names a parameter that ``func`` does not have.
     TypeError
-        When called: an argument that is neither an array, a labeled value, a number, a
+        ``keep_buffers`` is not a bool. When called: an argument that is neither an array, a labeled value, a number, a
         string nor None (name it in ``static_argnames``), or an unhashable static
         argument.
     lf.DataDependentControlFlowError
@@ -105,15 +112,18 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = ()) 
     """
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
-    return Jitted(func, tuple(static_argnames))
+    if not isinstance(keep_buffers, (bool, np.bool_)):
+        raise TypeError(f"lf.jit: keep_buffers must be True or False, not {keep_buffers!r}")
+    return Jitted(func, tuple(static_argnames), bool(keep_buffers))
 
 
 class Jitted:
     """A function with its recorded programs, one per signature."""
 
-    def __init__(self, func, static_argnames):
+    def __init__(self, func, static_argnames, keep_buffers=False):
         self.func = func
         self.static_argnames = static_argnames
+        self.keep_buffers = keep_buffers
         try:
             self.signature = inspect.signature(func)
         except (TypeError, ValueError):
@@ -165,14 +175,14 @@ class Jitted:
         with self.lock:
             jitted = self.blocks.get(mapped)
             if jitted is None:
-                jitted = self.blocks[mapped] = Jitted(block, ())
+                jitted = self.blocks[mapped] = Jitted(block, (), self.keep_buffers)
             return jitted
 
     def __getstate__(self):  # to a Dask worker: the function, not its programs or locks
-        return {"func": self.func, "static_argnames": self.static_argnames}
+        return {"func": self.func, "static_argnames": self.static_argnames, "keep_buffers": self.keep_buffers}
 
     def __setstate__(self, state):
-        self.__init__(state["func"], state["static_argnames"])
+        self.__init__(state["func"], state["static_argnames"], state.get("keep_buffers", False))
 
     def _trace(self, call):
         level = JitLevel()
@@ -190,6 +200,7 @@ class Jitted:
             outputs = _Outputs(out, level)
         program = level.program
         program.outputs = outputs.slots
+        program.keep_buffers = self.keep_buffers
         program.prune()
         self.traces += 1
         return _Compiled(call, program, outputs), outputs.build(outputs.values)

@@ -472,3 +472,110 @@ def test_fresh_buffers_of_a_run_come_from_one_slab_that_no_output_keeps():
         np.testing.assert_allclose(second[name].values, per_sample(p)[name].values, rtol=1e-13, atol=1e-16)
         assert not np.shares_memory(first[name].values, second[name].values)
         assert second[name].values.base is None or second[name].values.base.nbytes < slab_bytes
+
+
+def _stepping(p):
+    u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
+    for _ in range(30):
+        u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
+    return (u**2).mean("cell")
+
+
+def _stepping_parameters(seed, n=400):
+    rng = np.random.default_rng(seed)
+    return xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
+
+
+def test_kept_buffers_give_the_same_bits_at_every_call_and_stay_held_between_calls():
+    import tracemalloc
+
+    per_sample = lf.vmap(lf.grad(_stepping), dim="sample")
+    plain, kept = lf.jit(per_sample), lf.jit(per_sample, keep_buffers=True)
+    outputs = []
+    for seed in range(4):
+        p = _stepping_parameters(seed)
+        expected, got = plain(p), kept(p)
+        for name in ("c", "k", "r"):
+            same(got[name].values, expected[name].values)
+        outputs.append(got)
+    for first, later in zip(outputs, outputs[1:]):  # outputs are fresh: never the kept memory
+        for name in ("c", "k", "r"):
+            assert not np.shares_memory(first[name].values, later[name].values)
+    program = compiled(kept)
+    slab_bytes = sum(np.prod(shape) * dtype.itemsize for shape, dtype in program._slabs)
+    assert len(program._kept) == 1 and sum(slab.nbytes for slab in program._kept[0]) == slab_bytes
+    p = _stepping_parameters(9)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept(p)
+        during_kept = tracemalloc.get_traced_memory()[1] - before
+        plain(p)
+        after = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert during_kept < slab_bytes / 2  # the run wrote into the slabs it kept: no new ones
+    assert after < slab_bytes / 10  # and without keep_buffers, nothing is held after a call
+
+
+def test_threads_replaying_a_program_that_keeps_buffers_never_share_them():
+    import threading
+
+    per_sample = lf.vmap(lf.grad(_stepping), dim="sample")
+    kept = lf.jit(per_sample, keep_buffers=True)
+    inputs = [_stepping_parameters(seed) for seed in range(8)]
+    kept(inputs[0])
+    results = [None] * len(inputs)
+
+    def work(k):
+        for _ in range(3):
+            results[k] = kept(inputs[k])
+
+    import sys
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns between any two operations
+    try:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert kept.traces == 1
+    plain = lf.jit(per_sample)
+    plain(inputs[0])  # traced: the replays below compare with replays
+    for p, got in zip(inputs, results):
+        expected = plain(p)
+        for name in ("c", "k", "r"):
+            same(got[name].values, expected[name].values)
+
+
+def test_keep_buffers_must_be_a_bool_and_travels_with_a_pickled_function():
+    import pickle
+
+    with pytest.raises(TypeError, match="keep_buffers"):
+        lf.jit(np.sin, keep_buffers="yes")
+    restored = pickle.loads(pickle.dumps(lf.jit(np.sin, keep_buffers=True)))
+    assert restored.keep_buffers is True
+    same(restored(np.arange(3.0)), np.sin(np.arange(3.0)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal_with_the_same_bits(dtype):
+    def f(x):
+        return x / 0.015625, x / 2.0**-40, x / -4.0, x / 3.0, (x * 1.5) / np.float64(0.5)
+
+    tiny = np.finfo(dtype).tiny
+    x = np.concatenate([np.random.default_rng(25).normal(size=200) * 10.0 ** np.arange(-20, 20, 0.2),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, tiny / 8, -tiny / 3, np.finfo(dtype).max]])
+    x = x.astype(dtype)
+    jitted = lf.jit(f)
+    with np.errstate(all="ignore"):
+        jitted(x)
+        got, expected = jitted(x * 1), f(x)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(g.view(np.uint8), e.view(np.uint8))  # every bit, NaN and -0 included
+    divisions = [node for node in compiled(jitted).nodes if node.function is np.divide]
+    assert len(divisions) == 1  # x / 3.0 stays a division

@@ -389,6 +389,8 @@ class Program:
         self.strides = {}  # input slot -> its strides
         self._plan = None
         self._lock = threading.Lock()
+        self.keep_buffers = False  # keep a run's slabs for the next run (lf.jit(keep_buffers=True))
+        self._kept = []
 
     def prune(self):
         """Drop the nodes that no output reads (dead code), then lay the program out for
@@ -498,7 +500,15 @@ class Program:
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
         pool = {}
-        slabs = [np.empty(shape, dtype) for shape, dtype in self._slabs]
+        slabs = None
+        if self._slabs:
+            if self.keep_buffers:
+                try:
+                    slabs = self._kept.pop()  # atomic: two threads never take the same slabs
+                except IndexError:
+                    pass
+            if slabs is None:
+                slabs = [np.empty(shape, dtype) for shape, dtype in self._slabs]
         for function, reads, slot, frees, key, recycles, into in self._plan:
             if into is not None:
                 if type(into) is tuple:  # a fresh buffer: its place in this run's slab
@@ -520,7 +530,10 @@ class Program:
             for dead, dead_key in recycles:
                 pool.setdefault(dead_key, []).append(env[dead])
                 env[dead] = None
-        return [env[k] for k in self._outputs]
+        outputs = [env[k] for k in self._outputs]
+        if slabs and self.keep_buffers and not self._kept:
+            self._kept.append(slabs)  # no output holds them (see _lay_out_slabs)
+        return outputs
 
     def share_checks(self):
         """NaN-safe products whose partial is one array (a spread parameter read at every
@@ -630,7 +643,8 @@ class Program:
         symmetrically, and defines ``a - b`` as ``a + (-b)``), for negations no other node
         reads: ``a + (-b)`` and ``(-b) + a`` become ``a - b``, ``a - (-b)`` becomes ``a + b``,
         and ``(-x) * y`` becomes ``-(x * y)``, ``roll(-x)`` ``-roll(x)`` (so that a sum reading
-        them absorbs the sign)."""
+        them absorbs the sign). A float divided by a constant power of two (``/ dx`` on a
+        grid of 2**-k) is multiplied by its reciprocal."""
         producer, readers = self._readers()
         outputs = set(self.outputs)
         fresh = self._fresh_slot()
@@ -668,6 +682,12 @@ class Program:
                         node.function, node.prim = flipped, (ew.subtract if flipped is np.subtract else ew.add)
                         node.refs, node.fusable = refs, _retyped(node.fusable, dtypes)
                     break
+            elif (node.function is np.divide and len(node.refs) == 2 and type(node.refs[1]) is Constant
+                  and node.out is not None and node.out[1].kind == "f"
+                  and _reciprocal_power_of_two(node.refs[1].value) is not None):
+                # x / 2**k is x * 2**-k: the same real number, rounded once (a product is cheaper)
+                node.function, node.prim = np.multiply, ew.multiply
+                node.refs = (node.refs[0], Constant(_reciprocal_power_of_two(node.refs[1].value)))
             elif node.prim is kshape.roll and negation(node.refs[0]) is not None:
                 inner = negation(node.refs[0])  # roll(-x) -> -roll(x): the roll in a new slot
                 moved = Node(node.function, node.params, (inner.refs[0],), fresh, node.prim)
@@ -1026,6 +1046,21 @@ def _writes_into(node):
         return None  # a buffer is C-ordered: only a result recorded C-ordered takes one (the same
     shape, dtype = node.out  # layout: the same order of the sums that later read it)
     return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
+
+
+def _reciprocal_power_of_two(value):
+    """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k whose reciprocal
+    is a normal number too (dividing by it and multiplying by its reciprocal give the same
+    bits), else None."""
+    if type(value) is np.ndarray and value.ndim == 0:
+        value = value[()]
+    if type(value) is not float and not (isinstance(value, np.floating) and np.ndim(value) == 0):
+        return None
+    mantissa, exponent = math.frexp(float(value))
+    finfo = np.finfo(np.float64 if type(value) is float else value.dtype)
+    if abs(mantissa) != 0.5 or not (finfo.minexp + 2 <= exponent <= finfo.maxexp - 1):
+        return None
+    return type(value)(1.0 / float(value)) if type(value) is float else value.dtype.type(1) / value
 
 
 def _c_ordered(layout, strides):
