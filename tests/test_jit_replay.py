@@ -579,3 +579,49 @@ def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal_with_the_sa
         np.testing.assert_array_equal(g.view(np.uint8), e.view(np.uint8))  # every bit, NaN and -0 included
     divisions = [node for node in compiled(jitted).nodes if node.function is np.divide]
     assert len(divisions) == 1  # x / 3.0 stays a division
+
+
+def test_a_cheap_residual_read_again_much_later_is_computed_again_with_the_same_bits(monkeypatch):
+    import tracemalloc
+
+    per_sample = lf.vmap(lf.grad(_stepping), dim="sample")
+    p, q = _stepping_parameters(31), _stepping_parameters(32)
+    remade = lf.jit(per_sample)
+    remade(p)
+    program = compiled(remade)
+    monkeypatch.setattr(compile_module.Program, "rematerialize", lambda self: self)
+    kept = lf.jit(per_sample)
+    kept(p)
+    for args in (p, q):
+        for name in ("c", "k", "r"):
+            same(remade(args)[name].values, kept(args)[name].values)
+    # u - roll(u, 1) at each step: read by the step, then by the backward pass (the gradient
+    # of c); made again there from u, which the backward pass reads anyway
+    rows = sum(shape[0] for shape, _ in program._slabs)
+    rows_kept = sum(shape[0] for shape, _ in compiled(kept)._slabs)
+    assert rows <= rows_kept * 0.75
+    peaks = []
+    for jitted in (remade, kept):
+        tracemalloc.start()
+        try:
+            jitted(q)
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert peaks[0] <= 0.8 * peaks[1]
+
+
+def test_a_result_whose_operand_dies_early_is_kept_not_computed_again():
+    def f(x):
+        a = x * 3.0 + 1.0  # x * 3.0 is read here only: a must be kept
+        b = a * 2.0
+        for _ in range(80):
+            b = b * 0.5 + x
+        return b * a
+
+    x = np.random.default_rng(33).normal(size=(100, 200))
+    jitted = lf.jit(f)
+    jitted(x)
+    same(jitted(x + 1.0), f(x + 1.0))
+    assert len([node for node in compiled(jitted).nodes if node.function is np.add and
+                any(type(ref) is not int and ref.value == 1.0 for ref in node.refs)]) == 1

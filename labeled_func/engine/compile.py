@@ -412,12 +412,13 @@ class Program:
         self.contract()
         self.spread()
         self.fold_rolls()
+        self.rematerialize()
         self.share_checks()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
         for node in self.nodes:
             for ref in node.refs:
-                if type(ref) is not int:
+                if type(ref) is not int and ref not in position:  # a constant that nodes share: once
                     position[ref] = len(self.inputs) + len(constants)
                     constants.append(ref.value)
         for node in self.nodes:
@@ -821,6 +822,54 @@ class Program:
         self.nodes = [node for node in self.nodes if node.slot not in folded]
         return self
 
+    def rematerialize(self):
+        """A large result of one cheap operation (``u - roll(u, 1)``: a sum, difference,
+        product or negation, rolls folded) that is read soon after it is made and again
+        much later (a residual of the backward pass) is computed again just before its late
+        readers, from operands that are alive then anyway (the state ``u``, itself kept):
+        the first result dies early, in a recycled buffer that stays in cache, instead of
+        living through the whole forward pass in main memory. The same operation of the
+        same values: the same bits, a third less memory for a stencil's residuals, and less
+        traffic to and from main memory than the pass it adds."""
+        outputs = set(self.outputs)
+        readers_at, last = {}, {}
+        for index, node in enumerate(self.nodes):
+            for ref in node.refs:
+                if type(ref) is int:
+                    readers_at.setdefault(ref, []).append(index)
+                    last[ref] = index
+        inputs = set(self.inputs)
+        copies = {}  # index of the first late reader -> the nodes computing again before it
+        fresh = self._fresh_slot()
+        for index, node in enumerate(self.nodes):
+            function = node.function
+            cheap = function in _CHEAP_UFUNCS or getattr(function, "ufunc", None) in _CHEAP_UFUNCS
+            if not cheap or node.params or node.slot in outputs or _writes_into(node) is None:
+                continue
+            late = [at for at in readers_at.get(node.slot, ()) if at - index > _REMATERIALIZE_AFTER]
+            if not late or len(late) == len(readers_at[node.slot]):
+                continue
+            first_late = late[0]
+            if not all(type(ref) is not int or ref in inputs
+                       or max((at for at in readers_at[ref] if at != index), default=-1) >= first_late
+                       for ref in node.refs if type(ref) is not int or len(readers_at[ref]) > 1):
+                continue
+            if any(type(ref) is int and ref not in inputs and len(readers_at[ref]) == 1 for ref in node.refs):
+                continue  # an operand read only here would have to live on for the copy
+            copy = Node(function, {}, node.refs, fresh, node.prim)
+            copy.out, copy.strides, fresh = node.out, node.strides, fresh + 1
+            copies.setdefault(first_late, []).append(copy)
+            for at in late:
+                reader = self.nodes[at]
+                reader.refs = tuple(copy.slot if ref == node.slot else ref for ref in reader.refs)
+            readers_at[node.slot] = [at for at in readers_at[node.slot] if at not in late]
+            for ref in node.refs:  # the copy reads its operands just before its first reader
+                if type(ref) is int:
+                    readers_at[ref].append(first_late - 0.5)
+        if copies:
+            self.nodes = [new for index, node in enumerate(self.nodes) for new in (*copies.get(index, ()), node)]
+        return self
+
     def fuse(self):
         """Each tree of fusable nodes whose intermediates are read once (and are no output)
         becomes one numexpr evaluation (NumPy) or one ElementwiseKernel (CuPy) at the place
@@ -918,6 +967,11 @@ class Program:
     def __len__(self):
         return len(self.nodes)
 
+
+_CHEAP_UFUNCS = frozenset((np.add, np.subtract, np.multiply, np.negative))
+_REMATERIALIZE_AFTER = 64
+"""Nodes between a result's making and a reader of it beyond which ``rematerialize``
+computes a cheap result again for that reader."""
 
 # Primitives whose expression reads the same in numexpr and in CUDA C
 _SHARED_EXPRESSIONS = {

@@ -172,6 +172,7 @@ def rolled_evaluation(evaluate, leaves, out, axis):
                 out[where] = evaluate(*wrapped)
         return out
     evaluate_rolled.writes_into = True
+    evaluate_rolled.ufunc = evaluate if direct else None  # one binary ufunc (a folded roll)
     return evaluate_rolled
 
 
