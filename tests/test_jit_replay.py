@@ -563,8 +563,8 @@ def test_keep_buffers_must_be_a_bool_and_travels_with_a_pickled_function():
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal_with_the_same_bits(dtype):
-    def f(x):
-        return x / 0.015625, x / 2.0**-40, x / -4.0, x / 3.0, (x * 1.5) / np.float64(0.5)
+    def f(x):  # 2**-130 is below float32's normal numbers: a division there
+        return x / 0.015625, x / 2.0**-40, x / -4.0, x / 3.0, (x * 1.5) / np.float64(0.5), x / 2.0**-130
 
     tiny = np.finfo(dtype).tiny
     x = np.concatenate([np.random.default_rng(25).normal(size=200) * 10.0 ** np.arange(-20, 20, 0.2),
@@ -578,7 +578,7 @@ def test_a_division_by_a_power_of_two_is_a_product_by_its_reciprocal_with_the_sa
         assert g.dtype == e.dtype
         np.testing.assert_array_equal(g.view(np.uint8), e.view(np.uint8))  # every bit, NaN and -0 included
     divisions = [node for node in compiled(jitted).nodes if node.function is np.divide]
-    assert len(divisions) == 1  # x / 3.0 stays a division
+    assert len(divisions) == (1 if dtype == np.float64 else 2)  # x / 3.0 stays a division
 
 
 def test_a_cheap_residual_read_again_much_later_is_computed_again_with_the_same_bits(monkeypatch):

@@ -685,10 +685,10 @@ class Program:
                     break
             elif (node.function is np.divide and len(node.refs) == 2 and type(node.refs[1]) is Constant
                   and node.out is not None and node.out[1].kind == "f"
-                  and _reciprocal_power_of_two(node.refs[1].value) is not None):
+                  and _reciprocal_power_of_two(node.refs[1].value, node.out[1]) is not None):
                 # x / 2**k is x * 2**-k: the same real number, rounded once (a product is cheaper)
                 node.function, node.prim = np.multiply, ew.multiply
-                node.refs = (node.refs[0], Constant(_reciprocal_power_of_two(node.refs[1].value)))
+                node.refs = (node.refs[0], Constant(_reciprocal_power_of_two(node.refs[1].value, node.out[1])))
             elif node.prim is kshape.roll and negation(node.refs[0]) is not None:
                 inner = negation(node.refs[0])  # roll(-x) -> -roll(x): the roll in a new slot
                 moved = Node(node.function, node.params, (inner.refs[0],), fresh, node.prim)
@@ -774,7 +774,6 @@ class Program:
         reads the roll's source as a shifted flat view, then the wrapped indices again
         (:func:`replay.rolled_evaluation`): one pass over memory instead of two. The same
         values meet the same operation: the same bits."""
-        producer, readers = self._readers()
         layout, strides = self._layouts()
         outputs = set(self.outputs)
         rolls = {node.slot: node for node in self.nodes
@@ -832,13 +831,20 @@ class Program:
         same values: the same bits, a third less memory for a stencil's residuals, and less
         traffic to and from main memory than the pass it adds."""
         outputs = set(self.outputs)
-        readers_at, last = {}, {}
+        readers_at = {}
         for index, node in enumerate(self.nodes):
             for ref in node.refs:
                 if type(ref) is int:
                     readers_at.setdefault(ref, []).append(index)
-                    last[ref] = index
         inputs = set(self.inputs)
+
+        def alive_then(ref, index, first_late):
+            """Whether operand ``ref`` of node ``index`` is alive anyway at ``first_late``."""
+            if type(ref) is not int or ref in inputs:
+                return True
+            others = [at for at in readers_at[ref] if at != index]
+            return bool(others) and max(others) >= first_late
+
         copies = {}  # index of the first late reader -> the nodes computing again before it
         fresh = self._fresh_slot()
         for index, node in enumerate(self.nodes):
@@ -850,12 +856,8 @@ class Program:
             if not late or len(late) == len(readers_at[node.slot]):
                 continue
             first_late = late[0]
-            if not all(type(ref) is not int or ref in inputs
-                       or max((at for at in readers_at[ref] if at != index), default=-1) >= first_late
-                       for ref in node.refs if type(ref) is not int or len(readers_at[ref]) > 1):
-                continue
-            if any(type(ref) is int and ref not in inputs and len(readers_at[ref]) == 1 for ref in node.refs):
-                continue  # an operand read only here would have to live on for the copy
+            if not all(alive_then(ref, index, first_late) for ref in node.refs):
+                continue  # an operand would have to live on for the copy: keep the result
             copy = Node(function, {}, node.refs, fresh, node.prim)
             copy.out, copy.strides, fresh = node.out, node.strides, fresh + 1
             copies.setdefault(first_late, []).append(copy)
@@ -1102,19 +1104,20 @@ def _writes_into(node):
     return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
 
 
-def _reciprocal_power_of_two(value):
-    """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k whose reciprocal
-    is a normal number too (dividing by it and multiplying by its reciprocal give the same
-    bits), else None."""
+def _reciprocal_power_of_two(value, dtype):
+    """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k that is a normal
+    number of ``dtype`` (the dtype the division computes in, to which a Python float is
+    cast) with a normal reciprocal: dividing by it and multiplying by its reciprocal give
+    the same bits. Else None."""
     if type(value) is np.ndarray and value.ndim == 0:
         value = value[()]
-    if type(value) is not float and not (isinstance(value, np.floating) and np.ndim(value) == 0):
+    if type(value) is not float and not isinstance(value, np.floating):
         return None
     mantissa, exponent = math.frexp(float(value))
-    finfo = np.finfo(np.float64 if type(value) is float else value.dtype)
+    finfo = np.finfo(dtype)
     if abs(mantissa) != 0.5 or not (finfo.minexp + 2 <= exponent <= finfo.maxexp - 1):
         return None
-    return type(value)(1.0 / float(value)) if type(value) is float else value.dtype.type(1) / value
+    return 1.0 / value if type(value) is float else value.dtype.type(1) / value
 
 
 def _c_ordered(layout, strides):
