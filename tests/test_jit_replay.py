@@ -55,7 +55,8 @@ def test_a_long_chain_writes_into_a_few_recycled_buffers_and_never_into_inputs()
     program = compiled(jitted)
     plan = program._plan
     written = [entry for entry in plan if entry[4] is not None]
-    reused = [entry for entry in written if entry[6] is not None] + [r for entry in plan for r in entry[5]]
+    # written in place over an input (an int position; a tuple is a fresh buffer's place in a slab)
+    reused = [entry for entry in written if type(entry[6]) is int] + [r for entry in plan for r in entry[5]]
     assert len(written) >= 100 and len(reused) >= len(written) - 4
     for _ in range(2):
         x2, y2 = rng.normal(size=(2, 10_000))
@@ -440,19 +441,23 @@ def test_rolled_evaluation_reads_wrapped_runs_by_slices_and_scattered_ones_by_ga
             same(rolled(ufuncs[0], leaves, layout, 1)(*operands), expected)
 
 
+def _stepping(p):
+    u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
+    for _ in range(30):
+        u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
+    return (u**2).mean("cell")
+
+
+def _stepping_parameters(seed, n=400):
+    rng = np.random.default_rng(seed)
+    return xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
+
+
 def test_fresh_buffers_of_a_run_come_from_one_slab_that_no_output_keeps():
     import tracemalloc
 
-    def model(p):
-        u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
-        for _ in range(30):
-            u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
-        return (u**2).mean("cell")
-
-    rng = np.random.default_rng(24)
-    n = 400  # 400 x 64 doubles: above POOL_MIN_BYTES, each step's residuals fresh buffers
-    p = xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
-    per_sample = lf.vmap(lf.grad(model), dim="sample")
+    p = _stepping_parameters(24)  # 400 x 64 doubles: above POOL_MIN_BYTES, residuals in fresh buffers
+    per_sample = lf.vmap(lf.grad(_stepping), dim="sample")
     jitted = lf.jit(per_sample)
     first = jitted(p)
     program = compiled(jitted)
@@ -472,18 +477,6 @@ def test_fresh_buffers_of_a_run_come_from_one_slab_that_no_output_keeps():
         np.testing.assert_allclose(second[name].values, per_sample(p)[name].values, rtol=1e-13, atol=1e-16)
         assert not np.shares_memory(first[name].values, second[name].values)
         assert second[name].values.base is None or second[name].values.base.nbytes < slab_bytes
-
-
-def _stepping(p):
-    u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
-    for _ in range(30):
-        u = u + 0.1 * (-p.c * (u - u.roll(cell=1)) + p.k * (u.roll(cell=-1) - 2 * u + u.roll(cell=1)) - p.r * u)
-    return (u**2).mean("cell")
-
-
-def _stepping_parameters(seed, n=400):
-    rng = np.random.default_rng(seed)
-    return xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
 
 
 def test_kept_buffers_give_the_same_bits_at_every_call_and_stay_held_between_calls():
