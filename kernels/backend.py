@@ -18,6 +18,7 @@ import numpy as np
 from .primitive import Traced, bottom, known
 
 __all__ = ["all_finite", "any_true", "known_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
+           "reciprocal_power_of_two",
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
@@ -129,6 +130,22 @@ def all_finite(value):
         xp = namespace(value)
         return bool(xp.all(xp.isfinite(value)))
     return False
+
+
+def reciprocal_power_of_two(value, dtype):
+    """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k that is a normal
+    number of ``dtype`` (the dtype the division computes in, to which a Python float is
+    cast) with a normal reciprocal: dividing by it and multiplying by its reciprocal give
+    the same bits. Else None."""
+    if type(value) is np.ndarray and value.ndim == 0:
+        value = value[()]
+    if type(value) is not float and not isinstance(value, np.floating):
+        return None
+    mantissa, exponent = math.frexp(float(value))
+    finfo = np.finfo(dtype)
+    if abs(mantissa) != 0.5 or not (finfo.minexp + 2 <= exponent <= finfo.maxexp - 1):
+        return None
+    return 1.0 / value if type(value) is float else value.dtype.type(1) / value
 
 
 def is_array(value):

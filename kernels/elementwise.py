@@ -10,11 +10,12 @@ import math
 
 import numpy as np
 
-from .backend import (all_finite, device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
-                      numpy_namespace)
-from .core import Negated, broadcast_to, reshape, unbroadcast
+from . import buffers
+from .backend import (all_finite, device_of, dtype_kind, extra, is_integer_dtype, library_of, namespace,
+                      namespace_dtype, numpy_namespace, reciprocal_power_of_two)
+from .core import Negated, broadcast_to, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive, known
+from .primitive import Primitive, bottom, known
 
 __all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "materialised", "partial_rules",
            "real_valued_rules", "safe_multiply", "subtract_from_temporary"]
@@ -33,15 +34,20 @@ def batch_elementwise(prim):
             logical = _ndim(value) - 1 if is_batched else _ndim(value)
             if logical > rank:
                 rank = logical
-        aligned = []
-        for value, is_batched in zip(values, batched):
-            if is_batched and _ndim(value) - 1 < rank:
-                shape = tuple(value.shape)
-                value = reshape.bind(value, shape=shape[:1] + (1,) * (rank + 1 - len(shape)) + shape[1:])
-            aligned.append(value)
-        return prim.bind(*aligned, **params), True
+        return prim.bind(*_aligned_ranks(values, batched, rank), **params), True
 
     return rule
+
+
+def _aligned_ranks(values, batched, rank):
+    """The batched ``values`` of a logical rank below ``rank`` with 1s after their batch axis."""
+    aligned = []
+    for value, is_batched in zip(values, batched):
+        if is_batched and _ndim(value) - 1 < rank:
+            shape = tuple(value.shape)
+            value = reshape.bind(value, shape=shape[:1] + (1,) * (rank + 1 - len(shape)) + shape[1:])
+        aligned.append(value)
+    return aligned
 
 
 def elementwise_primitive(name, impl):
@@ -57,7 +63,11 @@ def _from_namespace(function_name, numpy_semantics=None):
 
     def impl(*args):
         xp = namespace(*args)
-        if numpy_semantics is not None and xp is not numpy_namespace:
+        if xp is numpy_namespace:
+            function = getattr(xp, function_name)
+            out = _kept_output(function, args)
+            return function(*args) if out is None else function(*args, out=out)
+        if numpy_semantics is not None:
             args = numpy_semantics(xp, args)
         return getattr(xp, function_name)(*args)
 
@@ -70,6 +80,43 @@ def _from_namespace(function_name, numpy_semantics=None):
     impl.__name__ = function_name
     impl.lower = lower
     return impl
+
+
+# NumPy ufuncs whose result has the dtype of their floating arguments (with Python numbers,
+# which NumPy keeps weak): their large results are written into kept memory (buffers.empty)
+_SAME_FLOAT = frozenset(getattr(np, name) for name in (
+    "add", "subtract", "multiply", "divide", "negative", "positive", "absolute", "square", "sqrt", "cbrt",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+    "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "power", "maximum", "minimum", "fmax", "fmin",
+    "reciprocal", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor", "ceil", "trunc", "rint"))
+
+
+def _kept_output(function, args):
+    """An ``out`` array from :func:`buffers.empty` for ``function(*args)``, or None: only
+    for the ufuncs of ``_SAME_FLOAT`` on NumPy arrays of one floating dtype (and Python
+    numbers), one of them at least ``buffers.MIN_BYTES`` (the result is as large)."""
+    if function not in _SAME_FLOAT:
+        return None
+    for arg in args:
+        if type(arg) is np.ndarray and arg.nbytes >= buffers.MIN_BYTES:
+            break
+    else:
+        return None  # small arrays: NumPy's and glibc's own caches serve them
+    dtype = arg.dtype
+    shape = arg.shape
+    for other in args:
+        kind = type(other)
+        if kind is np.ndarray:
+            if other.dtype != dtype or dtype.kind != "f":
+                return None
+            if other.shape != shape:
+                try:
+                    shape = np.broadcast_shapes(shape, other.shape)
+                except ValueError:
+                    return None  # the ufunc raises its own error
+        elif kind is not float and kind is not int:
+            return None
+    return buffers.empty(shape, dtype)
 
 
 def _to_floating(xp, args):
@@ -178,7 +225,7 @@ def _add_inplace_impl(x, y):
     cotangent accumulated over several uses, a tangent summed over several arguments): one
     array instead of one per term.  Callers bind it only where the values are known
     (:func:`primitive.known`): a recorded program replays an impl on values it may read again."""
-    if type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x):
+    if type(x) is np.ndarray and x.flags.writeable and buffers.owns(x) and _fits_into(y, x):
         return np.add(x, y, out=x)
     return add.impl(x, y)
 
@@ -206,7 +253,7 @@ subtract = _define("subtract", semantics="number")
 
 def _subtract_inplace_impl(x, y):
     """``x - y``, written into ``x``'s buffer where it fits, as :func:`_add_inplace_impl`."""
-    if type(x) is np.ndarray and x.base is None and x.flags.writeable and _fits_into(y, x):
+    if type(x) is np.ndarray and x.flags.writeable and buffers.owns(x) and _fits_into(y, x):
         return np.subtract(x, y, out=x)
     return subtract.impl(x, y)
 
@@ -214,6 +261,23 @@ def _subtract_inplace_impl(x, y):
 subtract_inplace = elementwise_primitive("subtract_inplace", _subtract_inplace_impl)
 multiply = _define("multiply")
 divide = _define("divide", semantics="floating")
+_divide_by_namespace = divide.impl
+
+
+def _divide_impl(x, y):
+    """``x / y``; a NumPy float array over a Python float ±2**k (a normal number of its dtype,
+    with a normal reciprocal) is multiplied by ``2**-k`` instead: the same real number,
+    rounded once, so the same bits, and a product runs at twice a quotient's speed (a grid
+    spacing of 1/64, a mean over 2**k)."""
+    if type(y) is float and type(x) is np.ndarray and x.dtype.kind == "f":
+        reciprocal = reciprocal_power_of_two(y, x.dtype)
+        if reciprocal is not None:
+            return multiply.impl(x, reciprocal)
+    return _divide_by_namespace(x, y)
+
+
+_divide_impl.lower = _divide_by_namespace.lower  # a compiled program rewrites divisions itself
+divide.impl = _divide_impl
 floor_divide = _define("floor_divide")
 remainder = _define("remainder")
 def _power_impl(x, y):
@@ -375,6 +439,86 @@ safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 
 
+def _multiply_sum_letters(ndims, axes):
+    """einsum subscripts of ``multiply_sum``: operands right-aligned (broadcast) on the rank of
+    the larger, ``axes`` (of that rank) summed."""
+    rank = max(ndims)
+    letters = "abcdefghijklmnopqrstuvwxyz"[:rank]
+    kept = "".join(letter for k, letter in enumerate(letters) if k not in axes)
+    return ",".join(letters[rank - n:] for n in ndims) + "->" + kept
+
+
+def _multiply_sum_impl(g, d, *, axes, safe):
+    """One einsum.  ``safe``: NaN-safe as :data:`safe_multiply`, decided on the sums (an
+    infinite or NaN ``d`` makes its sum non-finite, so a finite sum had none); where a sum is
+    not finite, the same einsum again on ``d`` with 0 where ``g`` is 0 and ``d`` is not finite,
+    in the same order of additions."""
+    xp = namespace(g, d)
+    einsum = extra(xp, "einsum")
+    subscripts = _multiply_sum_letters((g.ndim, d.ndim), axes)
+    total = einsum(subscripts, g, d)
+    if safe and not all_finite(total):  # the mask has the shape of both operands together
+        d = xp.where(xp.logical_and(g == 0, xp.logical_not(xp.isfinite(d))), 0.0, d)
+        total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
+    return total
+
+
+def _multiply_sum_batch(axis_size, values, batched, *, axes, safe):
+    # as every elementwise primitive: a batched operand of lower rank gets 1s after its batch
+    # axis, an unbatched one is right-aligned under the batch axis; the summed axes move by one
+    rank = max(_ndim(value) - 1 if is_batched else _ndim(value) for value, is_batched in zip(values, batched))
+    aligned = _aligned_ranks(values, batched, rank)
+    return multiply_sum.bind(*aligned, axes=tuple(axis + 1 for axis in axes), safe=safe), True
+
+
+def _multiply_sum_jvp(primals, tangents, *, axes, safe):
+    """The product rule summed; where ``safe``, masked as :data:`safe_multiply`'s."""
+    g, d = primals
+    out = multiply_sum.bind(g, d, axes=axes, safe=safe)
+    pairs = [(t, other) for t, other in zip(tangents, (d, g)) if t is not None]
+    if not pairs:
+        return out, None
+    if not safe:
+        terms = [multiply_sum.bind(t, other, axes=axes, safe=False) for t, other in pairs]
+        return out, terms[0] if len(terms) == 1 else add.bind(*terms)
+    terms = [multiply.bind(t, other) for t, other in pairs]
+    total = where.bind(_safe_mask(g, d), 0.0, terms[0] if len(terms) == 1 else add.bind(*terms))
+    return out, reduce_sum.bind(total, axis=axes, keepdims=False)
+
+
+def _multiply_sum_vjp(cotangent, primals, out, *, axes, safe):
+    g, d = primals
+    rank = max(_ndim(g), _ndim(d))
+    sizes = iter(tuple(cotangent.shape))
+    spread = reshape.bind(cotangent, shape=tuple(1 if k in axes else next(sizes) for k in range(rank)))
+    if safe:
+        return _safe_multiply_vjp(spread, primals, None)
+    return tuple(unbroadcast(multiply.bind(spread, other), x.shape) if _differentiable(x) else None
+                 for x, other in ((g, d), (d, g)))
+
+
+# ``sum(g * d, axis=axes)`` by one einsum: the products are never stored.  The reverse pass's
+# product of a cotangent and a partial of its shape, summed down to the shape of a broadcast
+# operand (a per-example parameter times a field): see product_reduced_to.
+multiply_sum = Primitive("multiply_sum", _multiply_sum_impl, _multiply_sum_batch, _multiply_sum_jvp, _multiply_sum_vjp)
+multiply_sum.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
+
+
+def product_reduced_to(g, d, shape, safe):
+    """``unbroadcast(g * d, shape)`` (NaN-safe as :data:`safe_multiply` where ``safe``) as one
+    :data:`multiply_sum`, for float arrays ``g`` and ``d`` of one dtype and shape that must be
+    summed down to ``shape``; None where that does not apply."""
+    full, shape = tuple(getattr(g, "shape", ())), tuple(shape)
+    if (shape == full or not _is_array(d) or tuple(d.shape) != full or not _is_array(g)
+            or g.dtype != d.dtype or dtype_kind(g.dtype) != "f"):
+        return None
+    extra_axes = len(full) - len(shape)
+    axes = tuple(range(extra_axes)) + tuple(
+        extra_axes + k for k, size in enumerate(shape) if size == 1 and full[extra_axes + k] != 1)
+    total = multiply_sum.bind(g, d, axes=axes, safe=safe)
+    return reshape.bind(total, shape=shape) if tuple(total.shape) != shape else total
+
+
 def partial_rules(prim, partials, safe=False):
     """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``.  A
     derivative may be a function of no argument (``lambda: ...``): computed only where a
@@ -433,8 +577,18 @@ def partial_rules(prim, partials, safe=False):
             elif derivative is _MINUS_ONE:
                 term = base if negated else Negated(g) if signed else negative.bind(g)
             elif safe and not _finite_constant(derivative):  # NaN-safe against a partial that may be infinite
-                term = safe_multiply.bind(materialised(g), derivative)
+                factor = materialised(g)
+                term = product_reduced_to(factor, derivative, primal.shape, True)
+                if term is not None:
+                    cotangents.append(term)
+                    continue
+                term = safe_multiply.bind(factor, derivative)
             else:  # a finite constant cannot make 0 * inf: a plain product
+                if _is_array(derivative) and tuple(derivative.shape) != tuple(primal.shape):
+                    term = product_reduced_to(materialised(g), derivative, primal.shape, False)
+                    if term is not None:
+                        cotangents.append(term)
+                        continue
                 term = multiply.bind(base, derivative)
                 if negated:
                     term = Negated(term)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import sys
 
-from .backend import device_of, extra, namespace, namespace_library
+import numpy as np
+
+from . import buffers
+from .backend import device_of, extra, namespace, namespace_library, numpy_namespace
 from .core import broadcast_batch, differentiable_input, expand_dims, linear_rules, reshape, shifted
 from .creation import zeros_like
 from .elementwise import add, where
@@ -97,7 +100,22 @@ stack.vjp = _stack_vjp
 
 # --- roll / flip ----------------------------------------------------------------
 def _roll_impl(x, *, shift, axis):
-    return namespace(x).roll(x, shift, axis=axis)
+    xp = namespace(x)
+    if (xp is numpy_namespace and type(x) is np.ndarray and axis is not None and len(axis) == 1
+            and x.nbytes >= buffers.MIN_BYTES):
+        return _roll_into(x, shift[0] if isinstance(shift, (tuple, list)) else shift, axis[0])
+    return xp.roll(x, shift, axis=axis)
+
+
+def _roll_into(x, shift, axis):
+    """``np.roll`` along one axis as two copies into kept memory (:func:`buffers.empty`)."""
+    size = x.shape[axis]
+    out = buffers.empty(x.shape, x.dtype)
+    step = shift % size if size else 0
+    head = (slice(None),) * axis
+    out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
+    out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
+    return out
 
 
 def _roll_batch(axis_size, values, batched, *, shift, axis):

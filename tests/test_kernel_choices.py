@@ -153,3 +153,25 @@ def test_all_finite_of_a_large_array_decides_as_isfinite_does():
     mixed[[7, 9]] = [np.inf, -np.inf]  # inf - inf: a NaN sum, not finite
     assert not all_finite(mixed)
     assert not all_finite(x.T.copy(order="F").T * np.where(np.arange(40) == 3, np.nan, 1.0))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_an_eager_division_by_a_power_of_two_has_the_bits_of_numpys(dtype, monkeypatch):
+    """The impl multiplies by the reciprocal where it is exact (1/64, 2**-40, -4, and 2**-130 in
+    float64); 3, and 2**-130 in float32 (not a normal number there), stay divisions. Every
+    bit as np.divide gives it, -0 and NaN included."""
+    tiny = np.finfo(dtype).tiny
+    x = np.concatenate([np.random.default_rng(26).normal(size=200) * 10.0 ** np.arange(-20, 20, 0.2),
+                        [0.0, -0.0, np.inf, -np.inf, np.nan, tiny, tiny / 8, -tiny / 3, np.finfo(dtype).max]])
+    x = x.astype(dtype)
+    products = []
+    multiply = ew.multiply.impl
+    monkeypatch.setattr(ew.multiply, "impl", lambda *a: products.append(a[1]) or multiply(*a))
+    divisors = (0.015625, 2.0**-40, -4.0, 3.0, 2.0**-130)
+    with np.errstate(all="ignore"):
+        for divisor in divisors:
+            got, expected = ew.divide.bind(x, divisor), np.divide(x, divisor)
+            assert got.dtype == expected.dtype
+            np.testing.assert_array_equal(got.view(np.uint8), expected.view(np.uint8))
+    exact = [64.0, 2.0**40, -0.25] + ([2.0**130] if dtype == np.float64 else [])  # 2**-130: normal in float64
+    assert products == exact

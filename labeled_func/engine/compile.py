@@ -37,6 +37,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
+from labeled_func_kernels.backend import reciprocal_power_of_two
 from labeled_func_kernels.primitive import Traced
 from labeled_func_kernels.reductions import reduce_any
 
@@ -685,10 +686,10 @@ class Program:
                     break
             elif (node.function is np.divide and len(node.refs) == 2 and type(node.refs[1]) is Constant
                   and node.out is not None and node.out[1].kind == "f"
-                  and _reciprocal_power_of_two(node.refs[1].value, node.out[1]) is not None):
+                  and reciprocal_power_of_two(node.refs[1].value, node.out[1]) is not None):
                 # x / 2**k is x * 2**-k: the same real number, rounded once (a product is cheaper)
                 node.function, node.prim = np.multiply, ew.multiply
-                node.refs = (node.refs[0], Constant(_reciprocal_power_of_two(node.refs[1].value, node.out[1])))
+                node.refs = (node.refs[0], Constant(reciprocal_power_of_two(node.refs[1].value, node.out[1])))
             elif node.prim is kshape.roll and negation(node.refs[0]) is not None:
                 inner = negation(node.refs[0])  # roll(-x) -> -roll(x): the roll in a new slot
                 moved = Node(node.function, node.params, (inner.refs[0],), fresh, node.prim)
@@ -1087,10 +1088,11 @@ def _worth_fusing(tree):
 
 def _reads_only(node):
     """Whether a node's kernel only reads its inputs: its result is a fresh array, never a
-    view of an input (a ufunc of one output, a fused expression, this module's kernels)."""
+    view of an input (a ufunc of one output, a fused expression, this module's kernels, a
+    rule's sum of products)."""
     function = node.function
     return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or (
-        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE)
+        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE) or node.prim is ew.multiply_sum
 
 
 def _writes_into(node):
@@ -1102,22 +1104,6 @@ def _writes_into(node):
         return None  # a buffer is C-ordered: only a result recorded C-ordered takes one (the same
     shape, dtype = node.out  # layout: the same order of the sums that later read it)
     return node.out if dtype.itemsize * math.prod(shape) >= POOL_MIN_BYTES else None
-
-
-def _reciprocal_power_of_two(value, dtype):
-    """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k that is a normal
-    number of ``dtype`` (the dtype the division computes in, to which a Python float is
-    cast) with a normal reciprocal: dividing by it and multiplying by its reciprocal give
-    the same bits. Else None."""
-    if type(value) is np.ndarray and value.ndim == 0:
-        value = value[()]
-    if type(value) is not float and not isinstance(value, np.floating):
-        return None
-    mantissa, exponent = math.frexp(float(value))
-    finfo = np.finfo(dtype)
-    if abs(mantissa) != 0.5 or not (finfo.minexp + 2 <= exponent <= finfo.maxexp - 1):
-        return None
-    return 1.0 / value if type(value) is float else value.dtype.type(1) / value
 
 
 def _c_ordered(layout, strides):

@@ -1,0 +1,224 @@
+"""Kept memory for large eager results (``kernels/buffers.py``) and the one-pass product-sum
+of a reverse pass (``elementwise.multiply_sum``); issue 11 (speed).
+
+- A block is reused only when nothing refers to it: a result a caller keeps, or a view of
+  it, is never written again, under threads too.
+- Reuse is real: the same shape computed again lands in the block a dead result had.
+- A cotangent summed down to a broadcast operand (a per-example parameter times a field)
+  is one einsum: equal to the per-example loop bit for bit, to finite differences and to
+  the analytic derivative; NaN-safe as the product it replaces (a zero cotangent against
+  an infinite partial gives 0), and differentiable again.
+"""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import labeled_func as lf
+from labeled_func_kernels import buffers
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as ks
+
+LARGE = (400, 400)  # 1.25 MiB of float64, above buffers.MIN_BYTES
+
+
+@pytest.fixture
+def kept_limit():
+    """Blocks kept up to 64 MiB during the test (whatever the environment says)."""
+    before = buffers.limit()
+    buffers.set_limit(64 * 2**20)
+    yield
+    buffers.set_limit(before)
+
+
+def _block(array):
+    return array.base if array.base is not None else array
+
+
+def test_a_dead_result_gives_its_block_to_the_next_one(kept_limit):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
+    first = ew.multiply.bind(x, y)
+    block = id(_block(first))
+    del first
+    second = ew.add.bind(x, y)
+    assert id(_block(second)) == block
+    np.testing.assert_array_equal(second, x + y)
+
+
+def test_kept_results_and_their_views_are_never_written_again(kept_limit):
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
+    kept = ew.multiply.bind(x, y)
+    view = ew.subtract.bind(x, y)[::3, 1:]  # only a view of the second result survives
+    expected_kept, expected_view = x * y, (x - y)[::3, 1:]
+    for k in range(20):  # many results of the same size come and go
+        scratch = ew.divide.bind(ew.add.bind(x, float(k)), 2.0)
+        rolled = ks.roll.bind(scratch, shift=(k,), axis=(1,))
+        del scratch, rolled
+    np.testing.assert_array_equal(kept, expected_kept)
+    np.testing.assert_array_equal(view, expected_view)
+
+
+def test_a_view_of_a_kept_block_is_not_written_in_place(kept_limit):
+    x = np.ones(LARGE)
+    result = ew.add.bind(x, 1.0)
+    row = result[1:]  # a view: not the whole of its memory
+    assert buffers.owns(result) and not buffers.owns(row)
+    summed = ew.add_inplace.bind(row, 1.0)
+    assert not np.shares_memory(summed, result)
+    np.testing.assert_array_equal(result, 2.0)
+    np.testing.assert_array_equal(summed, 3.0)
+
+
+def test_a_user_array_is_never_written_in_place():
+    user = np.ones(LARGE)
+    view = user[:, 1:]
+    assert buffers.owns(user) and not buffers.owns(view)
+    ew.add_inplace.bind(view, 1.0)
+    np.testing.assert_array_equal(user, 1.0)
+
+
+def test_threads_never_share_a_block(kept_limit):
+    """8 threads compute products of their own values with a 1 us switch interval; each
+    checks every result it kept against NumPy after the others ran."""
+    errors = []
+    barrier = threading.Barrier(8)
+
+    def work(seed):
+        rng = np.random.default_rng(seed)
+        x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
+        barrier.wait()
+        kept = []
+        for k in range(15):
+            kept.append(ew.multiply.bind(ew.add.bind(x, float(k)), y))
+            if k % 3 == 0:
+                kept.pop(0)
+        for value in kept:
+            k = int(round(np.median((value / y - x)[np.abs(y) > 0.5])))
+            if not np.array_equal(value, (x + float(k)) * y):
+                errors.append(seed)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert errors == []
+
+
+def test_limit_zero_keeps_nothing_and_a_negative_limit_is_refused(kept_limit):
+    buffers.set_limit(0)
+    x = np.ones(LARGE)
+    result = ew.multiply.bind(x, 2.0)
+    assert result.base is None
+    with pytest.raises(ValueError, match="-1"):
+        buffers.set_limit(-1)
+
+
+def test_the_environment_variable_sets_the_limit():
+    code = "from labeled_func_kernels import buffers; print(buffers.limit())"
+    env = {**os.environ, "LABELED_FUNC_BUFFER_MIB": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0"
+
+
+def test_results_below_the_threshold_are_numpys_own():
+    small = ew.multiply.bind(np.ones(100), 2.0)
+    assert small.base is None
+
+
+# --- the product summed down to a broadcast operand ---------------------------------------------
+FIELD = xr.DataArray(np.linspace(0.2, 1.4, 64), dims="cell")
+
+
+def stepped(p):
+    """A per-example scalar times a field, in a few explicit steps (the advection pattern)."""
+    u = FIELD
+    for _ in range(3):
+        u = u + 0.1 * (-p.rate * (u - u.roll(cell=1)) - p.decay * u)
+    return (u ** 2).mean("cell")
+
+
+def _samples(n, seed=3):
+    rng = np.random.default_rng(seed)
+    return xr.Dataset({"rate": ("sample", rng.uniform(0.5, 1.5, n)), "decay": ("sample", rng.uniform(0, 1, n))})
+
+
+def test_per_sample_gradients_equal_the_per_example_loop_bit_for_bit():
+    samples = _samples(9)
+    batched = lf.vmap(lf.grad(stepped), dim="sample")(samples)
+    for k in range(samples.sizes["sample"]):
+        one = lf.grad(stepped)(samples.isel(sample=k))
+        for name in ("rate", "decay"):
+            assert batched[name].values[k].tobytes() == one[name].values.tobytes()
+
+
+def test_per_sample_gradients_match_central_differences():
+    samples = _samples(5)
+    got = lf.vmap(lf.grad(stepped), dim="sample")(samples)
+    for name in ("rate", "decay"):
+        h = 1e-6
+        plus = lf.vmap(stepped, dim="sample")(samples.assign({name: samples[name] + h}))
+        minus = lf.vmap(stepped, dim="sample")(samples.assign({name: samples[name] - h}))
+        np.testing.assert_allclose(got[name].values, ((plus - minus) / (2 * h)).values, rtol=1e-7)
+
+
+def test_the_one_pass_sum_is_taken_and_skips_the_product(monkeypatch):
+    calls = []
+    impl = ew.multiply_sum.impl
+    monkeypatch.setattr(ew.multiply_sum, "impl", lambda *a, **k: calls.append(k) or impl(*a, **k))
+    c = xr.DataArray(np.array([2.0, 3.0]), dims="sample")
+    got = lf.vmap(lf.grad(lambda c: (c * FIELD).sum()), dim="sample")(c)
+    assert calls  # the rule's sum of products ran as multiply_sum
+    np.testing.assert_allclose(got.values, np.full(2, FIELD.sum().item()), rtol=1e-15)
+
+
+def test_a_zero_cotangent_against_an_infinite_partial_gives_zero():
+    field = xr.DataArray(np.array([2.0, 5.0, np.inf, 7.0]), dims="cell")
+
+    def first_cell(c):
+        return (c * field).isel(cell=0)  # the cotangent is 0 where the field is infinite
+
+    c = xr.DataArray(np.array([1.0, 4.0]), dims="sample")
+    got = lf.vmap(lf.grad(first_cell), dim="sample")(c)
+    np.testing.assert_array_equal(got.values, [2.0, 2.0])
+    one = lf.grad(first_cell)(xr.DataArray(1.0))
+    assert float(one) == 2.0
+
+
+def test_an_infinite_partial_met_by_a_cotangent_stays_infinite():
+    field = xr.DataArray(np.array([2.0, np.inf]), dims="cell")
+    got = lf.grad(lambda c: (c * field).sum())(xr.DataArray(1.0))
+    assert np.isinf(float(got))
+
+
+def test_second_derivatives_through_the_sum_of_products():
+    """d2/dc dx of sum(c * x**2) = 2 x, and d2/dc2 = 0, against the analytic values."""
+    x = xr.DataArray(np.linspace(-1.0, 1.0, 5), dims="cell")
+
+    def f(c, x):
+        return (c * x ** 2).sum()
+
+    c = xr.DataArray(1.5)
+    mixed = lf.jacfwd(lf.grad(f, argnums=0), argnums=1)(c, x)
+    np.testing.assert_allclose(mixed.values, 2 * x.values, rtol=1e-15)
+    second = lf.jacrev(lf.grad(f, argnums=0), argnums=0)(c, x)
+    assert float(second) == 0.0
+
+
+def test_jit_gives_the_same_gradients():
+    samples = _samples(6)
+    plain = lf.vmap(lf.grad(stepped), dim="sample")
+    jitted = lf.jit(plain)
+    for name in ("rate", "decay"):
+        np.testing.assert_allclose(jitted(samples)[name].values, plain(samples)[name].values, rtol=1e-13)
