@@ -14,7 +14,8 @@ glibc, and are freed when their last view dies).  A block is reused only when no
 refers to it but this module: every view of a NumPy array refers to the block that owns
 its memory (NumPy collapses chains of views), so a result a caller keeps, or any view of
 it, keeps its block out of use.  The test is CPython's reference count, calibrated when the
-module is imported; where it cannot be calibrated, nothing is reused.
+module is imported; where it cannot be calibrated (or on a free-threaded CPython), nothing
+is reused.
 
 The limit is read from the environment variable ``LABELED_FUNC_BUFFER_MIB`` (default
 64; 0 turns reuse off) and can be changed with :func:`set_limit`.  The blocks are
@@ -133,5 +134,6 @@ def set_limit(nbytes):
             _held -= _blocks.pop(0).nbytes
 
 
-_FREE = _calibrate()
+# a free-threaded CPython counts references per thread: no count says a block is free there
+_FREE = _calibrate() if getattr(sys, "_is_gil_enabled", lambda: True)() else None
 set_limit(float(os.environ.get("LABELED_FUNC_BUFFER_MIB", "64")) * 2**20)

@@ -56,18 +56,42 @@ def elementwise_primitive(name, impl):
     return prim
 
 
+# NumPy ufuncs whose result has the dtype of their floating arguments (with Python numbers,
+# which NumPy keeps weak): their large results are written into kept memory (buffers.empty)
+_SAME_FLOAT = frozenset(getattr(np, name) for name in (
+    "add", "subtract", "multiply", "divide", "negative", "positive", "absolute", "square", "sqrt", "cbrt",
+    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+    "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "power", "maximum", "minimum", "fmax", "fmin",
+    "reciprocal", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor", "ceil", "trunc", "rint"))
+
+
 def _from_namespace(function_name, numpy_semantics=None):
     """An impl calling ``xp.<function_name>``.  ``numpy_semantics(xp, args)`` adapts
     the arguments where NumPy accepts more than the standard (ints in ``sin``, floats
     in ``logical_and``); NumPy itself needs no adapting."""
 
+    numpy_function = getattr(numpy_namespace, function_name, None)
+    kept = numpy_function in _SAME_FLOAT
+    ndarray, least = np.ndarray, buffers.MIN_BYTES
+
     def impl(*args):
+        if numpy_function is not None:  # NumPy arrays and Python numbers: NumPy, without asking
+            large = False
+            for arg in args:
+                kind = type(arg)
+                if kind is ndarray:
+                    if arg.nbytes >= least:
+                        large = True
+                elif kind is not float and kind is not int:
+                    break
+            else:
+                if large and kept:  # its result in kept memory
+                    out = _kept_output(args)
+                    if out is not None:
+                        return numpy_function(*args, out=out)
+                return numpy_function(*args)
         xp = namespace(*args)
-        if xp is numpy_namespace:
-            function = getattr(xp, function_name)
-            out = _kept_output(function, args)
-            return function(*args) if out is None else function(*args, out=out)
-        if numpy_semantics is not None:
+        if numpy_semantics is not None and xp is not numpy_namespace:
             args = numpy_semantics(xp, args)
         return getattr(xp, function_name)(*args)
 
@@ -82,36 +106,23 @@ def _from_namespace(function_name, numpy_semantics=None):
     return impl
 
 
-# NumPy ufuncs whose result has the dtype of their floating arguments (with Python numbers,
-# which NumPy keeps weak): their large results are written into kept memory (buffers.empty)
-_SAME_FLOAT = frozenset(getattr(np, name) for name in (
-    "add", "subtract", "multiply", "divide", "negative", "positive", "absolute", "square", "sqrt", "cbrt",
-    "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
-    "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "power", "maximum", "minimum", "fmax", "fmin",
-    "reciprocal", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor", "ceil", "trunc", "rint"))
-
-
-def _kept_output(function, args):
-    """An ``out`` array from :func:`buffers.empty` for ``function(*args)``, or None: only
-    for the ufuncs of ``_SAME_FLOAT`` on NumPy arrays of one floating dtype (and Python
-    numbers), one of them at least ``buffers.MIN_BYTES`` (the result is as large)."""
-    if function not in _SAME_FLOAT:
-        return None
+def _kept_output(args):
+    """An ``out`` array from :func:`buffers.empty` for a ufunc of ``_SAME_FLOAT`` on ``args``
+    (one of them a large NumPy array), or None: only for NumPy arrays of one floating dtype
+    and Python numbers."""
+    dtype = shape = None
     for arg in args:
-        if type(arg) is np.ndarray and arg.nbytes >= buffers.MIN_BYTES:
-            break
-    else:
-        return None  # small arrays: NumPy's and glibc's own caches serve them
-    dtype = arg.dtype
-    shape = arg.shape
-    for other in args:
-        kind = type(other)
+        kind = type(arg)
         if kind is np.ndarray:
-            if other.dtype != dtype or dtype.kind != "f":
+            if dtype is None:
+                dtype, shape = arg.dtype, arg.shape
+                if dtype.kind != "f":
+                    return None
+            elif arg.dtype != dtype:
                 return None
-            if other.shape != shape:
+            elif arg.shape != shape:
                 try:
-                    shape = np.broadcast_shapes(shape, other.shape)
+                    shape = np.broadcast_shapes(shape, arg.shape)
                 except ValueError:
                     return None  # the ufunc raises its own error
         elif kind is not float and kind is not int:

@@ -125,6 +125,13 @@ def test_limit_zero_keeps_nothing_and_a_negative_limit_is_refused(kept_limit):
         buffers.set_limit(-1)
 
 
+def test_without_a_calibrated_reference_count_nothing_is_kept(kept_limit, monkeypatch):
+    monkeypatch.setattr(buffers, "_FREE", None)  # as on a free-threaded CPython
+    buffers.set_limit(64 * 2**20)
+    assert buffers.limit() == 0
+    assert ew.multiply.bind(np.ones(LARGE), 2.0).base is None
+
+
 def test_the_environment_variable_sets_the_limit():
     code = "from labeled_func_kernels import buffers; print(buffers.limit())"
     env = {**os.environ, "LABELED_FUNC_BUFFER_MIB": "0"}
