@@ -517,12 +517,13 @@ multiply_sum.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 
 def product_reduced_to(g, d, shape, safe):
     """``unbroadcast(g * d, shape)`` (NaN-safe as :data:`safe_multiply` where ``safe``) as one
-    :data:`multiply_sum`, for float arrays ``g`` and ``d`` of one dtype and shape that must be
-    summed down to ``shape``; None where that does not apply."""
+    :data:`multiply_sum`, for float32 or float64 arrays ``g`` and ``d`` of one dtype and shape
+    that must be summed down to ``shape``; None where that does not apply."""
     full, shape = tuple(getattr(g, "shape", ())), tuple(shape)
     if (shape == full or not _is_array(d) or tuple(d.shape) != full or not _is_array(g)
-            or g.dtype != d.dtype or dtype_kind(g.dtype) != "f"):
-        return None
+            or g.dtype != d.dtype or dtype_kind(g.dtype) != "f"
+            or np.dtype(getattr(g.dtype, "_np_dtype", g.dtype)).itemsize < 4):
+        return None  # float16 keeps NumPy's own sum
     extra_axes = len(full) - len(shape)
     axes = tuple(range(extra_axes)) + tuple(
         extra_axes + k for k, size in enumerate(shape) if size == 1 and full[extra_axes + k] != 1)

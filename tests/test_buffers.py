@@ -150,24 +150,31 @@ FIELD = xr.DataArray(np.linspace(0.2, 1.4, 64), dims="cell")
 
 def stepped(p):
     """A per-example scalar times a field, in a few explicit steps (the advection pattern)."""
-    u = FIELD
+    u = FIELD.astype(p.rate.dtype)
     for _ in range(3):
         u = u + 0.1 * (-p.rate * (u - u.roll(cell=1)) - p.decay * u)
     return (u ** 2).mean("cell")
 
 
-def _samples(n, seed=3):
+def _samples(n, seed=3, dtype=np.float64):
     rng = np.random.default_rng(seed)
-    return xr.Dataset({"rate": ("sample", rng.uniform(0.5, 1.5, n)), "decay": ("sample", rng.uniform(0, 1, n))})
+    return xr.Dataset({"rate": ("sample", rng.uniform(0.5, 1.5, n).astype(dtype)),
+                       "decay": ("sample", rng.uniform(0, 1, n).astype(dtype))})
 
 
-def test_per_sample_gradients_equal_the_per_example_loop_bit_for_bit():
-    samples = _samples(9)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_per_sample_gradients_equal_the_per_example_loop_bit_for_bit(dtype):
+    samples = _samples(9, dtype=dtype)
     batched = lf.vmap(lf.grad(stepped), dim="sample")(samples)
+    reference = lf.vmap(lf.grad(stepped), dim="sample")(samples.astype(np.float64))
     for k in range(samples.sizes["sample"]):
         one = lf.grad(stepped)(samples.isel(sample=k))
         for name in ("rate", "decay"):
+            assert batched[name].dtype == dtype
             assert batched[name].values[k].tobytes() == one[name].values.tobytes()
+    for name in ("rate", "decay"):  # float32 sums: to float32's precision of the float64 ones
+        np.testing.assert_allclose(batched[name].values, reference[name].values,
+                                   rtol=50 * np.finfo(dtype).eps, atol=50 * np.finfo(dtype).eps)
 
 
 def test_per_sample_gradients_match_central_differences():
