@@ -84,8 +84,8 @@ def empty(shape, dtype):
     large enough and one is free, else a new array (kept for later when under the limit)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES or nbytes > MAX_BYTES or nbytes > _limit:
-        return np.empty(shape, dtype)
+    if nbytes < MIN_BYTES or nbytes > MAX_BYTES or nbytes > _limit or dtype.hasobject:
+        return np.empty(shape, dtype)  # (bytes are never Python objects)
     with _lock:
         block = _take(nbytes)
         if block is None:

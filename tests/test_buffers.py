@@ -139,6 +139,13 @@ def test_the_environment_variable_sets_the_limit():
     assert out.stdout.strip() == "0"
 
 
+def test_a_large_roll_of_python_objects_is_numpys_own(kept_limit):
+    x = np.empty(LARGE[0] * LARGE[1] // 2, dtype=object)
+    x[:] = [str(k) for k in range(x.size)]
+    rolled = ks.roll.bind(x, shift=(3,), axis=(0,))
+    assert list(rolled[:5]) == list(np.roll(x, 3)[:5])
+
+
 def test_results_below_the_threshold_are_numpys_own():
     small = ew.multiply.bind(np.ones(100), 2.0)
     assert small.base is None
