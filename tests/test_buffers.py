@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -43,6 +44,7 @@ def test_a_dead_result_gives_its_block_to_the_next_one(kept_limit):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
     first = ew.multiply.bind(x, y)
+    assert first.base is not None and buffers.owns(first)  # a whole kept block
     block = id(_block(first))
     del first
     second = ew.add.bind(x, y)
@@ -55,6 +57,7 @@ def test_kept_results_and_their_views_are_never_written_again(kept_limit):
     x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
     kept = ew.multiply.bind(x, y)
     view = ew.subtract.bind(x, y)[::3, 1:]  # only a view of the second result survives
+    assert kept.base is not None and view.base is not None  # both in kept blocks
     expected_kept, expected_view = x * y, (x - y)[::3, 1:]
     for k in range(20):  # many results of the same size come and go
         scratch = ew.divide.bind(ew.add.bind(x, float(k)), 2.0)
@@ -83,11 +86,23 @@ def test_a_user_array_is_never_written_in_place():
     np.testing.assert_array_equal(user, 1.0)
 
 
-def test_threads_never_share_a_block(kept_limit):
-    """8 threads compute products of their own values with a 1 us switch interval; each
-    checks every result it kept against NumPy after the others ran."""
+def test_threads_never_share_a_block(kept_limit, monkeypatch):
+    """8 threads compute products of their own values with a 1 us switch interval, and each
+    gives the others the processor between finding a free block and making its view (the
+    reference it holds meanwhile keeps the block busy for them); the limit holds 4 blocks,
+    so blocks are let go all the time. Each thread checks every result it kept against
+    NumPy after the others ran."""
     errors = []
     barrier = threading.Barrier(8)
+    take = buffers._take
+
+    def take_then_yield(nbytes):
+        block = take(nbytes)
+        time.sleep(0)
+        return block
+
+    monkeypatch.setattr(buffers, "_take", take_then_yield)
+    buffers.set_limit(4 * np.prod(LARGE) * 8)
 
     def work(seed):
         rng = np.random.default_rng(seed)
