@@ -15,7 +15,7 @@ from .backend import (all_finite, device_of, dtype_kind, extra, is_integer_dtype
                       namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive, bottom, known
+from .primitive import Primitive, known
 
 __all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "materialised", "partial_rules",
            "real_valued_rules", "safe_multiply", "subtract_from_temporary"]

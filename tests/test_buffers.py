@@ -18,6 +18,7 @@ import time
 import numpy as np
 import pytest
 import xarray as xr
+from thread_helpers import run_interleaved
 
 import labeled_func as lf
 from labeled_func_kernels import buffers
@@ -118,16 +119,7 @@ def test_threads_never_share_a_block(kept_limit, monkeypatch):
             if not np.array_equal(value, (x + float(k)) * y):
                 errors.append(seed)
 
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(work, range(8))
     assert errors == []
 
 

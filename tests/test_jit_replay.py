@@ -13,6 +13,7 @@ import xarray as xr
 
 import labeled_func as lf
 from labeled_func_kernels import elementwise as ew
+from thread_helpers import run_interleaved
 from test_jit import DIFFERENTIABLE, STATIC_SHAPES, close, fused_programs_agree, same
 from test_jit import test_jit_of_vmap_of_grad_replays_what_it_computes as grad_case
 from test_jit import test_jit_of_vmap_replays_what_vmap_computes as vmap_case
@@ -515,8 +516,6 @@ def test_kept_buffers_give_the_same_bits_at_every_call_and_stay_held_between_cal
 
 
 def test_threads_replaying_a_program_that_keeps_buffers_never_share_them():
-    import threading
-
     per_sample = lf.vmap(lf.grad(_stepping), dim="sample")
     kept = lf.jit(per_sample, keep_buffers=True)
     inputs = [_stepping_parameters(seed) for seed in range(8)]
@@ -527,17 +526,7 @@ def test_threads_replaying_a_program_that_keeps_buffers_never_share_them():
         for _ in range(3):
             results[k] = kept(inputs[k])
 
-    import sys
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)  # threads take turns between any two operations
-    try:
-        threads = [threading.Thread(target=work, args=(k,)) for k in range(len(inputs))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    finally:
-        sys.setswitchinterval(interval)
+    run_interleaved(work, range(len(inputs)))  # threads take turns between any two operations
     assert kept.traces == 1
     plain = lf.jit(per_sample)
     plain(inputs[0])  # traced: the replays below compare with replays
