@@ -155,10 +155,11 @@ class BatchTracer(Tracer):
     def __init__(self, level, value):
         self._level = level
         self._value = value
+        self._shape = tuple(value.shape[1:])
 
     @property
     def shape(self):
-        return tuple(self._value.shape[1:])
+        return self._shape
 
     def __copy__(self):
         if id(self) in self._level.copied_as_itself:

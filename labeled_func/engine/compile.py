@@ -340,6 +340,7 @@ class JitTracer(PrimalTracer):
     def __init__(self, level, value, slot):
         self._level = level
         self._value = value
+        self._shape = tuple(value.shape)
         self._slot = slot
         self._view = None
         self._cell = None

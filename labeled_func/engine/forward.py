@@ -108,6 +108,7 @@ class JVPTracer(PrimalTracer):
     def __init__(self, level, primal, tangent):
         self._level = level
         self._value = primal
+        self._shape = tuple(primal.shape)
         self._tangent = tangent
         self._view = None
         self._cell = None

@@ -457,6 +457,7 @@ class VJPTracer(PrimalTracer):
     def __init__(self, level, primal, node):
         self._level = level
         self._value = primal
+        self._shape = tuple(primal.shape)
         self._node = node
         self._view = None
         self._cell = None

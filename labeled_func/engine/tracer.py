@@ -34,7 +34,7 @@ __all__ = ["Tracer", "PrimalTracer", "primal_of", "integral", "Wording", "unknow
 class Tracer(Traced):
     """Base of every traced value; subclasses set ``shape`` and ``_concrete``."""
 
-    __slots__ = ("_level", "_value")
+    __slots__ = ("_level", "_value", "_shape")  # _shape: set once (a value keeps its shape)
     __array_priority__ = 1000
     __hash__ = None
 
@@ -466,7 +466,7 @@ class PrimalTracer(Tracer):
 
     @property
     def shape(self):
-        return tuple(self._value.shape)
+        return self._shape
 
     def _concrete(self, what):
         return concrete_policy(self, what)
