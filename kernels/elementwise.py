@@ -108,12 +108,15 @@ def _from_namespace(function_name, numpy_semantics=None):
 
 def _kept_output(args):
     """An ``out`` array from :func:`buffers.empty` for a ufunc of ``_SAME_FLOAT`` on ``args``
-    (one of them a large NumPy array), or None: only for NumPy arrays of one floating dtype
-    and Python numbers."""
+    (one of them a large NumPy array), or None: only for NumPy arrays of one floating dtype,
+    C-ordered where they have two axes or more (NumPy gives a result the layout of its
+    inputs: a kept block is C-ordered), and Python numbers."""
     dtype = shape = None
     for arg in args:
         kind = type(arg)
         if kind is np.ndarray:
+            if arg.ndim > 1 and not arg.flags.c_contiguous:
+                return None
             if dtype is None:
                 dtype, shape = arg.dtype, arg.shape
                 if dtype.kind != "f":

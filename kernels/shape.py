@@ -102,7 +102,7 @@ stack.vjp = _stack_vjp
 def _roll_impl(x, *, shift, axis):
     xp = namespace(x)
     if (xp is numpy_namespace and type(x) is np.ndarray and axis is not None and len(axis) == 1
-            and x.nbytes >= buffers.MIN_BYTES):
+            and x.nbytes >= buffers.MIN_BYTES and x.flags.c_contiguous):  # (np.roll keeps other layouts)
         return _roll_into(x, shift[0] if isinstance(shift, (tuple, list)) else shift, axis[0])
     return xp.roll(x, shift, axis=axis)
 

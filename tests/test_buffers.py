@@ -68,6 +68,15 @@ def test_kept_results_and_their_views_are_never_written_again(kept_limit):
     np.testing.assert_array_equal(view, expected_view)
 
 
+def test_results_keep_the_layout_numpy_gives_them(kept_limit):
+    rng = np.random.default_rng(5)
+    for x in (np.asfortranarray(rng.normal(size=LARGE)), rng.normal(size=LARGE).T, rng.normal(size=LARGE)):
+        for got, expected in ((ew.multiply.bind(x, 2.0), np.multiply(x, 2.0)), (ew.add.bind(x, x), x + x),
+                              (ew.sin.bind(x), np.sin(x))):
+            np.testing.assert_array_equal(got, expected)
+            assert got.strides == expected.strides
+
+
 def test_a_view_of_a_kept_block_is_not_written_in_place(kept_limit):
     x = np.ones(LARGE)
     result = ew.add.bind(x, 1.0)
@@ -144,6 +153,19 @@ def test_the_environment_variable_sets_the_limit():
     env = {**os.environ, "LABELED_FUNC_BUFFER_MIB": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_a_large_roll_has_numpys_values_and_layout(kept_limit, order):
+    """A C-ordered array rolls into kept memory; another layout stays np.roll's (its
+    result keeps the input's order, and later sums add in that order)."""
+    x = np.asarray(np.random.default_rng(4).normal(size=LARGE), order=order)
+    for shift, axis in ((3, 1), (-5, 0), (0, 1)):
+        got, expected = ks.roll.bind(x, shift=(shift,), axis=(axis,)), np.roll(x, shift, axis=axis)
+        np.testing.assert_array_equal(got, expected)
+        assert got.flags.c_contiguous == expected.flags.c_contiguous
+        assert got.flags.f_contiguous == expected.flags.f_contiguous
+        assert (got.base is not None) == (order == "C")  # kept memory for the C-ordered one
 
 
 def test_a_large_roll_of_python_objects_is_numpys_own(kept_limit):
