@@ -20,7 +20,7 @@ from .elementwise import add, where
 from .indexing import getitem_static, pad
 from .primitive import Primitive
 
-__all__ = ["concatenate", "stack", "roll", "flip", "sliding_window_view", "matrix_diagonal", "tril",
+__all__ = ["concatenate", "stack", "roll", "roll_copy", "flip", "sliding_window_view", "matrix_diagonal", "tril",
            "triu"]
 
 
@@ -108,9 +108,13 @@ def _roll_impl(x, *, shift, axis):
 
 
 def _roll_into(x, shift, axis):
-    """``np.roll`` along one axis as two copies into kept memory (:func:`buffers.empty`)."""
+    """``np.roll`` along one axis into kept memory (:func:`buffers.empty`)."""
+    return roll_copy(x, shift, axis, buffers.empty(x.shape, x.dtype))
+
+
+def roll_copy(x, shift, axis, out):
+    """``np.roll(x, shift, axis)`` of one axis written into ``out``: two copies."""
     size = x.shape[axis]
-    out = buffers.empty(x.shape, x.dtype)
     step = shift % size if size else 0
     head = (slice(None),) * axis
     out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]

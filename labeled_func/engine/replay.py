@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 
+from labeled_func_kernels.shape import roll_copy
+
 __all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_product",
            "safe_product_checked", "spread_into", "trailing_sum"]
 
@@ -41,7 +43,6 @@ def roll_into(shift, axis, shape, dtype):
     """``np.roll`` along one axis, as two copies into ``out`` (a fresh array when None)."""
     size = shape[axis]
     step = shift % size if size else 0
-    head = (slice(None),) * axis
 
     def roll(x, out=None):
         if out is None:
@@ -49,8 +50,7 @@ def roll_into(shift, axis, shape, dtype):
         if step == 0:
             np.copyto(out, x)
         else:
-            out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
-            out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]
+            roll_copy(x, step, axis, out)
         return out
     roll.writes_into = True
     roll.shift, roll.axis = step, axis
