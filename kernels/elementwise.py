@@ -29,18 +29,19 @@ def batch_elementwise(prim):
     """The batch rule shared by every elementwise primitive."""
 
     def rule(axis_size, values, batched, **params):
-        rank = 0
-        for value, is_batched in zip(values, batched):
-            logical = _ndim(value) - 1 if is_batched else _ndim(value)
-            if logical > rank:
-                rank = logical
-        return prim.bind(*_aligned_ranks(values, batched, rank), **params), True
+        return prim.bind(*_aligned_ranks(values, batched), **params), True
 
     return rule
 
 
-def _aligned_ranks(values, batched, rank):
-    """The batched ``values`` of a logical rank below ``rank`` with 1s after their batch axis."""
+def _aligned_ranks(values, batched):
+    """The batched ``values`` of a logical rank below the largest with 1s after their batch
+    axis (unbatched ones broadcast under it as they are)."""
+    rank = 0
+    for value, is_batched in zip(values, batched):
+        logical = _ndim(value) - 1 if is_batched else _ndim(value)
+        if logical > rank:
+            rank = logical
     aligned = []
     for value, is_batched in zip(values, batched):
         if is_batched and _ndim(value) - 1 < rank:
@@ -419,7 +420,12 @@ def _safe_multiply_impl(g, d):
     product = _multiply(g, d)
     if all_finite(d):
         return product
-    return _where(_logical_and(_equal(g, 0), _logical_not(_isfinite(d))), 0.0, product)
+    return _where(_unsafe_elements(g, d), 0.0, product)
+
+
+def _unsafe_elements(g, d):
+    """Where a NaN-safe product is 0: ``g`` is 0 and ``d`` is not finite (concrete values)."""
+    return _logical_and(_equal(g, 0), _logical_not(_isfinite(d)))
 
 
 def _safe_mask(g, d):
@@ -467,12 +473,10 @@ def _multiply_sum_impl(g, d, *, axes, safe):
     infinite or NaN ``d`` makes its sum non-finite, so a finite sum had none); where a sum is
     not finite, the same einsum again on ``d`` with 0 where ``g`` is 0 and ``d`` is not finite,
     in the same order of additions."""
-    xp = namespace(g, d)
-    einsum = extra(xp, "einsum")
-    subscripts = _multiply_sum_letters((g.ndim, d.ndim), axes)
-    total = einsum(subscripts, g, d)
+    einsum = extra(namespace(g, d), "einsum")
+    total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
     if safe and not all_finite(total):  # the mask has the shape of both operands together
-        d = xp.where(xp.logical_and(g == 0, xp.logical_not(xp.isfinite(d))), 0.0, d)
+        d = _where(_unsafe_elements(g, d), 0.0, d)
         total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
     return total
 
@@ -480,9 +484,7 @@ def _multiply_sum_impl(g, d, *, axes, safe):
 def _multiply_sum_batch(axis_size, values, batched, *, axes, safe):
     # as every elementwise primitive: a batched operand of lower rank gets 1s after its batch
     # axis, an unbatched one is right-aligned under the batch axis; the summed axes move by one
-    rank = max(_ndim(value) - 1 if is_batched else _ndim(value) for value, is_batched in zip(values, batched))
-    aligned = _aligned_ranks(values, batched, rank)
-    return multiply_sum.bind(*aligned, axes=tuple(axis + 1 for axis in axes), safe=safe), True
+    return multiply_sum.bind(*_aligned_ranks(values, batched), axes=tuple(axis + 1 for axis in axes), safe=safe), True
 
 
 def _multiply_sum_jvp(primals, tangents, *, axes, safe):
@@ -515,7 +517,6 @@ def _multiply_sum_vjp(cotangent, primals, out, *, axes, safe):
 # product of a cotangent and a partial of its shape, summed down to the shape of a broadcast
 # operand (a per-example parameter times a field): see product_reduced_to.
 multiply_sum = Primitive("multiply_sum", _multiply_sum_impl, _multiply_sum_batch, _multiply_sum_jvp, _multiply_sum_vjp)
-multiply_sum.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 
 
 def product_reduced_to(g, d, shape, safe):
@@ -789,7 +790,7 @@ for _prim, (_partials, _safe) in _BINARY.items():
 # factor of each factor that receives a cotangent; a quotient the divisor, and the output
 # for the divisor's cotangent
 add.keeps = add_inplace.keeps = subtract.keeps = subtract_inplace.keeps = lambda count, traced: ((), False)
-multiply.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
+multiply.keeps = multiply_sum.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 divide.keeps = lambda count, traced: ((1,), 1 in traced)
 # x ** y reads the output for the exponent's cotangent only
 power.keeps = lambda count, traced: ((0, 1), 1 in traced)
