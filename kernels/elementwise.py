@@ -416,11 +416,48 @@ def _safe_multiply_impl(g, d):
     """``g * d``, and 0 where ``g`` is 0 and ``d`` is not finite (a zero cotangent stays zero
     even against an infinite partial derivative).  The mask costs passes over the data, so
     it is computed only when ``d`` (often an unbatched partial, smaller than ``g``) has a
-    non-finite element: the choice is made on the values of this call."""
+    non-finite element: the choice is made on the values of this call.  On a GPU the
+    masked product is one kernel (:func:`device_safe_product`), without that choice."""
+    if type(d) is not np.ndarray:
+        fused = device_safe_product(g, d)
+        if fused is not None:
+            return fused
     product = _multiply(g, d)
     if all_finite(d):
         return product
     return _where(_unsafe_elements(g, d), 0.0, product)
+
+
+# The NaN-safe product in CUDA C ({0} the cotangent, {1} the partial), for CuPy's
+# ElementwiseKernel: here, and in the kernels lf.jit fuses (engine/compile.py).  On a GPU,
+# deciding on the values (all_finite) waits for every kernel queued before it: the CPU stops
+# queueing work ahead of the GPU, and a gradient's time becomes the sum of the two instead
+# of the larger.
+SAFE_PRODUCT_CUDA = "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * ({1}))"
+_SAFE_PRODUCT_KERNELS = {}  # dtype name -> the kernel (CuPy compiles it once, and caches the build)
+
+
+def safe_product_kernel_source(name):
+    """The parameters and the operation of :func:`device_safe_product`'s kernel for dtype
+    ``name`` (float32 or float64), as ``cupy.ElementwiseKernel`` takes them."""
+    return f"{name} g, {name} d", f"{name} out", "out = " + SAFE_PRODUCT_CUDA.format("g", "d")
+
+
+def device_safe_product(g, d):
+    """``safe_multiply(g, d)`` as one CuPy kernel: for CuPy arrays ``g`` and ``d`` of one
+    dtype, float32 or float64 (broadcast together as CuPy broadcasts); None otherwise."""
+    if type(g) is not type(d) or library_of(d) != "cupy" or g.dtype != d.dtype:
+        return None
+    name = g.dtype.name
+    if name not in ("float32", "float64"):
+        return None
+    kernel = _SAFE_PRODUCT_KERNELS.get(name)
+    if kernel is None:
+        import cupy
+
+        kernel = _SAFE_PRODUCT_KERNELS[name] = cupy.ElementwiseKernel(
+            *safe_product_kernel_source(name), f"lf_safe_product_{name}")
+    return kernel(g, d)
 
 
 def _unsafe_elements(g, d):
@@ -472,8 +509,14 @@ def _multiply_sum_impl(g, d, *, axes, safe):
     """One einsum.  ``safe``: NaN-safe as :data:`safe_multiply`, decided on the sums (an
     infinite or NaN ``d`` makes its sum non-finite, so a finite sum had none); where a sum is
     not finite, the same einsum again on ``d`` with 0 where ``g`` is 0 and ``d`` is not finite,
-    in the same order of additions."""
-    einsum = extra(namespace(g, d), "einsum")
+    in the same order of additions.  On a GPU (CuPy) the masked products are summed, without
+    waiting for the sums to look at them (:func:`device_safe_product`)."""
+    xp = namespace(g, d)
+    if safe and type(d) is not np.ndarray:
+        product = device_safe_product(g, d)
+        if product is not None:
+            return xp.sum(product, axis=axes)
+    einsum = extra(xp, "einsum")
     total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
     if safe and not all_finite(total):  # the mask has the shape of both operands together
         d = _where(_unsafe_elements(g, d), 0.0, d)
@@ -806,6 +849,8 @@ def _power_partial(x, y):
             return None
         if y == 1:
             return _ONE
+        if y == 2:  # 2 x, not 2 x**1: x**1 is a copy, a pass over the data
+            return multiply.bind(y, x)
         return multiply.bind(y, power.bind(x, y - 1))
     return where.bind(equal.bind(y, 0), 0.0, multiply.bind(y, power.bind(x, subtract.bind(y, 1))))
 

@@ -144,3 +144,27 @@ def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
     assert len(fused.nodes) == 2 and len(compiled) == 1, compiled
     assert len(re.findall(r"\bv\d+\b", compiled[0].replace("out", ""))) >= 3
     np.testing.assert_allclose(fused.run(inputs)[0], expected, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_eager_nan_safe_product_kernel_masks_what_numpy_masks(dtype, tmp_path):
+    """The kernel an eager ``safe_multiply`` runs on CuPy arrays (kernels/elementwise.py), as
+    C: ``g * d``, with 0 where ``g`` is 0 (either sign) and ``d`` is infinite or NaN, over
+    operands broadcast together; the oracle is NumPy's product masked by ``np.where``."""
+    name = np.dtype(dtype).name
+    kernel = c_kernel(*ew.safe_product_kernel_source(name), tmp_path, f"safe_{name}")
+    special = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 1e-30], dtype=dtype)
+    g = np.repeat(special, special.size).reshape(special.size, special.size)  # every pair
+    d = special  # broadcast along the rows
+    with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+        expected = np.where((g == 0) & ~np.isfinite(d), dtype(0), g * d)
+        actual = kernel(g, d)
+    assert actual.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(actual, expected)  # bits up to NaN's sign; zeros masked positive
+    assert not np.signbit(actual[(g == 0) & ~np.isfinite(d)]).any()
+
+
+def test_the_eager_nan_safe_product_kernel_is_for_cupy_arrays_only():
+    g = np.ones(3)
+    assert ew.device_safe_product(g, g) is None
+    assert ew.device_safe_product(g, 2.0) is None

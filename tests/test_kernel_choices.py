@@ -56,6 +56,17 @@ def test_per_sample_power_derivatives_match_calculus(exponent):
     np.testing.assert_allclose(second.values, exponent * (exponent - 1) * x.values ** (exponent - 2), rtol=1e-13)
 
 
+@pytest.mark.parametrize("exponent", [2, 2.0])
+def test_the_derivative_of_a_square_is_a_product_not_a_power(exponent, monkeypatch):
+    """d/dx x**2 is 2 x: no ``x ** 1`` (a copy of x, one pass more) in the backward pass."""
+    powers, power = [], ew.power.impl
+    monkeypatch.setattr(ew.power, "impl", lambda x, y: powers.append(y) or power(x, y))
+    x = np.linspace(-2.0, 2.0, 9)
+    got = lf.grad(lambda v: (v ** exponent).sum())(x)
+    np.testing.assert_array_equal(got, 2 * x)
+    assert powers == [exponent]  # the forward's own square only
+
+
 @pytest.mark.parametrize("exponent", [1.0, np.array([1.0, 2.0, 3.0])], ids=["python", "array"])
 def test_second_derivative_of_a_power_at_zero_is_finite(exponent):
     """d2/dx2 x**y = y (y - 1) x**(y - 2): 0 at x = 0 for y = 1 and y >= 2 (the rule's

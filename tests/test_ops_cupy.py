@@ -239,3 +239,29 @@ def tree_like(value, leaf):
     if isinstance(value, (tuple, list)):
         return type(value)(tree_like(v, leaf) for v in value)
     return leaf(value)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nan_safe_products_run_as_one_kernel_and_mask_as_numpy(dtype):
+    """On CuPy the NaN-safe product of the VJP rules, and its sum down to a broadcast operand
+    (multiply_sum), are one kernel that masks without a look at the values from the host;
+    they give what the NumPy kernels give, zero cotangents against infinities included."""
+    from labeled_func_kernels import elementwise as ew
+
+    rng = np.random.default_rng(3)
+    g = rng.normal(size=(6, 40)).astype(dtype)
+    g[:, ::3] = 0.0
+    d = rng.normal(size=40).astype(dtype)
+    d[::4], d[1::8] = np.inf, np.nan
+    ew._SAFE_PRODUCT_KERNELS.clear()
+    with np.errstate(invalid="ignore"):
+        expected = ew.safe_multiply.impl(g, d)
+        expected_sum = ew.multiply_sum.impl(g, d, axes=(0,), safe=True)
+    actual = ew.safe_multiply.impl(cupy.asarray(g), cupy.asarray(d))
+    actual_sum = ew.multiply_sum.impl(cupy.asarray(g), cupy.asarray(d), axes=(0,), safe=True)
+    assert np.dtype(dtype).name in ew._SAFE_PRODUCT_KERNELS  # the kernel ran, not the host's choice
+    assert isinstance(actual, cupy.ndarray) and isinstance(actual_sum, cupy.ndarray)
+    np.testing.assert_array_equal(cupy.asnumpy(actual), expected)
+    tolerance = 1e-12 if dtype == np.float64 else 1e-5
+    np.testing.assert_allclose(cupy.asnumpy(actual_sum), expected_sum, rtol=tolerance, atol=tolerance)
+    assert np.isfinite(expected_sum).sum() > 0 and np.isnan(expected_sum).sum() > 0  # both kinds of column

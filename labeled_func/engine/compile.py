@@ -1003,7 +1003,7 @@ _CUDA_EXPRESSIONS = {
     ew.acosh: "acosh({})", ew.atanh: "atanh({})", ew.atan2: "atan2({}, {})", ew.absolute: "fabs({})",
     ew.where: "({} ? {} : {})", ew.logical_and: "({} && {})", ew.logical_or: "({} || {})",
     ew.logical_not: "(!{})",
-    ew.safe_multiply: "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * ({1}))",
+    ew.safe_multiply: ew.SAFE_PRODUCT_CUDA,
 }
 _FLOAT, _SINGLE, _BOOL = np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_)
 _MAX_LEAVES = 24  # numexpr takes at most 32 operands (its output and temporaries count too)

@@ -330,6 +330,7 @@ def _node(prim, params, parents, primals, out):
 
 _NUMPY_STAND_INS = {}  # (shape, dtype) -> a read-only broadcast zero: constants, shared
 _MAX_STAND_INS = 256
+_DEVICE_ZEROS = {}  # (namespace, dtype, device) -> a 0-d zero of another library: its stand-ins' value
 
 
 def stand_in(value):
@@ -352,7 +353,27 @@ def stand_in(value):
             found = _NUMPY_STAND_INS[key] = np.broadcast_to(np.zeros((), dtype=dtype), shape)
         return found
     xp = namespace(base)
-    return xp.broadcast_to(xp.zeros((), dtype=dtype, device=device_of(base)), shape)
+    device = device_of(base)
+    # one zero per library, dtype and device: on a GPU each new zero is an allocation and a kernel
+    place = device_key(device)
+    key = None if place is None else (xp.__name__, dtype, place)
+    zero = None if key is None else _DEVICE_ZEROS.get(key)
+    if zero is None:
+        zero = xp.zeros((), dtype=dtype, device=device)
+        if key is not None and len(_DEVICE_ZEROS) < _MAX_STAND_INS:
+            _DEVICE_ZEROS[key] = zero
+    return xp.broadcast_to(zero, shape)
+
+
+def device_key(device):
+    """``device`` as a dictionary key: itself where it is hashable; CuPy's devices compare
+    by their number but are not hashable, so (type, number); None where neither works."""
+    try:
+        hash(device)
+        return device
+    except TypeError:
+        number = getattr(device, "id", None)
+        return (type(device).__qualname__, number) if type(number) is int else None
 
 
 class Capture:
