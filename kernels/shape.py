@@ -8,6 +8,7 @@ tangent and the VJP is its transpose, given beside it as one formula.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import numpy as np
@@ -113,9 +114,31 @@ def _roll_into(x, shift, axis):
 
 
 def roll_copy(x, shift, axis, out):
-    """``np.roll(x, shift, axis)`` of one axis written into ``out``: two copies."""
+    """``np.roll(x, shift, axis)`` of one axis written into ``out``: two copies.
+
+    C-ordered arrays move as one contiguous copy: every element ``k`` places along (``k``
+    the shift times the size of the axes after ``axis``, or back by the rest of the row
+    where that is shorter), which puts all but the wrapped elements of each row where they
+    belong; a second copy puts the wrapped ones, ``k`` (or the rest) per row.  Copying row
+    by row instead reads and writes addresses a few bytes apart modulo 4 KiB (a store is
+    taken for a load's dependency: ``out[:, 1:] = x[:, :-1]`` of a (400, 400) array ran
+    ten times slower than the whole contiguous copy; :func:`buffers.copy_into` keeps the
+    contiguous copy clear of glibc's slow case)."""
     size = x.shape[axis]
     step = shift % size if size else 0
+    if step and x.size and x.flags.c_contiguous and out.flags.c_contiguous and x.shape == out.shape:
+        row = math.prod(x.shape[axis:])  # one row: the axis and everything after it
+        rows_x, rows_out = x.reshape(-1, row), out.reshape(-1, row)
+        flat_x, flat_out = x.reshape(-1), out.reshape(-1)
+        forward = step * (row // size)
+        back = row - forward
+        if forward <= back:
+            buffers.copy_into(flat_out[forward:], flat_x[:flat_x.size - forward])
+            rows_out[:, :forward] = rows_x[:, back:]
+        else:
+            buffers.copy_into(flat_out[:flat_out.size - back], flat_x[back:])
+            rows_out[:, forward:] = rows_x[:, :back]
+        return out
     head = (slice(None),) * axis
     out[head + (slice(step, None),)] = x[head + (slice(None, size - step),)]
     out[head + (slice(None, step),)] = x[head + (slice(size - step, None),)]

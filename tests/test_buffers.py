@@ -8,6 +8,9 @@ of a reverse pass (``elementwise.multiply_sum``); issue 11 (speed).
   is one einsum: equal to the per-example loop bit for bit, to finite differences and to
   the analytic derivative; NaN-safe as the product it replaces (a zero cotangent against
   an infinite partial gives 0), and differentiable again.
+- Copies that glibc's memmove makes slow (a destination 1-15 bytes past its source modulo
+  4 KiB: a roll by one element of blocks at one page offset) copy every bit, through the
+  ufunc path, and only there; rolls built on them equal ``np.roll``.
 """
 import os
 import subprocess
@@ -272,3 +275,62 @@ def test_jit_gives_the_same_gradients():
     jitted = lf.jit(plain)
     for name in ("rate", "decay"):
         np.testing.assert_allclose(jitted(samples)[name].values, plain(samples)[name].values, rtol=1e-13)
+
+
+def views_at(distance, dtype, size):
+    """A source and a destination array of ``size`` items whose starts are ``distance``
+    bytes apart modulo 4 KiB (both in one pool, each aligned to the item)."""
+    dtype = np.dtype(dtype)
+    pool = np.zeros(size * dtype.itemsize * 2 + 3 * 4096, dtype=np.uint8)
+    start = (-pool.ctypes.data) % 4096  # the source at a page boundary
+    source = pool[start:start + size * dtype.itemsize].view(dtype)
+    offset = start + size * dtype.itemsize
+    offset += (start + distance - offset) % 4096  # same page offset as the source, plus distance
+    destination = pool[offset:offset + size * dtype.itemsize].view(dtype)
+    assert (destination.ctypes.data - source.ctypes.data) % 4096 == distance % 4096
+    return source, destination
+
+
+SPECIAL_BITS = {  # values whose bits a copy through arithmetic could change
+    np.float64: [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 5e-324, 1.5],
+    np.float32: [0.0, -0.0, np.inf, np.nan, 1e-45, 1.5],
+    np.complex128: [complex(-0.0, np.nan), complex(np.inf, -0.0), 1 + 2j],
+    np.int16: [-1, 0, 32767, -32768],
+    np.bool_: [True, False],
+}
+
+
+@pytest.mark.parametrize("dtype", list(SPECIAL_BITS), ids=lambda d: np.dtype(d).name)
+def test_copy_into_copies_every_bit_at_every_distance(dtype, monkeypatch):
+    ufunc_copies = []
+    positive = np.positive
+    monkeypatch.setattr(np, "positive", lambda *a, **k: ufunc_copies.append(1) or positive(*a, **k))
+    itemsize = np.dtype(dtype).itemsize
+    rng = np.random.default_rng(0)
+    for distance in range(0, 33, min(itemsize, 8)):
+        source, destination = views_at(distance, dtype, 20_000)
+        values = np.array(SPECIAL_BITS[dtype], dtype=dtype)
+        source[...] = values[rng.integers(0, values.size, source.size)]
+        source[7] = np.array(SPECIAL_BITS[dtype][0], dtype=dtype)  # at least one of the first
+        if np.dtype(dtype).kind == "f":  # a NaN with a payload of its own
+            source.view(f"u{itemsize}")[3] = np.array(np.nan, dtype).view(f"u{itemsize}") | 3
+        before = len(ufunc_copies)
+        buffers.copy_into(destination, source)
+        np.testing.assert_array_equal(destination.view(np.uint8), source.view(np.uint8))
+        slow_for_memmove = 0 < distance % 4096 < 16
+        assert len(ufunc_copies) - before == (1 if slow_for_memmove else 0), distance
+
+
+@pytest.mark.parametrize("shift", [1, -1, 2, 63, -63])
+@pytest.mark.parametrize("shape, axis", [((2000, 64), 1), ((400, 400), 1), ((50, 40, 16), 1), ((4000,), 0)])
+def test_rolls_of_blocks_at_one_page_offset_equal_numpys(shape, axis, shift):
+    """Kept blocks (and NumPy's large arrays) start at one offset in their pages: a roll by
+    one element is then the copy memmove makes slow; the result is np.roll's, bit for bit."""
+    size = int(np.prod(shape))
+    source, destination = views_at(0, np.float64, size)
+    source[...] = np.random.default_rng(1).normal(size=size)
+    source[::97] = -0.0
+    x, out = source.reshape(shape), destination.reshape(shape)
+    ks.roll_copy(x, shift, axis, out)
+    np.testing.assert_array_equal(out.view(np.uint8), np.roll(x, shift, axis).view(np.uint8))
+
