@@ -17,7 +17,7 @@ import numpy as np
 
 from .primitive import Traced, bottom, known
 
-__all__ = ["all_finite", "any_true", "known_true", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
+__all__ = ["all_finite", "any_true", "known_true", "looking_waits", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
            "reciprocal_power_of_two",
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
 
@@ -110,6 +110,18 @@ def known_true(mask):
     be known without computing (a lazy array, a value recorded for later calls).  For
     checks of bad input that NumPy would make, which must not refuse what may be valid."""
     return known(mask) and any_true(mask)
+
+
+# Libraries whose arrays live on a device: a look at their values from the host (bool(),
+# .item()) waits for every kernel queued before it, and the host stops queueing work ahead
+_DEVICE_LIBRARIES = frozenset({"cupy"})
+
+
+def looking_waits(value):
+    """Whether deciding on ``value``'s elements (:func:`any_true`, :func:`all_finite`) makes
+    the host wait for a device: then a rule that can do without the look (a mask applied
+    always instead of only where needed) should."""
+    return library_of(value) in _DEVICE_LIBRARIES
 
 
 def all_finite(value):

@@ -360,3 +360,39 @@ def test_gradient_of_float32_with_float64_coordinates_stays_float32_as_in_numpy(
     expected = np.stack([np.gradient(row, coordinate) for row in values])
     assert mapped.dtype == expected.dtype == np.float32
     np.testing.assert_allclose(mapped, expected, rtol=1e-6)
+
+
+NAN_SKIPPING = {
+    "nansum": lambda x: np.nansum(x, axis=1), "nanprod": lambda x: np.nanprod(x, axis=0),
+    "nanmean": lambda x: np.nanmean(x, axis=1), "nanvar": lambda x: np.nanvar(x, axis=1, ddof=1),
+    "nanstd": lambda x: np.nanstd(x, axis=0),
+}
+
+
+@pytest.mark.parametrize("name", list(NAN_SKIPPING))
+@pytest.mark.parametrize("nans", [False, True], ids=["no-nan", "nans"])
+def test_nan_skipping_reductions_mask_without_looking_where_looking_waits(name, nans, monkeypatch):
+    """On a GPU, looking whether an array has a NaN waits for the device, so the nan* forms
+    mask without looking (``backend.looking_waits``): forced here on NumPy, values and
+    gradients are NumPy's nan* values and the derivative that skips the NaNs, and the
+    look is never made."""
+    from labeled_func.engine.numpy import reductions
+
+    func = NAN_SKIPPING[name]
+    x = np.random.default_rng(5).normal(size=(3, 5))
+    if nans:
+        x[0, 1] = x[2, 4] = np.nan
+    looks = []
+    monkeypatch.setattr(reductions, "looking_waits", lambda value: True)
+    monkeypatch.setattr(reductions, "any_true", lambda mask: looks.append(mask) or True)
+    value = lf.vmap(func, in_dims=0)(x[None])[0]
+    gradient = lf.grad(lambda v: func(v).sum())(x)
+    assert not looks
+    np.testing.assert_allclose(value, func(x), rtol=1e-13)
+    h = 1e-6  # central differences at the entries that are not NaN (a NaN's derivative is 0)
+    for index in zip(*np.nonzero(~np.isnan(x))):
+        step = np.zeros_like(x)
+        step[index] = h
+        expected = (np.nansum(func(x + step)) - np.nansum(func(x - step))) / (2 * h)
+        np.testing.assert_allclose(gradient[index], expected, rtol=1e-6, atol=1e-8)
+    np.testing.assert_array_equal(gradient[np.isnan(x)], 0.0)

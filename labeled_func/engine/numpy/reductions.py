@@ -20,8 +20,8 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import reductions as kr
 from labeled_func_kernels import shape as ks
-from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
-                             normalize_axis)
+from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, looking_waits,
+                                          namespace, namespace_dtype, normalize_axis)
 from labeled_func_kernels.creation import full_like
 from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import Traced
@@ -112,11 +112,12 @@ def _scan(prim, x, axis=None, dtype=None):
 # --- the nan* forms: mask, replace, reduce ------------------------------------------------------
 def _replace_nan(x, value):
     """``x`` with NaNs replaced by ``value``, and the NaN mask (None when there is none:
-    skipping the mask then saves whole passes over the data, and changes no result)."""
+    skipping the mask then saves whole passes over the data, and changes no result).  On a
+    GPU the mask is applied without that look, which would wait for the device."""
     if is_integer_dtype(x.dtype):
         return x, None
     mask = ew.isnan.bind(x)
-    if not any_true(mask):
+    if not looking_waits(mask) and not any_true(mask):
         return x, None
     return ew.where.bind(mask, value, x), mask
 
