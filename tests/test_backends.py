@@ -321,19 +321,20 @@ def test_cupy_xarray_data_through_the_accessor(backend):
     close(g.data, np.cos(values) * values + np.sin(values), backend)
 
 
-def test_the_tape_keeps_one_zero_per_library_dtype_and_device():
+def test_the_tape_keeps_one_stand_in_per_library_dtype_device_and_shape():
     """What a tape keeps of a value whose VJP reads only its shape is one zero broadcast
-    (no memory); off NumPy that zero is made once per library, dtype and device (on a GPU
-    each new one is an allocation and a kernel), and a device that is not hashable but
+    (no memory); off NumPy it is made once per library, dtype, device and shape (on a GPU
+    each new zero is an allocation and a kernel), and a device that is not hashable but
     numbered (CuPy's) is keyed by its number."""
     xp = pytest.importorskip("array_api_strict")
     from labeled_func.engine import reverse
 
-    reverse._DEVICE_ZEROS.clear()
+    reverse._DEVICE_STAND_INS.clear()
     first = reverse.stand_in(xp.ones((3,), dtype=xp.float64))
     second = reverse.stand_in(xp.ones((4, 5), dtype=xp.float64))
     third = reverse.stand_in(xp.ones((2,), dtype=xp.float32))
-    assert len(reverse._DEVICE_ZEROS) == 2  # float64 once, float32 once
+    assert reverse.stand_in(xp.zeros((4, 5), dtype=xp.float64)) is second  # made once per shape
+    assert len(reverse._DEVICE_STAND_INS) == 3
     for got, shape, dtype in ((first, (3,), xp.float64), (second, (4, 5), xp.float64), (third, (2,), xp.float32)):
         assert type(got) is type(xp.ones(1)) and got.shape == shape and got.dtype == dtype
         assert not np.asarray(got).any()

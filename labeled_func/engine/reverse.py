@@ -330,7 +330,7 @@ def _node(prim, params, parents, primals, out):
 
 _NUMPY_STAND_INS = {}  # (shape, dtype) -> a read-only broadcast zero: constants, shared
 _MAX_STAND_INS = 256
-_DEVICE_ZEROS = {}  # (namespace, dtype, device) -> a 0-d zero of another library: its stand-ins' value
+_DEVICE_STAND_INS = {}  # (namespace, dtype, device, shape) -> a broadcast zero of another library
 
 
 def stand_in(value):
@@ -354,15 +354,18 @@ def stand_in(value):
         return found
     xp = namespace(base)
     device = device_of(base)
-    # one zero per library, dtype and device: on a GPU each new zero is an allocation and a kernel
+    # one zero per library, dtype and device (on a GPU each new zero is an allocation and a
+    # kernel), one stand-in per shape of it
     place = device_key(device)
-    key = None if place is None else (xp.__name__, dtype, place)
-    zero = None if key is None else _DEVICE_ZEROS.get(key)
-    if zero is None:
-        zero = xp.zeros((), dtype=dtype, device=device)
-        if key is not None and len(_DEVICE_ZEROS) < _MAX_STAND_INS:
-            _DEVICE_ZEROS[key] = zero
-    return xp.broadcast_to(zero, shape)
+    key = None if place is None else (xp.__name__, dtype, place, shape)
+    found = None if key is None else _DEVICE_STAND_INS.get(key)
+    if found is None:
+        found = xp.broadcast_to(xp.zeros((), dtype=dtype, device=device), shape)
+        if key is not None:
+            if len(_DEVICE_STAND_INS) >= _MAX_STAND_INS:
+                _DEVICE_STAND_INS.clear()
+            _DEVICE_STAND_INS[key] = found
+    return found
 
 
 def device_key(device):
