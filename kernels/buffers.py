@@ -161,4 +161,3 @@ def copy_into(destination, source):
     else:
         destination[...] = source
     return destination
-

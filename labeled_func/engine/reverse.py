@@ -354,8 +354,8 @@ def stand_in(value):
         return found
     xp = namespace(base)
     device = device_of(base)
-    # one zero per library, dtype and device (on a GPU each new zero is an allocation and a
-    # kernel), one stand-in per shape of it
+    # one stand-in per library, dtype, device and shape, as on NumPy (on a GPU each new zero
+    # is an allocation and a kernel)
     place = device_key(device)
     key = None if place is None else (xp.__name__, dtype, place, shape)
     found = None if key is None else _DEVICE_STAND_INS.get(key)
