@@ -329,12 +329,12 @@ def test_the_tape_keeps_one_stand_in_per_library_dtype_device_and_shape():
     xp = pytest.importorskip("array_api_strict")
     from labeled_func.engine import reverse
 
-    reverse._DEVICE_STAND_INS.clear()
+    reverse._STAND_INS.clear()
     first = reverse.stand_in(xp.ones((3,), dtype=xp.float64))
     second = reverse.stand_in(xp.ones((4, 5), dtype=xp.float64))
     third = reverse.stand_in(xp.ones((2,), dtype=xp.float32))
     assert reverse.stand_in(xp.zeros((4, 5), dtype=xp.float64)) is second  # made once per shape
-    assert len(reverse._DEVICE_STAND_INS) == 3
+    assert len(reverse._STAND_INS) == 3
     for got, shape, dtype in ((first, (3,), xp.float64), (second, (4, 5), xp.float64), (third, (2,), xp.float32)):
         assert type(got) is type(xp.ones(1)) and got.shape == shape and got.dtype == dtype
         assert not np.asarray(got).any()

@@ -328,16 +328,17 @@ def _node(prim, params, parents, primals, out):
     return Node(prim, params, tuple(parents), tuple(primals), out)
 
 
-_NUMPY_STAND_INS = {}  # (shape, dtype) -> a read-only broadcast zero: constants, shared
+_STAND_INS = {}  # (shape, dtype) on NumPy, (namespace, dtype, device, shape) elsewhere -> a broadcast zero
 _MAX_STAND_INS = 256
-_DEVICE_STAND_INS = {}  # (namespace, dtype, device, shape) -> a broadcast zero of another library
 
 
 def stand_in(value):
     """An array of ``value``'s shape and dtype (and library and device) holding no memory:
-    one zero, broadcast.  What a tape keeps of a value its VJP reads the shape of only."""
+    one zero, broadcast.  What a tape keeps of a value its VJP reads the shape of only.
+    One is made per shape and dtype (and library and device): on a GPU each new zero is an
+    allocation and a kernel."""
     if type(value) is np.ndarray:  # the common case, first
-        found = _NUMPY_STAND_INS.get((value.shape, value.dtype))
+        found = _STAND_INS.get((value.shape, value.dtype))
         if found is not None:
             return found
     if not hasattr(value, "shape"):
@@ -346,25 +347,23 @@ def stand_in(value):
     base = bottom(value)
     if type(base) is np.ndarray or isinstance(base, np.generic):
         key = (shape, dtype)
-        found = _NUMPY_STAND_INS.get(key)
-        if found is None:
-            if len(_NUMPY_STAND_INS) >= _MAX_STAND_INS:
-                _NUMPY_STAND_INS.clear()
-            found = _NUMPY_STAND_INS[key] = np.broadcast_to(np.zeros((), dtype=dtype), shape)
-        return found
-    xp = namespace(base)
-    device = device_of(base)
-    # one stand-in per library, dtype, device and shape, as on NumPy (on a GPU each new zero
-    # is an allocation and a kernel)
-    place = device_key(device)
-    key = None if place is None else (xp.__name__, dtype, place, shape)
-    found = None if key is None else _DEVICE_STAND_INS.get(key)
+
+        def make():
+            return np.broadcast_to(np.zeros((), dtype=dtype), shape)  # read-only: shared safely
+    else:
+        xp, device = namespace(base), device_of(base)
+        place = device_key(device)
+        key = None if place is None else (xp.__name__, dtype, place, shape)
+
+        def make():
+            return xp.broadcast_to(xp.zeros((), dtype=dtype, device=device), shape)
+    found = None if key is None else _STAND_INS.get(key)
     if found is None:
-        found = xp.broadcast_to(xp.zeros((), dtype=dtype, device=device), shape)
+        found = make()
         if key is not None:
-            if len(_DEVICE_STAND_INS) >= _MAX_STAND_INS:
-                _DEVICE_STAND_INS.clear()
-            _DEVICE_STAND_INS[key] = found
+            if len(_STAND_INS) >= _MAX_STAND_INS:
+                _STAND_INS.clear()
+            _STAND_INS[key] = found
     return found
 
 
