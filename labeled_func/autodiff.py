@@ -772,13 +772,13 @@ def _relabel(tree, slot, parameter, attrs_of):
     paths = optree.tree_flatten_with_path(slot.value, none_is_leaf=True)[0]
     leaves = []
     for path, leaf, original in zip(paths, slot.treedef.flatten_up_to(tree), slot.leaves):
-        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
-            leaf = leaf.copy(deep=False)
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)) and leaf is original:
+            leaf = leaf.copy(deep=False)  # else it is new, with new data variables, from slot.rebuild
         if isinstance(leaf, xr.DataArray):
             leaf.attrs = attrs_of(_wrt_name(parameter, path, original), original.attrs)
         elif isinstance(leaf, xr.Dataset):
             for var in leaf.data_vars:
-                leaf.variables[var].attrs = attrs_of(str(var), original[var].attrs)
+                leaf._variables[var].attrs = attrs_of(str(var), original._variables[var].attrs)
         leaves.append(leaf)
     return optree.tree_unflatten(slot.treedef, leaves)
 
@@ -978,8 +978,8 @@ def _strip_coords(tree, level):
     def strip(leaf):
         if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
             return leaf
-        traced = {name: xr.Variable(c.dims, primal_of(c.variable.data, level), c.attrs)
-                  for name, c in leaf.coords.items() if traced_by(c.variable.data, level)}
+        traced = {name: xr.Variable(c.dims, primal_of(c.data, level), c.attrs)
+                  for name, c in leaf.coords.variables.items() if traced_by(c.data, level)}
         return leaf.assign_coords(traced) if traced else leaf
 
     return optree.tree_map(strip, tree, none_is_leaf=True)

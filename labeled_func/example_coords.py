@@ -65,13 +65,13 @@ def example_coords(leaf, dim, restored):
     if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
         return {}
     found = {}
-    for name, coord in leaf.coords.items():
+    for name, coord in leaf.coords.variables.items():
         if coord.dims != (dim,):
             continue
-        variable = coord.variable
+        variable = coord
         if isinstance(variable, xr.IndexVariable):
             variable = xr.Variable((dim,), variable.values, variable.attrs)
-        found[name] = ExampleCoord(variable, same_variable(restored.get(name), coord.variable))
+        found[name] = ExampleCoord(variable, same_variable(restored.get(name), coord))
     return found
 
 
@@ -136,9 +136,9 @@ def coordinates_copied_as_themselves(leaf, level):
         for node in leaf.subtree:
             coordinates_copied_as_themselves(node.to_dataset(inherit=False), level)
     elif isinstance(leaf, (xr.DataArray, xr.Dataset)):
-        for coord in leaf.coords.values():
-            if traced_by(coord.variable._data, level):
-                copied_as_itself(coord.variable._data)
+        for coord in leaf.coords.variables.values():
+            if traced_by(coord._data, level):
+                copied_as_itself(coord._data)
 
 
 def restore_untouched(value, entered):
@@ -154,8 +154,8 @@ def restore_untouched(value, entered):
     if isinstance(value, xr.Dataset):
         dropped = _untouched_names(value, entered)
         value = value.drop_vars(dropped) if dropped else value
-        revealed = {name: var.variable.copy(data=var.variable._data.mapped())
-                    for name, var in value.data_vars.items() if _hidden_of(var.variable._data, entered.level)}
+        revealed = {name: var.copy(data=var._data.mapped()) for name, var in value.variables.items()
+                    if name not in value.coords and _hidden_of(var._data, entered.level)}
         value = value.assign(revealed) if revealed else value
         return _reveal_coords(value, entered.level)
     if isinstance(value, xr.DataTree):
@@ -170,16 +170,16 @@ def restore_untouched(value, entered):
 
 def _untouched_names(value, entered):
     names = []
-    for name, coord in value.coords.items():
-        found = entered.untouched.get(id(coord.variable._data))
+    for name, coord in value.coords.variables.items():
+        found = entered.untouched.get(id(coord._data))
         if found is not None and found[0] == name and found[1]:
             names.append(name)
     return names
 
 
 def _reveal_coords(value, level):
-    revealed = {name: coord.variable.copy(data=coord.variable._data.mapped())
-                for name, coord in value.coords.items() if _hidden_of(coord.variable._data, level)}
+    revealed = {name: coord.copy(data=coord._data.mapped())
+                for name, coord in value.coords.variables.items() if _hidden_of(coord._data, level)}
     return value.assign_coords(revealed) if revealed else value
 
 

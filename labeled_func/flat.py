@@ -18,6 +18,8 @@ import xarray as xr
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels.backend import dtype_kind
 
+from .assemble import data_of, dataarray_like, dataset_holding
+
 __all__ = ["FlatArrays", "match_arrays", "replace_arrays"]
 
 
@@ -39,7 +41,7 @@ class FlatArrays:
         if isinstance(leaf, xr.DataArray):
             found = [leaf.data]
         elif isinstance(leaf, xr.Dataset):
-            found = [leaf[v].data for v in leaf.data_vars]
+            found = [data_of(leaf, v) for v in leaf.data_vars]
         elif isinstance(leaf, xr.DataTree):
             if allow_any:  # an output or aux
                 raise TypeError(f"{name}: {label} is a DataTree, which {name} cannot return; return "
@@ -79,10 +81,26 @@ class FlatArrays:
 def replace_arrays(leaf, arrays):
     """``leaf`` (a DataArray, a Dataset or an array) holding ``arrays`` instead of its own."""
     if isinstance(leaf, xr.DataArray):
+        variable = leaf.variable
+        if tuple(arrays[0].shape) == variable.shape:  # else copy() says what differs
+            out = dataarray_like(leaf, _holding(variable, arrays[0]))
+            if out is not None:
+                return out
         return leaf.copy(deep=False, data=arrays[0])
     if isinstance(leaf, xr.Dataset):
-        return leaf.copy(deep=False, data=dict(zip(leaf.data_vars, arrays)))
+        names = list(leaf.data_vars)
+        variables = leaf._variables
+        if all(tuple(a.shape) == variables[n].shape for n, a in zip(names, arrays)) and len(names) == len(arrays):
+            out = dataset_holding(leaf, {n: _holding(variables[n], a) for n, a in zip(names, arrays)})
+            if out is not None:
+                return out
+        return leaf.copy(deep=False, data=dict(zip(names, arrays)))
     return arrays[0]
+
+
+def _holding(variable, data):
+    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape."""
+    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding)
 
 
 def match_arrays(reference, given, name, what="cotangent"):

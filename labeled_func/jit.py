@@ -347,11 +347,11 @@ def _replace_arrays(leaf, arrays):
 def _coordinates(leaf):
     """The coordinate variables of a labeled leaf, compared on a cache hit (the key holds
     their names, dims, shapes and dtypes)."""
-    return tuple(c.variable for c in leaf.coords.values())
+    return tuple(leaf.coords.variables.values())
 
 
 def _coord_key(leaf):
-    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in leaf.coords.items())
+    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in leaf.coords.variables.items())
 
 
 def _hashable(name, value):
@@ -409,8 +409,8 @@ class _Outputs:
 
     def _labeled(self, leaf, level):
         """A DataArray's or Dataset's template, with the slots of its traced arrays."""
-        coords = {name: self._array(c.variable.data, level) for name, c in leaf.coords.items()
-                  if name not in leaf.indexes}
+        coords = {name: self._array(c.data, level) for name, c in leaf.coords.variables.items()
+                  if name not in leaf.xindexes}
         coords = {name: k for name, k in coords.items() if k is not None}
         if isinstance(leaf, xr.DataArray):
             data = self._array(leaf.data, level)

@@ -12,11 +12,14 @@ import weakref
 from contextvars import ContextVar
 
 import numpy as np
+import pandas as pd
 import xarray as xr
+from xarray.indexes import PandasIndex
 
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.indexing import getitem_static
 
+from .assemble import dataarray_like, dataset_like
 from .engine import batch_value, current_levels, traced_by, unbatch_value
 from .engine.numpy import DEFERRING_TYPES
 
@@ -68,7 +71,7 @@ def dim_labels(value, dim):
     if isinstance(value, xr.Variable):
         return None, {}
     index = value.indexes.get(dim)
-    coords = {name: c.variable for name, c in value.coords.items() if c.dims == (dim,)}
+    coords = {name: var for name, var in value.coords.variables.items() if var.dims == (dim,)}
     return index, coords
 
 
@@ -242,8 +245,9 @@ def _map_variable(variable, dim, level):
 
 def _split_coords(obj, dim):
     """Coordinates containing ``dim``, and those of them with other dims too."""
-    along = [name for name, c in obj.coords.items() if dim in c.dims]
-    multi = {name: obj.coords[name].variable for name in along if obj.coords[name].dims != (dim,)}
+    variables = obj.coords.variables
+    along = [name for name, var in variables.items() if dim in var.dims]
+    multi = {name: variables[name] for name in along if variables[name].dims != (dim,)}
     return along, multi
 
 
@@ -271,23 +275,26 @@ def _same_values(a, b):
 
 def _map_dataarray(da, dim, level, shared):
     along, multi = _split_coords(da, dim)
-    base = da.drop_vars(along) if along else da
-    out = xr.DataArray(_map_variable(da.variable, dim, level), coords=base.coords, name=da.name)
-    if multi:
-        out = out.assign_coords(_map_coords(multi, dim, level, shared))
+    mapped = _map_variable(da.variable, dim, level)
+    extra = _map_coords(multi, dim, level, shared) if multi else None
+    out = dataarray_like(da, mapped, drop=along, extra=extra)
+    if out is None:  # not met: the public constructors check and merge
+        out = xr.DataArray(mapped, coords=da.drop_vars(along).coords if along else da.coords, name=da.name)
+        out = out.assign_coords(extra) if extra else out
     return out
 
 
 def _map_dataset(ds, dim, level, shared):
     along, multi = _split_coords(ds, dim)
-    base = ds.drop_vars(along) if along else ds
-    data_vars = {
-        name: _map_variable(var.variable, dim, level) if dim in var.dims else var.variable
-        for name, var in base.data_vars.items()
-    }
-    out = xr.Dataset(data_vars, coords=base.coords, attrs=ds.attrs)
-    if multi:
-        out = out.assign_coords(_map_coords(multi, dim, level, shared))
+    mapped = {name: _map_variable(var, dim, level) for name, var in ds._variables.items()
+              if name not in ds._coord_names and dim in var.dims}
+    extra = _map_coords(multi, dim, level, shared) if multi else None
+    out = dataset_like(ds, mapped, drop=along, extra=extra)
+    if out is None:
+        base = ds.drop_vars(along) if along else ds
+        data_vars = {name: mapped.get(name, var.variable) for name, var in base.data_vars.items()}
+        out = xr.Dataset(data_vars, coords=base.coords, attrs=ds.attrs)
+        out = out.assign_coords(extra) if extra else out
     return out
 
 
@@ -299,20 +306,25 @@ def _map_tree(tree, transform):
 # --- out of the level ------------------------------------------------------------------------
 def unmap_leaf(value, dim, level, position, coords, label):
     """An output leaf with ``level``'s batch as dim ``dim`` at ``position``."""
-    if isinstance(value, xr.DataArray):
+    if isinstance(value, (xr.DataArray, xr.Dataset)):
         _check_new_dim(value, dim, label)
-        variable = _unmap_variable(value.variable, dim, level, position)
-        traced = {n: c.variable for n, c in value.coords.items() if traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
-        out = xr.DataArray(variable, coords=base.coords, name=value.name)
-        return _restore_coords(out, traced, coords, dim, level)
-    if isinstance(value, xr.Dataset):
-        _check_new_dim(value, dim, label)
-        traced = {n: c.variable for n, c in value.coords.items() if traced_by(c.variable.data, level)}
-        base = value.drop_vars(list(traced) + shadowing(value, coords, dim, traced))
-        data_vars = {name: _unmap_variable(var.variable, dim, level, position)
-                     for name, var in base.data_vars.items()}
-        out = xr.Dataset(data_vars, coords=base.coords, attrs=value.attrs)
+        traced = {n: var for n, var in value.coords.variables.items() if traced_by(var._data, level)}
+        drop = list(traced) + shadowing(value, coords, dim, traced)
+        restored = _restored_coords(value, drop, traced, coords, dim, level)
+        if isinstance(value, xr.DataArray):
+            variable = _unmap_variable(value.variable, dim, level, position)
+            out = None if restored is None else dataarray_like(value, variable, drop, *restored)
+            if out is not None:
+                return out
+            out = xr.DataArray(variable, coords=value.drop_vars(drop).coords, name=value.name)
+        else:
+            data_vars = {name: _unmap_variable(var, dim, level, position)
+                         for name, var in value._variables.items() if name not in value._coord_names}
+            out = None if restored is None else dataset_like(value, data_vars, drop, None, *restored)
+            if out is not None:
+                return out
+            out = xr.Dataset(data_vars, coords=value.drop_vars(drop).coords, attrs=value.attrs)
+        # not met: the public constructors check, merge and index
         return _restore_coords(out, traced, coords, dim, level)
     if isinstance(value, xr.DataTree):
         _check_new_dim(value, dim, label)
@@ -356,8 +368,8 @@ def shadowing(value, coords, dim, traced):
     leaves a scalar ``member`` coordinate): the mapped dim's own labels replace them, as
     its index cannot sit beside a scalar of the same name.
     """
-    return [name for name in value.coords
-            if name not in traced and (name == dim or name in coords) and dim not in value[name].dims]
+    return [name for name, var in value.coords.variables.items()
+            if name not in traced and (name == dim or name in coords) and dim not in var.dims]
 
 
 def _check_new_dim(value, dim, label):
@@ -387,6 +399,26 @@ def _unmap_variable(variable, dim, level, position):
     axis = _position(position, variable.ndim, dim)
     data = unbatch_value(level, variable.data, axis)
     return xr.Variable(variable.dims[:axis] + (dim,) + variable.dims[axis:], data, attrs=variable.attrs)
+
+
+def _restored_coords(value, drop, traced, coords, dim, level):
+    """``(coordinates, indexes)`` that an output ``value`` less ``drop`` gets back: its
+    traced coordinates unmapped and the 1-D coordinates along ``dim`` of the arguments,
+    with the index of the one named ``dim``; None where a multi-index is among them (the
+    public ``assign_coords`` then puts them back)."""
+    new = {name: _unmap_variable(var, dim, level, 0) for name, var in traced.items()}
+    kept = set(value.coords.variables) - set(drop)
+    new.update({name: var for name, var in named_coords(coords).items() if name not in kept and name not in new})
+    if any(isinstance(getattr(var._data, "array", None), pd.MultiIndex) for var in new.values()):
+        return None
+    indexes = {}
+    if dim in new:
+        if new[dim].dims != (dim,):
+            return None
+        index = PandasIndex.from_variables({dim: new[dim]}, options={})
+        indexes[dim] = index
+        new[dim] = index.create_variables({dim: new[dim]})[dim]
+    return new, indexes
 
 
 def _restore_coords(out, traced, coords, dim, level):

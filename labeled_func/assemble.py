@@ -1,0 +1,113 @@
+"""DataArrays and Datasets put together again from the parts of one consistent object.
+
+Every call of a transform takes its labeled arguments apart and puts labeled values
+together again: the examples a vmap hands to the function, its stacked outputs, a
+gradient in the structure of its argument.  xarray's public constructors check and merge
+the coordinates each time (on xarray 2026.9, 80 µs for a Dataset of three variables,
+0.2 ms for an ``assign_coords`` that builds an index), while the parts here come from an
+object xarray already checked: the same variables with the mapped dim taken out or put
+back, the same coordinates and indexes less some.  These helpers build the object
+directly (``Dataset._construct_direct``, ``DataArray._replace``: xarray's own internal
+constructors, stable since 2019), in about 2 µs.
+
+Their callers keep the public path for anything else (a new coordinate that needs an
+index, one that replaces a data variable): the helpers answer None where the parts do not
+fit together as they expect, and the caller then goes the public way.
+
+>>> import numpy as np, xarray as xr
+>>> ds = xr.Dataset({"a": ("t", [1.0, 2.0]), "b": ("t", [3.0, 4.0])}, coords={"t": [10, 20]},
+...                 attrs={"title": "demo"})
+>>> out = dataset_like(ds, {"a": xr.Variable((), 5.0)}, drop=["t", "b"])
+>>> out.identical(xr.Dataset({"a": 5.0}, attrs={"title": "demo"}))
+True
+"""
+from __future__ import annotations
+
+import xarray as xr
+
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "data_of"]
+
+
+def data_of(ds, name):
+    """The array of ``ds``'s variable ``name``, without making a DataArray of it (``ds[name].data``)."""
+    return ds._variables[name].data
+
+
+def dataset_like(ds, replaced, drop=(), attrs=None, extra=None, extra_indexes=None):
+    """``ds`` with the variables of ``replaced`` ({name: Variable}, dims may differ from the
+    ones they replace), without the variables ``drop`` and their indexes, plus the
+    coordinates ``extra`` ({name: Variable} of new names; one named like its dim needs its
+    index in ``extra_indexes``).  Its attrs are ``attrs`` (``ds``'s, copied, if None).
+    Data variables come first, then coordinates, as the public constructor orders them.
+    None where the sizes disagree or a name is taken.
+    """
+    drop = set(drop)
+    coord_names = ds._coord_names - drop
+    variables, dims = {}, {}
+    # data variables first, then coordinates: the order (and so the order of the dims)
+    # that xr.Dataset(data_vars, coords=...) gives
+    order = [name for name in ds._variables if name not in coord_names] + [
+        name for name in ds._variables if name in coord_names]
+    for name in order:
+        if name in drop:
+            continue
+        var = replaced.get(name, ds._variables[name])
+        variables[name] = var
+        if not _add_sizes(dims, var):
+            return None
+    indexes = {name: index for name, index in ds._indexes.items() if name not in drop}
+    if extra:
+        for name, var in extra.items():
+            if name in variables or not _new_coordinate(name, var, extra_indexes) or not _add_sizes(dims, var):
+                return None
+            variables[name] = var
+        coord_names = coord_names | set(extra)
+        indexes.update(extra_indexes or {})
+    return xr.Dataset._construct_direct(variables, coord_names, dims, dict(ds.attrs) if attrs is None else attrs,
+                                        indexes)
+
+
+def dataset_holding(ds, replaced):
+    """``ds.copy(deep=False)`` with the variables of ``replaced`` ({name: Variable} of its
+    names, with their dims and shapes): its dims, attrs, encoding and indexes as they are."""
+    return ds._replace({name: replaced.get(name, var) for name, var in ds._variables.items()})
+
+
+def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):
+    """``da`` holding ``new_variable`` (its dims may differ by the mapped dim), without the
+    coordinates ``drop`` and their indexes, plus the coordinates ``extra`` (new names, dims
+    that ``new_variable`` has; one named like its dim needs its index in ``extra_indexes``).
+    None where a coordinate does not fit the new dims or a name is taken."""
+    sizes = dict(zip(new_variable.dims, new_variable.shape))
+    coords = {}
+    for name, var in da._coords.items():
+        if name in drop:
+            continue
+        if not _fits(var, sizes):
+            return None
+        coords[name] = var
+    indexes = {name: index for name, index in da._indexes.items() if name not in drop}
+    if extra:
+        for name, var in extra.items():
+            if name in coords or name == da.name or not _new_coordinate(name, var, extra_indexes) or not _fits(var, sizes):
+                return None
+            coords[name] = var
+        indexes.update(extra_indexes or {})
+    return da._replace(variable=new_variable, coords=coords, indexes=indexes)
+
+
+def _new_coordinate(name, var, indexes):
+    """Whether ``var`` can be the new coordinate ``name``: one named like one of its dims
+    is an index coordinate, and comes with its index."""
+    return name not in var.dims or (var.dims == (name,) and name in (indexes or {}))
+
+
+def _add_sizes(dims, var):
+    for dim, size in zip(var.dims, var.shape):
+        if dims.setdefault(dim, size) != size:
+            return False
+    return True
+
+
+def _fits(var, sizes):
+    return all(sizes.get(dim) == size for dim, size in zip(var.dims, var.shape))
