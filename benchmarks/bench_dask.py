@@ -31,6 +31,7 @@ N_WORKERS = 2
 MEMORY_LIMIT = "1GB"
 REPEATS = 3
 MALLOC_TRIM_THRESHOLD = 1 << 30
+MALLOC_MMAP_THRESHOLD = 1 << 25  # glibc's largest (32 MiB on 64-bit)
 
 
 def ishigami(ds, a=7.0, b=0.1):
@@ -91,8 +92,12 @@ def cluster_rates(n_samples):
 
     # Nannies start workers with MALLOC_TRIM_THRESHOLD_=65536: freed memory goes back to
     # the OS at once, and every block's temporaries page-fault in again (measured here:
-    # ratio about 0.5 with it, 0.7 without; see docs/dask.md).
-    trim = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": MALLOC_TRIM_THRESHOLD}
+    # ratio about 0.5 with it, 0.6 with 1 GiB). Setting any of glibc's thresholds also
+    # freezes its mmap threshold at 128 KiB, so every array of a block (8 MB) is a fresh
+    # mapping, faulted in page by page: raised to glibc's largest, 32 MiB, they come from
+    # the heap again (0.74-0.82). See docs/dask.md.
+    trim = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": MALLOC_TRIM_THRESHOLD,
+            "distributed.nanny.pre-spawn-environ.MALLOC_MMAP_THRESHOLD_": MALLOC_MMAP_THRESHOLD}
     with dask.config.set(trim), LocalCluster(n_workers=N_WORKERS, threads_per_worker=1, processes=True,
                                              memory_limit=MEMORY_LIMIT, dashboard_address=":0") as cluster, \
             Client(cluster) as client:
