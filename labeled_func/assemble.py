@@ -25,7 +25,16 @@ from __future__ import annotations
 
 import xarray as xr
 
-__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "data_of"]
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "coord_variables", "data_of"]
+
+
+def coord_variables(obj):
+    """{name: Variable} of the coordinates of a DataArray or Dataset (``obj.coords.variables``,
+    which for a Dataset sorts them out of all its variables at every call)."""
+    if isinstance(obj, xr.DataArray):
+        return obj._coords
+    names = obj._coord_names
+    return {name: var for name, var in obj._variables.items() if name in names}
 
 
 def data_of(ds, name):

@@ -26,6 +26,7 @@ from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_dtype, numpy_namespace
 from labeled_func_kernels.indexing import getitem_static
 
+from .assemble import coord_variables
 from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
 from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
@@ -979,7 +980,7 @@ def _strip_coords(tree, level):
         if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
             return leaf
         traced = {name: xr.Variable(c.dims, primal_of(c.data, level), c.attrs)
-                  for name, c in leaf.coords.variables.items() if traced_by(c.data, level)}
+                  for name, c in coord_variables(leaf).items() if traced_by(c.data, level)}
         return leaf.assign_coords(traced) if traced else leaf
 
     return optree.tree_map(strip, tree, none_is_leaf=True)

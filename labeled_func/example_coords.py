@@ -31,6 +31,7 @@ import numpy as np
 import xarray as xr
 from xarray.core import duck_array_ops
 
+from .assemble import coord_variables
 from .engine import BatchTracer, Tracer, batch_value
 from .named import tree_nodes
 from .engine import traced_by
@@ -65,7 +66,7 @@ def example_coords(leaf, dim, restored):
     if not isinstance(leaf, (xr.DataArray, xr.Dataset)):
         return {}
     found = {}
-    for name, coord in leaf.coords.variables.items():
+    for name, coord in coord_variables(leaf).items():
         if coord.dims != (dim,):
             continue
         variable = coord
@@ -136,7 +137,7 @@ def coordinates_copied_as_themselves(leaf, level):
         for node in leaf.subtree:
             coordinates_copied_as_themselves(node.to_dataset(inherit=False), level)
     elif isinstance(leaf, (xr.DataArray, xr.Dataset)):
-        for coord in leaf.coords.variables.values():
+        for coord in coord_variables(leaf).values():
             if traced_by(coord._data, level):
                 copied_as_itself(coord._data)
 
@@ -170,7 +171,7 @@ def restore_untouched(value, entered):
 
 def _untouched_names(value, entered):
     names = []
-    for name, coord in value.coords.variables.items():
+    for name, coord in coord_variables(value).items():
         found = entered.untouched.get(id(coord._data))
         if found is not None and found[0] == name and found[1]:
             names.append(name)
@@ -179,7 +180,7 @@ def _untouched_names(value, entered):
 
 def _reveal_coords(value, level):
     revealed = {name: coord.copy(data=coord._data.mapped())
-                for name, coord in value.coords.variables.items() if _hidden_of(coord._data, level)}
+                for name, coord in coord_variables(value).items() if _hidden_of(coord._data, level)}
     return value.assign_coords(revealed) if revealed else value
 
 

@@ -23,6 +23,7 @@ import optree
 import xarray as xr
 
 from . import dask as lazy
+from .assemble import coord_variables
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 from .flat import replace_arrays
@@ -347,11 +348,11 @@ def _replace_arrays(leaf, arrays):
 def _coordinates(leaf):
     """The coordinate variables of a labeled leaf, compared on a cache hit (the key holds
     their names, dims, shapes and dtypes)."""
-    return tuple(leaf.coords.variables.values())
+    return tuple(coord_variables(leaf).values())
 
 
 def _coord_key(leaf):
-    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in leaf.coords.variables.items())
+    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in coord_variables(leaf).items())
 
 
 def _hashable(name, value):
@@ -409,7 +410,7 @@ class _Outputs:
 
     def _labeled(self, leaf, level):
         """A DataArray's or Dataset's template, with the slots of its traced arrays."""
-        coords = {name: self._array(c.data, level) for name, c in leaf.coords.variables.items()
+        coords = {name: self._array(c.data, level) for name, c in coord_variables(leaf).items()
                   if name not in leaf.xindexes}
         coords = {name: k for name, k in coords.items() if k is not None}
         if isinstance(leaf, xr.DataArray):

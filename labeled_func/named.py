@@ -19,7 +19,7 @@ from xarray.indexes import PandasIndex
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.indexing import getitem_static
 
-from .assemble import dataarray_like, dataset_like
+from .assemble import coord_variables, dataarray_like, dataset_like
 from .engine import batch_value, current_levels, traced_by, unbatch_value
 from .engine.numpy import DEFERRING_TYPES
 
@@ -71,7 +71,7 @@ def dim_labels(value, dim):
     if isinstance(value, xr.Variable):
         return None, {}
     index = value.indexes.get(dim)
-    coords = {name: var for name, var in value.coords.variables.items() if var.dims == (dim,)}
+    coords = {name: var for name, var in coord_variables(value).items() if var.dims == (dim,)}
     return index, coords
 
 
@@ -240,12 +240,13 @@ def map_leaf(value, dim, level, shared=None):
 def _map_variable(variable, dim, level):
     axis = variable.dims.index(dim)
     dims = variable.dims[:axis] + variable.dims[axis + 1:]
-    return xr.Variable(dims, batch_value(level, variable.data, axis), attrs=variable.attrs)
+    # a tracer is an array already: nothing for xarray to convert (fastpath)
+    return xr.Variable(dims, batch_value(level, variable.data, axis), attrs=variable._attrs, fastpath=True)
 
 
 def _split_coords(obj, dim):
     """Coordinates containing ``dim``, and those of them with other dims too."""
-    variables = obj.coords.variables
+    variables = coord_variables(obj)
     along = [name for name, var in variables.items() if dim in var.dims]
     multi = {name: variables[name] for name in along if variables[name].dims != (dim,)}
     return along, multi
@@ -308,7 +309,7 @@ def unmap_leaf(value, dim, level, position, coords, label):
     """An output leaf with ``level``'s batch as dim ``dim`` at ``position``."""
     if isinstance(value, (xr.DataArray, xr.Dataset)):
         _check_new_dim(value, dim, label)
-        traced = {n: var for n, var in value.coords.variables.items() if traced_by(var._data, level)}
+        traced = {n: var for n, var in coord_variables(value).items() if traced_by(var._data, level)}
         drop = list(traced) + shadowing(value, coords, dim, traced)
         restored = _restored_coords(value, drop, traced, coords, dim, level)
         if isinstance(value, xr.DataArray):
@@ -368,7 +369,7 @@ def shadowing(value, coords, dim, traced):
     leaves a scalar ``member`` coordinate): the mapped dim's own labels replace them, as
     its index cannot sit beside a scalar of the same name.
     """
-    return [name for name, var in value.coords.variables.items()
+    return [name for name, var in coord_variables(value).items()
             if name not in traced and (name == dim or name in coords) and dim not in var.dims]
 
 
@@ -407,7 +408,7 @@ def _restored_coords(value, drop, traced, coords, dim, level):
     with the index of the one named ``dim``; None where a multi-index is among them (the
     public ``assign_coords`` then puts them back)."""
     new = {name: _unmap_variable(var, dim, level, 0) for name, var in traced.items()}
-    kept = set(value.coords.variables) - set(drop)
+    kept = set(coord_variables(value)) - set(drop)
     new.update({name: var for name, var in named_coords(coords).items() if name not in kept and name not in new})
     if any(isinstance(getattr(var._data, "array", None), pd.MultiIndex) for var in new.values()):
         return None
