@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "coord_variables", "data_of"]
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables", "data_of"]
 
 
 def coord_variables(obj):
@@ -47,8 +47,9 @@ def dataset_like(ds, replaced, drop=(), attrs=None, extra=None, extra_indexes=No
     ones they replace), without the variables ``drop`` and their indexes, plus the
     coordinates ``extra`` ({name: Variable} of new names; one named like its dim needs its
     index in ``extra_indexes``).  Its attrs are ``attrs`` (``ds``'s, copied, if None).
-    Data variables come first, then coordinates, as the public constructor orders them.
-    None where the sizes disagree or a name is taken.
+    Data variables come first, then coordinates, as the public constructor orders them;
+    the variables kept are shallow copies (their attrs are the new object's own), as the
+    public constructor makes them.  None where the sizes disagree or a name is taken.
     """
     drop = set(drop)
     coord_names = ds._coord_names - drop
@@ -60,7 +61,7 @@ def dataset_like(ds, replaced, drop=(), attrs=None, extra=None, extra_indexes=No
     for name in order:
         if name in drop:
             continue
-        var = replaced.get(name, ds._variables[name])
+        var = replaced[name] if name in replaced else ds._variables[name].copy(deep=False)
         variables[name] = var
         if not _add_sizes(dims, var):
             return None
@@ -78,15 +79,30 @@ def dataset_like(ds, replaced, drop=(), attrs=None, extra=None, extra_indexes=No
 
 def dataset_holding(ds, replaced):
     """``ds.copy(deep=False)`` with the variables of ``replaced`` ({name: Variable} of its
-    names, with their dims and shapes): its dims, attrs, encoding and indexes as they are."""
-    return ds._replace({name: replaced.get(name, var) for name, var in ds._variables.items()})
+    names, with their dims and shapes): its dims, attrs, encoding and indexes as they are,
+    its other variables shallow copies (their attrs are the new object's own)."""
+    return ds._replace({name: replaced[name] if name in replaced else var.copy(deep=False)
+                        for name, var in ds._variables.items()})
+
+
+def dataarray_holding(da, variable):
+    """``da.copy(deep=False)`` holding ``variable`` (of its dims and shape): its coordinates
+    shallow copies, its indexes as they are."""
+    return da._replace(variable=variable, coords={name: var.copy(deep=False) for name, var in da._coords.items()},
+                       indexes=dict(da._indexes))
+
+
+def holding(variable, data):
+    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape."""
+    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding)
 
 
 def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):
     """``da`` holding ``new_variable`` (its dims may differ by the mapped dim), without the
     coordinates ``drop`` and their indexes, plus the coordinates ``extra`` (new names, dims
     that ``new_variable`` has; one named like its dim needs its index in ``extra_indexes``).
-    None where a coordinate does not fit the new dims or a name is taken."""
+    The coordinates kept are shallow copies.  None where a coordinate does not fit the new
+    dims or a name is taken."""
     sizes = dict(zip(new_variable.dims, new_variable.shape))
     coords = {}
     for name, var in da._coords.items():
@@ -94,7 +110,7 @@ def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):
             continue
         if not _fits(var, sizes):
             return None
-        coords[name] = var
+        coords[name] = var.copy(deep=False)
     indexes = {name: index for name, index in da._indexes.items() if name not in drop}
     if extra:
         for name, var in extra.items():

@@ -18,7 +18,7 @@ import xarray as xr
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels.backend import dtype_kind
 
-from .assemble import data_of, dataarray_like, dataset_holding
+from .assemble import data_of, dataarray_holding, dataset_holding, holding
 
 __all__ = ["FlatArrays", "match_arrays", "replace_arrays"]
 
@@ -83,7 +83,7 @@ def replace_arrays(leaf, arrays):
     if isinstance(leaf, xr.DataArray):
         variable = leaf.variable
         if tuple(arrays[0].shape) == variable.shape:  # else copy() says what differs
-            out = dataarray_like(leaf, _holding(variable, arrays[0]))
+            out = dataarray_holding(leaf, holding(variable, arrays[0]))
             if out is not None:
                 return out
         return leaf.copy(deep=False, data=arrays[0])
@@ -91,16 +91,11 @@ def replace_arrays(leaf, arrays):
         names = list(leaf.data_vars)
         variables = leaf._variables
         if all(tuple(a.shape) == variables[n].shape for n, a in zip(names, arrays)) and len(names) == len(arrays):
-            out = dataset_holding(leaf, {n: _holding(variables[n], a) for n, a in zip(names, arrays)})
+            out = dataset_holding(leaf, {n: holding(variables[n], a) for n, a in zip(names, arrays)})
             if out is not None:
                 return out
         return leaf.copy(deep=False, data=dict(zip(names, arrays)))
     return arrays[0]
-
-
-def _holding(variable, data):
-    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape."""
-    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding)
 
 
 def match_arrays(reference, given, name, what="cotangent"):

@@ -23,7 +23,7 @@ import optree
 import xarray as xr
 
 from . import dask as lazy
-from .assemble import coord_variables
+from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 from .flat import replace_arrays
@@ -289,10 +289,12 @@ class _Call:
             self.check.append(("attrs", leaf.attrs))
             return ("DataArray", leaf.dims, leaf.shape, str(leaf.dtype), leaf.name, _coord_key(leaf)), [leaf.data]
         if isinstance(leaf, xr.Dataset):
+            names, variables = list(leaf.data_vars), leaf._variables
             self.check.append(("coords", _coordinates(leaf)))
-            self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": leaf[name].attrs for name in leaf.data_vars}}))
-            layout = tuple((name, v.dims, v.shape, str(v.dtype)) for name, v in leaf.data_vars.items())
-            return ("Dataset", layout, _coord_key(leaf)), [leaf[name].data for name in leaf.data_vars]
+            self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": variables[name].attrs for name in names}}))
+            layout = tuple((name, variables[name].dims, variables[name].shape, str(variables[name].dtype))
+                           for name in names)
+            return ("Dataset", layout, _coord_key(leaf)), [variables[name].data for name in names]
         if isinstance(leaf, xr.Variable):
             self.check.append(("attrs", leaf.attrs))
             return ("Variable", leaf.dims, leaf.shape, str(leaf.dtype)), [leaf.data]
@@ -443,15 +445,15 @@ class _Outputs:
 
 
 def _build_labeled(kind, template, data, coords, arrays):
-    """A DataArray or Dataset like ``template``, holding the program's outputs ``arrays``."""
+    """A DataArray or Dataset like ``template`` (a shallow copy: nothing of it shared with the
+    template but arrays and indexes), holding the program's outputs ``arrays``."""
     if kind == "DataArray":
-        value = template.copy(deep=False) if data is None else template._replace(  # copy(data=), faster
-            variable=xr.Variable(template.dims, arrays[data], dict(template.attrs), fastpath=True),
-            coords=dict(template._coords), indexes=dict(template._indexes))
-    else:
-        value = template.copy(deep=False, data={name: arrays[k] if k is not None else template[name].data
-                                                for name, k in data.items()})
-    if coords:
-        value = value.assign_coords({name: template[name].variable.copy(deep=False, data=arrays[k])
-                                     for name, k in coords.items()})
-    return value
+        variable = template.variable
+        value = dataarray_holding(template, variable.copy(deep=False) if data is None else holding(variable, arrays[data]))
+        for name, k in coords.items():  # the placeholders of traced coordinates
+            value._coords[name] = holding(template._coords[name], arrays[k])
+        return value
+    variables = template._variables
+    replaced = {name: holding(variables[name], arrays[k]) for name, k in data.items() if k is not None}
+    replaced.update({name: holding(variables[name], arrays[k]) for name, k in coords.items()})
+    return dataset_holding(template, replaced)

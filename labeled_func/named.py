@@ -409,7 +409,8 @@ def _restored_coords(value, drop, traced, coords, dim, level):
     public ``assign_coords`` then puts them back)."""
     new = {name: _unmap_variable(var, dim, level, 0) for name, var in traced.items()}
     kept = set(coord_variables(value)) - set(drop)
-    new.update({name: var for name, var in named_coords(coords).items() if name not in kept and name not in new})
+    new.update({name: var.copy(deep=False) for name, var in named_coords(coords).items()
+                if name not in kept and name not in new})
     if any(isinstance(getattr(var._data, "array", None), pd.MultiIndex) for var in new.values()):
         return None
     indexes = {}

@@ -60,7 +60,7 @@ def public_only(monkeypatch):
     def switch_off():
         monkeypatch.setattr(named, "dataarray_like", lambda *a, **k: None)
         monkeypatch.setattr(named, "dataset_like", lambda *a, **k: None)
-        monkeypatch.setattr(flat, "dataarray_like", lambda *a, **k: None)
+        monkeypatch.setattr(flat, "dataarray_holding", lambda *a, **k: None)
         monkeypatch.setattr(flat, "dataset_holding", lambda *a, **k: None)
     return switch_off
 
@@ -165,3 +165,58 @@ def test_what_does_not_fit_goes_the_public_way():
     assert dataarray_like(da, da.variable.isel(sample=0)) is None  # keeps coordinates along sample
     assert dataarray_like(da, da.variable, extra={"x": xr.Variable((), 1.0)}) is None  # its own name
     assert dataarray_like(da, da.variable, extra={"new": xr.Variable("other", [1.0])}) is None  # a new dim
+
+
+# --- what is shared: arrays and indexes, never attrs -------------------------------------------------------
+def _scribble(value):
+    """Mutate every attrs dict of ``value`` (its own, its variables', its coordinates')."""
+    value.attrs["scribbled"] = True
+    for var in value.variables.values() if isinstance(value, xr.Dataset) else [value.variable]:
+        var.attrs["scribbled"] = True
+    for var in value.coords.variables.values():
+        var.attrs["scribbled"] = True
+
+
+def _scribbled(value):
+    return ("scribbled" in value.attrs or any("scribbled" in v.attrs for v in value.coords.variables.values())
+            or any("scribbled" in v.attrs for v in (value.variables.values() if isinstance(value, xr.Dataset)
+                                                    else [value.variable])))
+
+
+@pytest.mark.parametrize("make", [dataarray, dataset], ids=["DataArray", "Dataset"])
+def test_jitted_outputs_share_no_attrs_with_later_calls(make):
+    value = make("all")
+
+    def f(v):
+        data = v if isinstance(v, xr.DataArray) else v["x"]
+        return np.sin(v).assign_coords(traced=data.mean())  # a coordinate computed from the input too
+
+    jitted = lf.jit(f)
+    first = jitted(value)
+    _scribble(first)
+    second = jitted(value)
+    assert not _scribbled(second) and not _scribbled(value)
+    xr.testing.assert_allclose(second, f(value), rtol=1e-15)
+
+
+@pytest.mark.parametrize("make", [dataarray, dataset], ids=["DataArray", "Dataset"])
+def test_a_gradient_shares_no_attrs_with_its_argument(make):
+    value = make("all")
+    loss = (lambda v: (v**2).sum()) if make is dataarray else (lambda v: (v["x"] ** 2).sum() + v["y"].sum())
+    grads = lf.grad(loss)(value)
+    _scribble(grads)
+    assert not _scribbled(value)
+
+
+@pytest.mark.parametrize("make", [dataarray, dataset], ids=["DataArray", "Dataset"])
+def test_vmap_outputs_and_examples_share_no_attrs_with_the_arguments(make):
+    value = make("all")
+
+    def f(v):
+        _scribble(v)  # inside: the example's own attrs
+        return v * 2
+
+    out = lf.vmap(f, dim="sample")(value)
+    assert not _scribbled(value)
+    _scribble(out)
+    assert not _scribbled(value)
