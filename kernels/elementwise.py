@@ -29,6 +29,8 @@ def batch_elementwise(prim):
     """The batch rule shared by every elementwise primitive."""
 
     def rule(axis_size, values, batched, **params):
+        if len(values) == 1:  # one operand (np.sin(x)): nothing to align
+            return prim.bind(values[0], **params), True
         return prim.bind(*_aligned_ranks(values, batched), **params), True
 
     return rule
@@ -37,6 +39,12 @@ def batch_elementwise(prim):
 def _aligned_ranks(values, batched):
     """The batched ``values`` of a logical rank below the largest with 1s after their batch
     axis (unbatched ones broadcast under it as they are)."""
+    if len(values) == 2:  # the common case first: is either batched value of a lower rank?
+        a, b = values
+        batched_a, batched_b = batched
+        rank_a, rank_b = _ndim(a) - batched_a, _ndim(b) - batched_b
+        if (not batched_a or rank_a >= rank_b) and (not batched_b or rank_b >= rank_a):
+            return values
     rank = 0
     for value, is_batched in zip(values, batched):
         logical = _ndim(value) - 1 if is_batched else _ndim(value)
