@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import xarray as xr
 
-__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables", "data_of"]
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables",
+           "data_of"]
 
 
 def coord_variables(obj):
@@ -114,7 +115,8 @@ def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):
     indexes = {name: index for name, index in da._indexes.items() if name not in drop}
     if extra:
         for name, var in extra.items():
-            if name in coords or name == da.name or not _new_coordinate(name, var, extra_indexes) or not _fits(var, sizes):
+            if (name in coords or name == da.name or not _new_coordinate(name, var, extra_indexes)
+                    or not _fits(var, sizes)):
                 return None
             coords[name] = var
         indexes.update(extra_indexes or {})

@@ -449,7 +449,8 @@ def _build_labeled(kind, template, data, coords, arrays):
     template but arrays and indexes), holding the program's outputs ``arrays``."""
     if kind == "DataArray":
         variable = template.variable
-        value = dataarray_holding(template, variable.copy(deep=False) if data is None else holding(variable, arrays[data]))
+        variable = variable.copy(deep=False) if data is None else holding(variable, arrays[data])
+        value = dataarray_holding(template, variable)
         for name, k in coords.items():  # the placeholders of traced coordinates
             value._coords[name] = holding(template._coords[name], arrays[k])
         return value
