@@ -23,6 +23,7 @@ True
 """
 from __future__ import annotations
 
+import numpy as np
 import xarray as xr
 
 __all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables",
@@ -94,8 +95,17 @@ def dataarray_holding(da, variable):
 
 
 def holding(variable, data):
-    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape."""
-    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding)
+    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape.
+
+    xarray converts nothing of a duck array (a tracer, a CuPy array) nor of a NumPy array
+    of numbers: those skip its checks (``fastpath``); NumPy scalars, objects and dates go
+    through them."""
+    if type(data) is np.ndarray:
+        fast = data.dtype.kind in "biufc"
+    else:
+        fast = not isinstance(data, np.generic) and (
+            hasattr(data, "__array_function__") or hasattr(data, "__array_namespace__"))
+    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding, fastpath=fast)
 
 
 def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):

@@ -220,3 +220,27 @@ def test_vmap_outputs_and_examples_share_no_attrs_with_the_arguments(make):
     assert not _scribbled(value)
     _scribble(out)
     assert not _scribbled(value)
+
+
+@pytest.mark.parametrize("data", [
+    np.linspace(0.0, 1.0, 3), np.arange(3), np.array([1 + 2j, 3j, 0j]),
+    np.array(["2020-01-01", "2020-01-02", "2020-01-03"], dtype="datetime64[s]"),
+    np.array(["a", None, 3], dtype=object), pd.Index([1.0, 2.0, 3.0])], ids=lambda d: str(getattr(d, "dtype", d)))
+def test_holding_is_copy_with_data(data):
+    from labeled_func.assemble import holding
+
+    variable = xr.Variable("t", np.zeros(3), attrs={"units": "m"}, encoding={"dtype": "float32"})
+    expected = variable.copy(deep=False, data=data)
+    got = holding(variable, data)
+    xr.testing.assert_identical(got, expected)
+    assert type(got._data) is type(expected._data) and got.dtype == expected.dtype
+    assert got.encoding == expected.encoding and got.attrs is not variable.attrs
+
+
+def test_holding_a_numpy_scalar_is_copy_with_data():
+    from labeled_func.assemble import holding
+
+    variable = xr.Variable((), 0.0)
+    got, expected = holding(variable, np.float64(2.5)), variable.copy(deep=False, data=np.float64(2.5))
+    assert type(got._data) is type(expected._data) is np.ndarray
+    xr.testing.assert_identical(got, expected)
