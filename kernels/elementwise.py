@@ -433,7 +433,7 @@ def _safe_multiply_impl(g, d):
     product = _multiply(g, d)
     if all_finite(d):
         return product
-    return _where(_unsafe_elements(g, d), 0.0, product)
+    return _where(_safe_mask(g, d), 0.0, product)
 
 
 # The NaN-safe product in CUDA C ({0} the cotangent, {1} the partial), for CuPy's
@@ -468,11 +468,6 @@ def device_safe_product(g, d):
     return kernel(g, d)
 
 
-def _unsafe_elements(g, d):
-    """Where a NaN-safe product is 0: ``g`` is 0 and ``d`` is not finite (concrete values)."""
-    return _logical_and(_equal(g, 0), _logical_not(_isfinite(d)))
-
-
 def _safe_mask(g, d):
     """Where ``safe_multiply`` zeroes its product: ``g == 0`` against a non-finite ``d``."""
     return logical_and.bind(equal.bind(g, 0), logical_not.bind(isfinite.bind(d)))
@@ -498,8 +493,7 @@ def _safe_multiply_vjp(cotangent, primals, out):
                  for x, other in ((g, d), (d, g)))
 
 
-_multiply, _where, _equal = multiply.impl, where.impl, equal.impl
-_logical_and, _logical_not, _isfinite = logical_and.impl, logical_not.impl, isfinite.impl
+_multiply, _where = multiply.impl, where.impl
 safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 
@@ -527,7 +521,7 @@ def _multiply_sum_impl(g, d, *, axes, safe):
     einsum = extra(xp, "einsum")
     total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
     if safe and not all_finite(total):  # the mask has the shape of both operands together
-        d = _where(_unsafe_elements(g, d), 0.0, d)
+        d = _where(_safe_mask(g, d), 0.0, d)
         total = einsum(_multiply_sum_letters((g.ndim, d.ndim), axes), g, d)
     return total
 

@@ -26,8 +26,7 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables",
-           "data_of"]
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables"]
 
 
 def coord_variables(obj):
@@ -37,11 +36,6 @@ def coord_variables(obj):
         return obj._coords
     names = obj._coord_names
     return {name: var for name, var in obj._variables.items() if name in names}
-
-
-def data_of(ds, name):
-    """The array of ``ds``'s variable ``name``, without making a DataArray of it (``ds[name].data``)."""
-    return ds._variables[name].data
 
 
 def dataset_like(ds, replaced, drop=(), attrs=None, extra=None, extra_indexes=None):

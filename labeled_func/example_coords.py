@@ -155,8 +155,8 @@ def restore_untouched(value, entered):
     if isinstance(value, xr.Dataset):
         dropped = _untouched_names(value, entered)
         value = value.drop_vars(dropped) if dropped else value
-        revealed = {name: var.copy(data=var._data.mapped()) for name, var in value.variables.items()
-                    if name not in value.coords and _hidden_of(var._data, entered.level)}
+        revealed = {name: var.copy(data=var._data.mapped()) for name, var in value._variables.items()
+                    if name not in value._coord_names and _hidden_of(var._data, entered.level)}
         value = value.assign(revealed) if revealed else value
         return _reveal_coords(value, entered.level)
     if isinstance(value, xr.DataTree):

@@ -18,7 +18,7 @@ import xarray as xr
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels.backend import dtype_kind
 
-from .assemble import data_of, dataarray_holding, dataset_holding, holding
+from .assemble import dataarray_holding, dataset_holding, holding
 
 __all__ = ["FlatArrays", "match_arrays", "replace_arrays"]
 
@@ -41,7 +41,7 @@ class FlatArrays:
         if isinstance(leaf, xr.DataArray):
             found = [leaf.data]
         elif isinstance(leaf, xr.Dataset):
-            found = [data_of(leaf, v) for v in leaf.data_vars]
+            found = [leaf._variables[v].data for v in leaf.data_vars]
         elif isinstance(leaf, xr.DataTree):
             if allow_any:  # an output or aux
                 raise TypeError(f"{name}: {label} is a DataTree, which {name} cannot return; return "
@@ -83,17 +83,13 @@ def replace_arrays(leaf, arrays):
     if isinstance(leaf, xr.DataArray):
         variable = leaf.variable
         if tuple(arrays[0].shape) == variable.shape:  # else copy() says what differs
-            out = dataarray_holding(leaf, holding(variable, arrays[0]))
-            if out is not None:
-                return out
+            return dataarray_holding(leaf, holding(variable, arrays[0]))
         return leaf.copy(deep=False, data=arrays[0])
     if isinstance(leaf, xr.Dataset):
         names = list(leaf.data_vars)
         variables = leaf._variables
-        if all(tuple(a.shape) == variables[n].shape for n, a in zip(names, arrays)) and len(names) == len(arrays):
-            out = dataset_holding(leaf, {n: holding(variables[n], a) for n, a in zip(names, arrays)})
-            if out is not None:
-                return out
+        if len(names) == len(arrays) and all(tuple(a.shape) == variables[n].shape for n, a in zip(names, arrays)):
+            return dataset_holding(leaf, {n: holding(variables[n], a) for n, a in zip(names, arrays)})
         return leaf.copy(deep=False, data=dict(zip(names, arrays)))
     return arrays[0]
 

@@ -56,12 +56,14 @@ KINDS = ["none", "index", "labels", "2d", "all", "multiindex"]
 
 @pytest.fixture
 def public_only(monkeypatch):
-    """The direct paths off: every helper answers None, so the callers go the public way."""
+    """The direct paths off: vmap's helpers answer None, so its callers go the public way,
+    and a gradient's structure is made by ``copy(deep=False, data=...)``."""
     def switch_off():
         monkeypatch.setattr(named, "dataarray_like", lambda *a, **k: None)
         monkeypatch.setattr(named, "dataset_like", lambda *a, **k: None)
-        monkeypatch.setattr(flat, "dataarray_holding", lambda *a, **k: None)
-        monkeypatch.setattr(flat, "dataset_holding", lambda *a, **k: None)
+        monkeypatch.setattr(flat, "dataarray_holding", lambda da, variable: da.copy(deep=False, data=variable.data))
+        monkeypatch.setattr(flat, "dataset_holding", lambda ds, replaced: ds.copy(
+            deep=False, data={name: var.data for name, var in replaced.items()}))
     return switch_off
 
 
