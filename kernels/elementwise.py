@@ -430,9 +430,10 @@ def _safe_multiply_impl(g, d):
         fused = device_safe_product(g, d)
         if fused is not None:
             return fused
-    product = _multiply(g, d)
     if all_finite(d):
-        return product
+        return _multiply(g, d)
+    with np.errstate(invalid="ignore"):  # 0 * inf, masked below: no warning for a product nobody sees
+        product = _multiply(g, d)
     return _where(_safe_mask(g, d), 0.0, product)
 
 
@@ -637,22 +638,26 @@ def partial_rules(prim, partials, safe=False):
                 term = g
             elif derivative is _MINUS_ONE:
                 term = base if negated else Negated(g) if signed else negative.bind(g)
-            elif safe and not _finite_constant(derivative):  # NaN-safe against a partial that may be infinite
-                factor = materialised(g)
-                term = product_reduced_to(factor, derivative, primal.shape, True)
-                if term is not None:
-                    cotangents.append(term)
-                    continue
-                term = safe_multiply.bind(factor, derivative)
-            else:  # a finite constant cannot make 0 * inf: a plain product
-                if _is_array(derivative) and tuple(derivative.shape) != tuple(primal.shape):
-                    term = product_reduced_to(materialised(g), derivative, primal.shape, False)
+            else:
+                factor, sign = g, negated
+                if negated and _smaller(derivative, base):  # (-g) * d is g * (-d), bit for bit
+                    derivative, factor, sign = _negated(derivative), base, False
+                if safe and not _finite_constant(derivative):  # NaN-safe against a partial that may be infinite
+                    factor = materialised(factor)
+                    term = product_reduced_to(factor, derivative, primal.shape, True)
                     if term is not None:
                         cotangents.append(term)
                         continue
-                term = multiply.bind(base, derivative)
-                if negated:
-                    term = Negated(term)
+                    term = safe_multiply.bind(factor, derivative)
+                else:  # a finite constant cannot make 0 * inf: a plain product
+                    if _is_array(derivative) and tuple(derivative.shape) != tuple(primal.shape):
+                        term = product_reduced_to(materialised(factor), derivative, primal.shape, False)
+                        if term is not None:
+                            cotangents.append(term)
+                            continue
+                    term = multiply.bind(factor.value if sign else factor, derivative)
+                    if sign:
+                        term = Negated(term)
             if tuple(primal.shape) != tuple(getattr(term.value if type(term) is Negated else term, "shape", ())):
                 term = unbroadcast(materialised(term), primal.shape)  # a sum of -g is not -(the sum) at 0
             cotangents.append(term)
@@ -694,6 +699,21 @@ def _finite_constant(value):
     if kind is np.ndarray or isinstance(value, np.generic):
         return value.ndim == 0 and dtype_kind(value.dtype) in "iuf" and bool(np.isfinite(value))
     return False
+
+
+def _smaller(derivative, cotangent):
+    """Whether the partial ``derivative`` (a float or an array) has fewer elements than
+    ``cotangent``: a negation of the product is then cheaper on the partial."""
+    if type(derivative) is float:
+        return True
+    if not _is_array(derivative):
+        return False
+    return math.prod(derivative.shape) < math.prod(getattr(cotangent, "shape", ()))
+
+
+def _negated(derivative):
+    """``-derivative`` (a Python float, or an array by the ``negative`` primitive)."""
+    return -derivative if type(derivative) is float else negative.bind(derivative)
 
 
 def _value(derivative):

@@ -8,6 +8,8 @@ Oracles: the same backward pass with every ``vjp.signed`` rule taken away (each 
 of zeros included; the analytic Jacobian of Lorenz-96; central differences.  Kernel calls
 are counted by wrapping ``bind``, never timed.
 """
+import warnings
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -182,3 +184,46 @@ def test_subtract_inplace_writes_only_into_an_array_of_its_own_shape_and_dtype()
     ints = np.arange(3)
     assert ew.subtract_inplace.bind(ints, 0.5) is not ints
     np.testing.assert_array_equal(ew.subtract_inplace.bind(ints, 0.5), np.arange(3) - 0.5)
+
+
+def decay(x, p):
+    """A per-example factor against a field, subtracted: the -1 meets a partial (p) smaller
+    than the cotangent, and another (x) of its size."""
+    return np.sum(np.cos(x) - p * x - p * np.sqrt(x))
+
+
+def test_a_negation_meeting_a_smaller_partial_negates_the_partial(calls, unsigned):
+    x, p = np.abs(X) + 0.1, np.array([0.7])
+    calls.clear()
+    got = lf.grad(decay, argnums=(0, 1))(x, p)
+    signed_calls = list(calls)
+    calls.clear()
+    before = unsigned(lambda: lf.grad(decay, argnums=(0, 1))(x, p))
+    for a, b in zip(got, before):
+        assert_same_bits(a, b)
+    # -(g * p) is g * (-p): p negated (one element), never the cotangent for x's product;
+    # before, each product computed -g twice (for x and for p's sum), once more than unsigned
+    assert signed_calls.count(("negative", (1,))) == 2, signed_calls
+    assert signed_calls.count(("negative", (12,))) <= calls.count(("negative", (12,))), (signed_calls, calls)
+    np.testing.assert_allclose(got[0], -np.sin(x) - p - p * 0.5 / np.sqrt(x), rtol=1e-14)
+    np.testing.assert_allclose(got[1], [-np.sum(x) - np.sum(np.sqrt(x))], rtol=1e-14)
+
+
+@pytest.mark.parametrize("p", [np.array([np.inf]), np.array([-np.inf]), np.array([np.nan]), np.array([2.0])])
+def test_an_infinite_smaller_partial_keeps_zero_cotangents_zero_with_the_same_bits(p, unsigned):
+    x = np.abs(X) + 0.1
+
+    def f(x):
+        return np.cos(x) - p * x
+
+    cotangent = np.where(X > 0, 0.0, 1.5)
+    with warnings.catch_warnings():  # the masked 0 * inf is nobody's business
+        warnings.simplefilter("error", RuntimeWarning)
+        (got,) = lf.vjp(f, x)[1](cotangent)
+    (before,) = unsigned(lambda: lf.vjp(f, x)[1](cotangent))
+    nan = np.isnan(before)  # the same NaNs; a NaN's sign bit means nothing (NumPy keeps an operand's)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    assert_same_bits(got[~nan], before[~nan])
+    zero = cotangent == 0
+    np.testing.assert_array_equal(got[zero], 0.0)  # 0 * inf is NaN; a zero cotangent stays zero
+    np.testing.assert_allclose(got[~zero], (-np.sin(x) - p)[~zero] * 1.5, rtol=1e-15)
