@@ -33,9 +33,11 @@ def safe_product(g, d, out=None):
     """``safe_multiply`` of NumPy arrays, written into ``out`` when given: ``g * d``, and 0
     where ``g`` is 0 and ``d`` is not finite (the mask is computed only when ``d`` has a
     non-finite element, as the kernel does)."""
-    product = np.multiply(g, d, out=out)
-    if not all_finite(d):
-        np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
+    if all_finite(d):
+        return np.multiply(g, d, out=out)
+    with np.errstate(invalid="ignore"):  # 0 * inf, masked below: no warning, as the kernel
+        product = np.multiply(g, d, out=out)
+    np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
     return product
 
 
