@@ -13,7 +13,7 @@ import numpy as np
 from . import buffers
 from .backend import (all_finite, device_of, dtype_kind, extra, is_integer_dtype, library_of, namespace,
                       namespace_dtype, numpy_namespace, reciprocal_power_of_two)
-from .core import Negated, broadcast_to, reduce_sum, reshape, unbroadcast
+from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
 from .primitive import Primitive, known
 
@@ -387,6 +387,67 @@ def _fmin(x, y):
 
 fmax = elementwise_primitive("fmax", _fmax)
 fmin = elementwise_primitive("fmin", _fmin)
+
+
+# --- NumPy's floating-point ufuncs: the library's own where it has one ----------------------------
+def _own_or(function_name, fallback):
+    """An impl calling ``xp.<function_name>`` where the namespace has it (NumPy, CuPy: their bits),
+    else ``fallback(xp, *args)``, written with the standard's functions (array_api_strict)."""
+
+    def impl(*args):
+        xp = namespace(*args)
+        function = getattr(xp, function_name, None)
+        return function(*args) if function is not None else fallback(xp, *args)
+
+    def lower(*args):
+        return getattr(namespace(*args), function_name, None)
+
+    impl.__name__ = function_name
+    impl.lower = lower
+    return impl
+
+
+def _fmod_fallback(xp, x, y):
+    """The remainder of |x| by |y| (on non-negative numbers the same as C's fmod, and exact)
+    with the sign of ``x``."""
+    x, y = _arrays(xp, x, y)
+    size = xp.remainder(xp.abs(x), xp.abs(y))
+    return xp.where(x < 0, -size, size) if is_integer_dtype(size.dtype) else xp.copysign(size, x)
+
+
+def _ldexp_fallback(xp, x, i):
+    """``x * 2.0**i``: exact where ``2.0**i`` and the product are normal numbers of the dtype."""
+    if not hasattr(i, "dtype"):  # a Python int
+        return _to_floating(xp, [x])[0] * math.ldexp(1.0, int(i))
+    if not hasattr(x, "dtype"):
+        x = xp.asarray(float(x), dtype=xp.float64, device=device_of(i))
+    (x,) = _to_floating(xp, [x])
+    return x * xp.pow(xp.asarray(2.0, dtype=x.dtype, device=device_of(x)), xp.astype(i, x.dtype))
+
+
+def _spacing_fallback(xp, x):
+    """The step to the next number away from zero (+0.0 and -0.0 both step up, as NumPy's)."""
+    (x,) = _to_floating(xp, [x])
+    up = xp.full_like(x, math.inf)
+    return xp.nextafter(x, xp.where(x < 0, -up, up)) - x
+
+
+def _frexp_exponent_impl(x):
+    xp = namespace(x)
+    frexp = getattr(xp, "frexp", None)
+    if frexp is None:
+        raise NotImplementedError(f"frexp: {xp.__name__} has no frexp (NumPy and CuPy have one)")
+    return frexp(x)[1]
+
+
+# fmod: x - trunc(x / y) y, the sign of x; ldexp: x 2**i (i an integer array), linear in x;
+# nextafter and spacing: the neighbouring floating-point numbers; frexp's exponent (int32)
+fmod = elementwise_primitive("fmod", _own_or("fmod", _fmod_fallback))
+ldexp = linear_rules(elementwise_primitive("ldexp", _own_or("ldexp", _ldexp_fallback)),
+                     lambda g, x, i: unbroadcast(ldexp.bind(g, i), x.shape))
+nextafter = _define("nextafter", semantics="floating")
+spacing = elementwise_primitive("spacing", _own_or("spacing", _spacing_fallback))
+frexp_exponent = elementwise_primitive("frexp_exponent", _frexp_exponent_impl)
 
 # --- ternary ----------------------------------------------------------------
 where = _define("where", semantics="condition")
@@ -845,7 +906,9 @@ _BINARY = {
         subtract.bind(multiply.bind(2.0, _indicator(equal.bind(signbit.bind(x), signbit.bind(y)), out)), 1.0),
         None,
     ), False),
-    remainder: (lambda x, y, out: (_ONE, negative.bind(floor_divide.bind(x, y))), False),
+    remainder: (lambda x, y, out: (_ONE, lambda: negative.bind(floor_divide.bind(x, y))), True),  # inf at y = 0
+    fmod: (lambda x, y, out: (_ONE, lambda: negative.bind(trunc.bind(divide.bind(x, y)))), True),  # inf at y = 0
+    nextafter: (lambda x, y, out: (_ONE, None), False),
 }
 
 for _prim, (_partials, _safe) in _BINARY.items():
@@ -854,12 +917,13 @@ for _prim, (_partials, _safe) in _BINARY.items():
 # what their derivatives read: add and subtract nothing (shapes only); a product the other
 # factor of each factor that receives a cotangent; a quotient the divisor, and the output
 # for the divisor's cotangent
-add.keeps = add_inplace.keeps = subtract.keeps = subtract_inplace.keeps = lambda count, traced: ((), False)
+add.keeps = add_inplace.keeps = subtract.keeps = subtract_inplace.keeps = nextafter.keeps = (
+    lambda count, traced: ((), False))
 multiply.keeps = multiply_sum.keeps = lambda count, traced: (tuple(1 - i for i in traced), False)
 divide.keeps = lambda count, traced: ((1,), 1 in traced)
 # x ** y reads the output for the exponent's cotangent only
 power.keeps = lambda count, traced: ((0, 1), 1 in traced)
-for _prim in (atan2, maximum, minimum, fmax, fmin, copysign, remainder):  # the output's dtype at most
+for _prim in (atan2, maximum, minimum, fmax, fmin, copysign, remainder, fmod):  # the output's dtype at most
     _prim.keeps = lambda count, traced: ((0, 1), False)
 
 
@@ -1025,7 +1089,7 @@ astype.vjp = _astype_vjp
 for _prim in (sign, floor, ceil, trunc, rint, around, isnan, isinf, isfinite, signbit, logical_not,
               logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor,
               bitwise_invert, equal, not_equal, less, less_equal, greater, greater_equal,
-              floor_divide):
+              floor_divide, spacing, frexp_exponent):
     _prim.differentiable = False
 
 del _prim, _derivative, _partials, _safe

@@ -73,8 +73,8 @@ _XARRAY_ADVICE = {
         "(x * w).sum(dim) / w.sum(dim) instead, or pass weights that are not mapped."
     ),
     "polyfit": (
-        "polyfit tests values inside xarray; write the least-squares fit with traced "
-        "operations (xr.dot for the normal equations and np.linalg.solve)."
+        "polyfit tests the mapped values for NaN inside xarray (skipna): pass skipna=False, "
+        "or call np.polyfit on .data."
     ),
 }
 # when xarray tests a mapped value with bool() (a DataDependentControlFlowError)

@@ -15,9 +15,16 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.creation import full_like, zeros_like
-from labeled_func_kernels.backend import device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, numpy_namespace
+from labeled_func_kernels import reductions as kr
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import (device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
+                                          normalize_axis, numpy_namespace)
+from labeled_func_kernels.indexing import getitem_static
+from labeled_func_kernels.primitive import bottom, known, top_level
 
-from ..errors import UnsupportedOperationError
+from .. import diagnose
+from ..errors import DynamicShapeError, UnsupportedOperationError
+from ..stack import is_batched
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind
 from .dynamic import fixed
 
@@ -42,7 +49,8 @@ UFUNCS.update({
     np.less_equal: ew.less_equal, np.greater: ew.greater, np.greater_equal: ew.greater_equal,
     np.logical_and: ew.logical_and, np.logical_or: ew.logical_or,
     np.logical_xor: ew.logical_xor, np.logical_not: ew.logical_not,
-    np.conjugate: ew.conj,
+    np.conjugate: ew.conj, np.fmod: ew.fmod, np.ldexp: ew.ldexp, np.nextafter: ew.nextafter,
+    np.spacing: ew.spacing,
 })
 
 
@@ -153,6 +161,18 @@ def _modf(x):
     finite = ew.where.bind(ew.isinf.bind(x), 0.0, x)
     fraction = ew.copysign.bind(ew.subtract.bind(finite, ew.trunc.bind(finite)), x)
     return fraction, ew.trunc.bind(x)
+
+
+@implements_ufunc(np.frexp)
+def _frexp(x):
+    """NumPy's frexp: (mantissa, exponent) with ``x = mantissa * 2**exponent``, ``0.5 <= |mantissa| < 1``
+    (``x`` itself and 0 at 0, inf and NaN).  The exponent (int32) is piecewise constant; the mantissa
+    is ``ldexp(x, -exponent)``, exact, so its derivative is ``2**-exponent``."""
+    x = floating(x)
+    if not hasattr(x, "dtype"):
+        x = numpy_namespace.asarray(x)
+    exponent = ew.frexp_exponent.bind(x)
+    return ew.ldexp.bind(x, ew.negative.bind(exponent)), exponent
 
 
 # --- functions that are not ufuncs --------------------------------------------------------------
@@ -355,3 +375,146 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     infinite = ew.isinf.bind(x)
     x = ew.where.bind(ew.logical_and.bind(infinite, ew.greater.bind(x, 0)), info.max if posinf is None else posinf, x)
     return ew.where.bind(ew.logical_and.bind(infinite, ew.less.bind(x, 0)), info.min if neginf is None else neginf, x)
+
+
+# --- fix, i0, real_if_close, unwrap: NumPy functions written with elementwise primitives ------------
+@implements(np.fix)
+def _fix(x, out=None):
+    """Rounding toward zero: ``trunc``, which gives NumPy's ceil-below-zero, floor-above values
+    (-0.0 for -0.5, integers and booleans kept as they are)."""
+    return ew.trunc.bind(asarray(x))
+
+
+@implements(np.i0)
+def _i0(x):
+    """The modified Bessel function of the first kind of order 0, by Cephes' Chebyshev expansions
+    (as NumPy): of exp(-x) I0(x) for ``|x| <= 8`` and of exp(-x) sqrt(x) I0(x) beyond, in float64
+    unless ``x`` is floating already.  A composition, so its derivative is the expansion's
+    (I1(x) to rounding); each branch runs on a safe input where the other is selected.  Below
+    ``|x| = 1/2`` the Taylor polynomial in x**2 (exact to rounding there) stands in, so that every
+    derivative is right at 0 too (through ``|x|`` the second would be 0, not 1/2)."""
+    x = asarray(x)
+    if kind(x) == "c":
+        raise TypeError("numpy.i0: i0 not supported for complex values")
+    if kind(x) != "f":
+        x = as_dtype(x, np.dtype(np.float64)) if hasattr(x, "dtype") else float(x)
+    size = ew.absolute.bind(x)
+    inside = ew.less_equal.bind(size, 8.0)  # NaN goes to the far branch, and stays NaN
+    near = ew.where.bind(inside, size, 0.0)
+    far = ew.where.bind(inside, 8.0, size)
+    near_value = ew.multiply.bind(ew.exp.bind(near),
+                                  _chebyshev(ew.subtract.bind(ew.divide.bind(near, 2.0), 2.0), _I0_NEAR))
+    far_series = _chebyshev(ew.subtract.bind(ew.divide.bind(32.0, far), 2.0), _I0_FAR)
+    far_value = ew.divide.bind(ew.multiply.bind(ew.exp.bind(far), far_series), ew.sqrt.bind(far))
+    central = ew.less.bind(size, _I0_SERIES_BELOW)
+    small = ew.where.bind(central, x, 0.0)
+    quarter_square = ew.multiply.bind(ew.multiply.bind(small, small), 0.25)
+    series = _I0_SERIES[0]
+    for coefficient in _I0_SERIES[1:]:  # Horner's rule in x**2 / 4
+        series = ew.add.bind(ew.multiply.bind(series, quarter_square), coefficient)
+    return ew.where.bind(central, series, ew.where.bind(inside, near_value, far_value))
+
+
+# I0(x) = sum_k (x**2 / 4)**k / (k!)**2; below |x| = 1/2 the terms from k = 9 on are under 1e-21
+# of the sum
+_I0_SERIES_BELOW = 0.5
+_I0_SERIES = tuple(1.0 / math.factorial(k) ** 2 for k in reversed(range(9)))
+
+
+def _chebyshev(t, coefficients):
+    """Cephes' Chebyshev sum (highest order first, the constant term halved) at ``t``, by
+    Clenshaw's recurrence b_k = t b_(k+1) - b_(k+2) + c_k and the result (b_0 - b_2) / 2."""
+    current, previous, before = coefficients[0], None, None
+    for coefficient in coefficients[1:]:
+        before, previous = previous, current
+        step = ew.multiply.bind(t, previous)
+        if before is not None:  # b_(k+2) = 0 at the first step: x - 0.0 is x, bit for bit
+            step = ew.subtract.bind(step, before)
+        current = ew.add.bind(step, coefficient)
+    return ew.multiply.bind(0.5, ew.subtract.bind(current, before))
+
+
+# Cephes' Chebyshev coefficients of I0 (i0.c): exp(-x) I0(x) on [0, 8] in T_k(x / 2 - 2), and
+# exp(-x) sqrt(x) I0(x) on [8, inf) in T_k(32 / x - 2); highest order first
+_I0_NEAR = (
+    -4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16, 1.715391285555133e-15,
+    -1.1685332877993451e-14, 7.676185498604936e-14, -4.856446783111929e-13, 2.95505266312964e-12,
+    -1.726826291441556e-11, 9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09,
+    -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07, 1.1173875391201037e-06,
+    -4.4167383584587505e-06, 1.6448448070728896e-05, -5.754195010082104e-05, 0.00018850288509584165,
+    -0.0005763755745385824, 0.0016394756169413357, -0.004324309995050576, 0.010546460394594998,
+    -0.02373741480589947, 0.04930528423967071, -0.09490109704804764, 0.17162090152220877,
+    -0.3046826723431984, 0.6767952744094761,
+)
+_I0_FAR = (
+    -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17, 3.461222867697461e-17,
+    -2.8276239805165836e-16, -3.425485619677219e-16, 1.7725601330565263e-15, 3.8116806693526224e-15,
+    -9.554846698828307e-15, -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13,
+    7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11, -3.1499165279632416e-11,
+    1.1889147107846439e-11, 4.94060238822497e-10, 3.3962320257083865e-09, 2.266668990498178e-08,
+    2.0489185894690638e-07, 2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943,
+    0.8044904110141088,
+)
+
+
+@implements(np.real_if_close)
+def _real_if_close(a, tol=100):
+    """A real ``a`` as it is; a complex one as its real part where every imaginary part is below
+    ``tol`` (in machine epsilons when ``tol > 1``), else as it is.  The dtype of the result
+    follows the values: under grad and jvp the primal decides, as in NumPy; under vmap (a batch
+    has one dtype) and lf.jit (a program records one) a DynamicShapeError says to write
+    ``np.real(a)`` or keep ``a`` complex."""
+    a = asarray(a)
+    if kind(a) != "c":
+        return a
+    if top_level((a,), "numpy.real_if_close") is not None and (is_batched(a) or not known(a)):
+        transform, inputs = ("vmap", "a mapped input") if is_batched(a) else ("lf.jit", "the inputs of later calls")
+        site = diagnose.call_site()
+        where = f" (called from {site.location})" if site.location else ""
+        raise DynamicShapeError(
+            f"numpy.real_if_close under {transform}{where}: whether its output is real or complex depends on "
+            f"the values of {inputs}, and the result can have one dtype only. Write np.real(x) where the "
+            "imaginary parts are known to be negligible, or keep x complex.")
+    values = bottom(a)
+    if tol > 1:
+        tol = np.finfo(np.dtype(getattr(a.dtype, "_np_dtype", a.dtype))).eps * tol
+    xp = namespace(values)
+    return ew.real.bind(a) if bool(xp.all(xp.abs(xp.imag(values)) < tol)) else a
+
+
+@implements(np.unwrap)
+def _unwrap(p, discont=None, axis=-1, *, period=2 * math.pi):
+    """``p`` with each jump along ``axis`` larger than ``discont`` (default ``period / 2``) brought
+    within half a period by adding multiples of ``period`` (NumPy's steps, so its values and
+    dtype).  The correction is piecewise constant: the derivative is the identity a.e."""
+    p = asarray(p)
+    if getattr(p, "ndim", 0) == 0:
+        raise ValueError("numpy.unwrap: diff requires input that is at least one dimensional")
+    axis = normalize_axis(axis, p.ndim)[0]
+
+    def along(part):
+        return (slice(None),) * axis + (part,)
+
+    later = getitem_static(p, along(slice(1, None)))
+    step = ew.subtract.bind(later, getitem_static(p, along(slice(None, -1))))
+    dtype = np.result_type(_as_numpy_dtype(step), _as_numpy_dtype(period))
+    if np.issubdtype(dtype, np.integer):
+        high, odd = divmod(period, 2)
+        ambiguous = odd == 0
+    else:
+        high, ambiguous = period / 2, True
+    low = -high
+    step = as_dtype(step, dtype)  # integer steps of a floating result: the values NumPy's promotion gives
+    wrapped = ew.add.bind(ew.remainder.bind(ew.subtract.bind(step, low), period), low)
+    if ambiguous:  # a jump of exactly half a period keeps its sign
+        upward_edge = ew.logical_and.bind(ew.equal.bind(wrapped, low), ew.greater.bind(step, 0))
+        wrapped = ew.where.bind(upward_edge, high, wrapped)
+    correction = ew.subtract.bind(wrapped, step)
+    if discont is None:
+        discont = period / 2
+    if is_integer_dtype(step.dtype) and isinstance(discont, float) and math.isfinite(discont):
+        discont = math.ceil(discont)  # |step| < c is |step| < ceil(c) for integers (no float beside them)
+    correction = ew.where.bind(ew.less.bind(ew.absolute.bind(step), discont), 0, correction)
+    rest = ew.add.bind(as_dtype(later, dtype), kr.cumsum.bind(correction, axis=axis))
+    first = getitem_static(p, along(slice(0, 1)))
+    return ks.concatenate.bind(as_dtype(first, dtype), as_dtype(rest, dtype), axis=axis)

@@ -1,6 +1,6 @@
 """Indexing with NumPy's semantics: ``x[key]`` and ``x[key] = value`` on traced arrays
-(boolean masks included), ``take``, ``take_along_axis``, ``fill_diagonal`` and
-``unravel_index``.
+(boolean masks included), ``take``, ``take_along_axis``, ``choose``, ``put``,
+``fill_diagonal`` and ``unravel_index``.
 
 A boolean mask selects a number of elements that depends on its values: it works
 where the mask is the same for every example (a constant, or a value traced by
@@ -16,8 +16,9 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import reductions as kr
-from labeled_func_kernels.backend import namespace, normalize_axis
-from labeled_func_kernels.primitive import known
+from labeled_func_kernels import shape as ks
+from labeled_func_kernels.backend import dtype_kind, known_true, namespace, normalize_axis
+from labeled_func_kernels.primitive import Traced, known
 
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
@@ -154,6 +155,115 @@ def _take(a, indices, axis=None, out=None, mode="raise"):
         indices = ew.remainder.bind(indices, size) if mode == "wrap" else clip(indices, 0, size - 1)
     template, arrays = ki.split_key((slice(None),) * axis + (indices,))
     return ki.getitem.bind(a, *arrays, template=template)
+
+
+@implements(np.choose)
+def _choose(a, choices, out=None, mode="raise"):
+    """``choices[a[i]][i]`` with ``a`` and the choices broadcast together: the choices
+    stacked on a new first axis and gathered along it (derivatives reach the choices)."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"numpy.choose: clipmode must be one of 'clip', 'raise', or 'wrap', got {mode!r}")
+    a = asarray(unlabeled(a))
+    choices = unlabeled(choices)
+    if hasattr(choices, "ndim"):  # one array: its first axis enumerates the choices
+        choices = [ki.getitem_static(choices, (i,)) for i in range(choices.shape[0])]
+    choices = [asarray(unlabeled(c)) for c in choices]
+    if not choices:
+        raise ValueError("numpy.choose: choices must not be empty")
+    dtype = np.result_type(*[_dtype_or_number(c) for c in choices])
+    present = [c for c in choices + [a] if hasattr(c, "ndim")]
+    xp = namespace(*present) if present else np
+    a = a if hasattr(a, "ndim") else xp.asarray(a)
+    if dtype_kind(a.dtype) not in "biu":
+        raise TypeError(f"numpy.choose: cannot cast array data from dtype('{a.dtype}') to dtype('int64') "
+                        "according to the rule 'safe'")
+    count = len(choices)
+    if mode == "wrap":
+        a = ew.remainder.bind(a, count)
+    elif mode == "clip":
+        a = clip(a, 0, count - 1)
+    elif known_true(ew.logical_or.bind(ew.less.bind(a, 0), ew.greater_equal.bind(a, count))):
+        raise ValueError("invalid entry in choice array")
+    arrays = [c if hasattr(c, "ndim") else xp.asarray(c) for c in choices]
+    shape = np.broadcast_shapes(tuple(a.shape), *[tuple(c.shape) for c in arrays])
+    arrays = [kcore.broadcast_to.bind(_in_dtype(c, dtype), shape=shape) for c in arrays]
+    stacked = ks.stack.bind(*arrays, axis=0) if count > 1 else kcore.expand_dims.bind(arrays[0], axis=(0,))
+    index = kcore.expand_dims.bind(kcore.broadcast_to.bind(a, shape=shape), axis=(0,))
+    if dtype_kind(index.dtype) == "b" or index.dtype != namespace(index).int64:
+        index = ew.astype.bind(index, dtype=namespace(index).int64)
+    return kcore.squeeze.bind(kr.take_along_axis.bind(stacked, index, axis=0), axis=(0,))
+
+
+def _dtype_or_number(value):
+    """What NumPy's type promotion reads: an array's dtype, a Python number as it is."""
+    dtype = getattr(value, "dtype", None)
+    return value if dtype is None else np.dtype(getattr(dtype, "_np_dtype", dtype))
+
+
+def _in_dtype(value, dtype):
+    if np.dtype(getattr(value.dtype, "_np_dtype", value.dtype)) == dtype:
+        return value
+    return ew.astype.bind(value, dtype=getattr(namespace(value), dtype.name, dtype))
+
+
+@implements(np.put)
+def _put(a, ind, v, mode="raise"):
+    """In place, as ``a.flat[ind] = v`` with ``v`` repeated or cut to the number of
+    indices (cast to ``a``'s dtype); ``mode`` as in take.  Follows ``x[i] = v``: a mapped
+    ``ind`` or ``v`` cannot be written into an ``a`` that is not mapped."""
+    if mode not in ("raise", "wrap", "clip"):
+        raise ValueError(f"numpy.put: clipmode must be one of 'clip', 'raise', or 'wrap', got {mode!r}")
+    if not isinstance(a, Traced):
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"argument 1 must be numpy.ndarray, not {type(a).__name__}")
+    ind, v = asarray(unlabeled(ind)), asarray(unlabeled(v))
+    if not hasattr(ind, "ndim"):
+        ind = np.asarray(ind)
+    size = int(np.prod(a.shape))
+    flat = kcore.reshape.bind(ind, shape=(-1,)) if ind.ndim != 1 else ind
+    count = flat.shape[0]
+    if count == 0:
+        return None
+    if size == 0:
+        raise IndexError("cannot replace elements of an empty array")
+    if dtype_kind(flat.dtype) not in "iu":
+        raise TypeError(f"numpy.put: indices must be integers, got dtype {flat.dtype}")
+    if mode == "wrap":
+        flat = ew.remainder.bind(flat, size)
+    elif mode == "clip":
+        flat = clip(flat, 0, size - 1)
+    elif known_true(ew.logical_or.bind(ew.less.bind(flat, -size), ew.greater_equal.bind(flat, size))):
+        raise IndexError(f"index out of range for array of size {size}")
+    else:
+        flat = ew.remainder.bind(flat, size)  # negative positions count from the end
+    if getattr(v, "ndim", 0) > 0:
+        values = kcore.reshape.bind(v, shape=(-1,))
+        length = values.shape[0]
+        if length == 0:
+            return None
+        if length != count:
+            values = pick(values, np.arange(count) % length, None)
+    else:
+        values = v
+    if a.ndim == 0:  # every position is the one element: the last value written stays
+        if getattr(values, "ndim", 0) > 0:
+            values = ki.getitem_static(values, (count - 1,))
+        template, arrays = (Ellipsis,), []
+    else:
+        template, arrays = ki.split_key(tuple(_unravel(flat, tuple(a.shape))))
+    inplace_assign(a, ki.setitem.bind(a, values, *arrays, template=template), "numpy.put(a, ind, v)")
+    return None
+
+
+def _unravel(flat, shape):
+    """One index array per axis of ``shape`` for C-order flat positions."""
+    out = []
+    stride = int(np.prod(shape))
+    for size in shape:
+        stride //= size
+        out.append(ew.remainder.bind(ew.floor_divide.bind(flat, stride), size) if stride != 1 else
+                   ew.remainder.bind(flat, size))
+    return out
 
 
 # --- in place and flat positions ------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Linear algebra and contractions with NumPy's signatures: ``matmul``, ``einsum``,
 ``tensordot`` / ``dot`` / ``inner`` / ``outer`` / ``vdot``, ``numpy.linalg`` (solve,
 inv, det, slogdet, cholesky, eigh, eig, svd, norm in every order, qr, pinv, lstsq,
-matrix_power), ``trace``, ``cross``, ``kron``, ``polyval``, ``vander``,
+matrix_power, multi_dot, tensorsolve, tensorinv, cond, matrix_rank, and the array API's
+names: vecdot, outer, cross, diagonal, trace, tensordot, matmul), ``trace``, ``cross``,
+``kron``, ``polyval``, ``polyfit``, ``vander``,
 ``correlate`` / ``convolve``, ``cov`` / ``corrcoef``.
 
 Each decomposition output is its own primitive (``kernels/linalg.py``); everything
@@ -21,6 +23,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import linalg as kl
 from labeled_func_kernels import indexing as ki
+from labeled_func_kernels import reductions as kr
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import any_true, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype, normalize_axis, parse_einsum
 from labeled_func_kernels.creation import ones_like, zeros_like
@@ -28,7 +31,7 @@ from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import Traced
 
 from ..errors import UnsupportedOperationError
-from .dispatch import NO_VALUE, UFUNCS, asarray, implements
+from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc
 from .elementwise import clip
 from .reductions import average, largest, mean, smallest, total
 from .shape import at_least_1d, diagonal
@@ -348,10 +351,13 @@ def _lstsq(a, b, rcond):
     rank = ew.astype.bind(total(kept, axis=-1, dtype=xp.int32), dtype=xp.int32)  # LAPACK's int32, as NumPy
     if rows > columns:
         misfit = ew.subtract.bind(b, kl.matmul.bind(a, solution))
-        residuals = total(ew.multiply.bind(misfit, misfit), axis=-2 if b.ndim > 1 else -1,
+        squares = ew.multiply.bind(misfit, misfit)
+        if dtype_kind(misfit.dtype) == "c":  # |misfit|^2, real as NumPy's
+            squares = ew.real.bind(ew.multiply.bind(ew.conj.bind(misfit), misfit))
+        residuals = total(squares, axis=-2 if b.ndim > 1 else -1,
                            keepdims=b.ndim == 1)
     else:
-        residuals = xp.zeros((0,), dtype=solution.dtype, device=device_of(a))
+        residuals = xp.zeros((0,), dtype=s.dtype, device=device_of(a))  # real, as the singular values
     return solution, residuals, rank, s
 
 
@@ -435,6 +441,208 @@ def _kron(a, b):
     return kcore.reshape.bind(ew.multiply.bind(a, b), shape=tuple(p * q for p, q in zip(a_shape, b_shape)))
 
 
+# --- numpy.linalg's array-API names --------------------------------------------------------------
+@implements(np.linalg.matmul)
+def _linalg_matmul(x1, x2, /):
+    return kl.matmul.bind(asarray(x1), asarray(x2))
+
+
+@implements(np.linalg.tensordot)
+def _linalg_tensordot(x1, x2, /, *, axes=2):
+    return tensordot(asarray(x1), asarray(x2), axes)
+
+
+@implements(np.linalg.outer)
+def _linalg_outer(x1, x2, /):
+    """``np.outer`` of two vectors (no flattening: both must be 1-D)."""
+    x1, x2 = at_least_1d(x1, x2), at_least_1d(x2, x1)
+    if x1.ndim != 1 or x2.ndim != 1:
+        raise ValueError(f"Input arrays must be one-dimensional, but they are x1.ndim={x1.ndim} and x2.ndim={x2.ndim}.")
+    return _outer(x1, x2)
+
+
+@implements(np.linalg.cross)
+def _linalg_cross(x1, x2, /, *, axis=-1):
+    """``np.cross`` of 3-vectors along ``axis`` of both inputs (and of the result)."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError("Both input arrays must be (arrays of) 3-dimensional vectors, "
+                         f"but they are {x1.shape[axis]} and {x2.shape[axis]} dimensional instead.")
+    return _cross(x1, x2, axis=axis)
+
+
+@implements(np.linalg.diagonal)
+def _linalg_diagonal(x, /, *, offset=0):
+    """The diagonals of the matrices on the last two axes."""
+    return diagonal(asarray(x), offset, -2, -1)
+
+
+@implements(np.linalg.trace)
+def _linalg_trace(x, /, *, offset=0, dtype=None):
+    """The traces of the matrices on the last two axes."""
+    return _trace(x, offset, -2, -1, dtype)
+
+
+@implements(np.linalg.vecdot)
+def _linalg_vecdot(x1, x2, /, *, axis=-1):
+    """``sum(conj(x1) * x2)`` along ``axis`` of each input (the vectors, of equal length),
+    broadcast over the other axes."""
+    x1, x2 = at_least_1d(x1, x2), at_least_1d(x2, x1)
+    if x1.ndim == 0 or x2.ndim == 0:
+        raise ValueError("vecdot: the inputs must have at least one dimension (the vectors' axis)")
+    x1, x2 = kcore.moveaxis(x1, axis, -1), kcore.moveaxis(x2, axis, -1)
+    if x1.shape[-1] != x2.shape[-1]:
+        raise ValueError(f"vecdot: the vectors have different lengths, {x1.shape[-1]} and {x2.shape[-1]}")
+    return _vecdot(x1, x2)  # NumPy's own is np.vecdot along the axis
+
+
+# --- multi_dot, tensorsolve, tensorinv, cond, matrix_rank ----------------------------------------
+@implements(np.linalg.multi_dot)
+def _linalg_multi_dot(arrays, *, out=None):
+    """The product of a chain of matrices, in the order of fewest scalar multiplications;
+    a 1-D first (last) argument is a row (column) vector and leaves the result."""
+    arrays = [at_least_1d(a, *arrays) for a in arrays]
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    if len(arrays) == 2:
+        return _dot(arrays[0], arrays[1])
+    first_vector, last_vector = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    if first_vector:
+        arrays[0] = kcore.reshape.bind(arrays[0], shape=(1, arrays[0].shape[0]))
+    if last_vector:
+        arrays[-1] = kcore.reshape.bind(arrays[-1], shape=(arrays[-1].shape[0], 1))
+    for a in arrays:
+        if a.ndim != 2:
+            raise np.linalg.LinAlgError(f"{a.ndim}-dimensional array given. Array must be two-dimensional")
+    split = _chain_order([a.shape[0] for a in arrays] + [arrays[-1].shape[1]])
+
+    def product(i, j):
+        if i == j:
+            return arrays[i]
+        k = split[i, j]
+        return kl.matmul.bind(product(i, k), product(k + 1, j))
+
+    result = product(0, len(arrays) - 1)
+    if first_vector and last_vector:
+        return getitem_static(result, (0, 0))
+    if first_vector or last_vector:
+        return kcore.reshape.bind(result, shape=(-1,))
+    return result
+
+
+def _chain_order(sizes):
+    """Where to split each sub-chain ``i..j`` of matrices (matrix ``k`` is ``sizes[k]`` by
+    ``sizes[k + 1]``) so that its product costs the fewest multiplications: the classic
+    dynamic programme over chain lengths, ties to the earliest split."""
+    count = len(sizes) - 1
+    cost, split = {}, {}
+    for i in range(count):
+        cost[i, i] = 0
+    for length in range(2, count + 1):
+        for i in range(count - length + 1):
+            j = i + length - 1
+            best = None
+            for k in range(i, j):
+                candidate = cost[i, k] + cost[k + 1, j] + sizes[i] * sizes[k + 1] * sizes[j + 1]
+                if best is None or candidate < best:
+                    best, split[i, j] = candidate, k
+            cost[i, j] = best
+    return split
+
+
+@implements(np.linalg.tensorsolve)
+def _linalg_tensorsolve(a, b, axes=None):
+    """The ``x`` of shape ``a.shape[b.ndim:]`` with ``tensordot(a, x, x.ndim) == b`` (the
+    ``axes`` of ``a`` moved last first): a square solve of ``a`` and ``b`` reshaped."""
+    a, b = asarray(a), at_least_1d(b, a)
+    a = at_least_1d(a, b)
+    if axes is not None:
+        moved = normalize_axis(tuple(axes), a.ndim)
+        a = kcore.transpose.bind(a, axes=tuple(k for k in range(a.ndim) if k not in moved) + moved)
+    solution_shape = tuple(a.shape[-(a.ndim - b.ndim):])
+    size = int(np.prod(solution_shape, dtype=np.int64))
+    if int(np.prod(a.shape, dtype=np.int64)) != size * size:
+        raise np.linalg.LinAlgError("Input arrays must satisfy the requirement "
+                                    "prod(a.shape[b.ndim:]) == prod(a.shape[:b.ndim])")
+    x = _linalg_solve(kcore.reshape.bind(a, shape=(size, size)), kcore.reshape.bind(b, shape=(-1,)))
+    return kcore.reshape.bind(x, shape=solution_shape)
+
+
+@implements(np.linalg.tensorinv)
+def _linalg_tensorinv(a, ind=2):
+    """The inverse of ``a`` read as a matrix with its first ``ind`` axes as rows, of shape
+    ``a.shape[ind:] + a.shape[:ind]``."""
+    a = asarray(a)
+    if ind <= 0:
+        raise ValueError("Invalid ind argument.")
+    inverse_shape = tuple(a.shape[ind:]) + tuple(a.shape[:ind])
+    rows = int(np.prod(a.shape[ind:], dtype=np.int64))
+    inverse = kl.inv.bind(kcore.reshape.bind(a, shape=(rows, -1)))
+    return kcore.reshape.bind(inverse, shape=inverse_shape)
+
+
+@implements(np.linalg.cond)
+def _linalg_cond(x, p=None):
+    """``norm(x, p) * norm(inv(x), p)`` of each matrix; for ``p`` None, 2 and -2 the ratio
+    of the extreme singular values (any shape). A NaN that the input does not explain
+    (a singular matrix) becomes inf, as NumPy's."""
+    x = asarray(x)
+    if x.ndim >= 2 and x.shape[-1] * x.shape[-2] == 0:
+        raise np.linalg.LinAlgError("cond is not defined on empty arrays")
+    if p is None or (not isinstance(p, str) and p in (2, -2)):
+        s = kl.svd_values.bind(x)
+        top, bottom = getitem_static(s, (Ellipsis, 0)), getitem_static(s, (Ellipsis, -1))
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero singular value: inf, as NumPy's
+            r = ew.divide.bind(bottom, top) if p == -2 else ew.divide.bind(top, bottom)
+    else:
+        if x.ndim < 2:
+            raise np.linalg.LinAlgError(f"{x.ndim}-dimensional array given. Array must be at least two-dimensional")
+        if x.shape[-1] != x.shape[-2]:
+            raise np.linalg.LinAlgError("Last 2 dimensions of the array must be square")
+        x = _inexact(x)
+        r = ew.multiply.bind(_linalg_norm(x, p, axis=(-2, -1)), _linalg_norm(kl.inv.bind(x), p, axis=(-2, -1)))
+    unexplained = ew.logical_and.bind(ew.isnan.bind(r), ew.logical_not.bind(
+        kr.reduce_any.bind(ew.isnan.bind(x), axis=(x.ndim - 2, x.ndim - 1), keepdims=False)))
+    return ew.where.bind(unexplained, float("inf"), r)
+
+
+@implements(np.linalg.matrix_rank)
+def _linalg_matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """The number of singular values above ``tol`` (default: ``rtol`` times the largest,
+    ``rtol`` by default ``max(M, N)`` times the epsilon); of a vector, 1 unless all zero.
+    An integer: no derivative."""
+    if rtol is not None and tol is not None:
+        raise ValueError("`tol` and `rtol` can't be both set.")
+    A = at_least_1d(A)
+    xp = namespace(A)
+    if A.ndim < 2:
+        return ew.astype.bind(kr.reduce_any.bind(ew.not_equal.bind(A, 0), axis=tuple(range(A.ndim)), keepdims=False),
+                              dtype=xp.int64)
+    if hermitian:
+        s = ew.absolute.bind(kl.eigh_values.bind(A))
+    else:
+        s = kl.svd_values.bind(A)
+    if s.shape[-1] == 0:
+        return total(ew.greater.bind(s, 0), axis=-1, dtype=xp.int64)
+    if tol is None:
+        if rtol is None:
+            rtol = max(A.shape[-2:]) * float(np.finfo(_np_dtype(s.dtype)).eps)
+        else:
+            rtol = _trailing_axis(rtol)
+        tol = ew.multiply.bind(largest(s, axis=-1, keepdims=True), rtol)
+    else:
+        tol = _trailing_axis(tol)
+    return total(ew.greater.bind(s, tol), axis=-1, dtype=xp.int64)
+
+
+def _trailing_axis(value):
+    """A tolerance (a number or an array of one per matrix) with a new last axis."""
+    value = asarray(value)
+    if not hasattr(value, "ndim") or value.ndim == 0:
+        return value
+    return kcore.expand_dims.bind(value, axis=(value.ndim,))
+
+
 # --- polynomials ---------------------------------------------------------------------------------
 @implements(np.polyval)
 def _polyval(p, x):
@@ -489,6 +697,76 @@ def _vandermonde(x, n, increasing):
     if not increasing:
         columns.reverse()
     return ks.stack.bind(*columns, axis=1)
+
+
+@implements(np.polyfit)
+def _polyfit(x, y, deg, rcond=None, full=False, w=None, cov=False):
+    """The least-squares polynomial of degree ``deg`` through ``(x, y)`` (each column of a
+    2-D ``y``), highest power first: lstsq of the Vandermonde matrix (rows weighted by
+    ``w``) with its columns scaled to unit norm, as NumPy's; differentiable in x, y and w.
+    ``full=True`` returns (c, residuals, rank, singular values, rcond), ``cov`` the
+    covariance of the coefficients too. A rank warning needs a rank known without a
+    transform of x or w."""
+    order = int(deg) + 1
+    x, y = _inexact_copy(x, y), _inexact_copy(y, x)
+    if deg < 0:
+        raise ValueError("expected deg >= 0")
+    if x.ndim != 1:
+        raise TypeError("expected 1D vector for x")
+    if x.shape[0] == 0:
+        raise TypeError("expected non-empty vector for x")
+    if y.ndim < 1 or y.ndim > 2:
+        raise TypeError("expected 1D or 2D array for y")
+    if x.shape[0] != y.shape[0]:
+        raise TypeError("expected x and y to have same length")
+    if rcond is None:
+        rcond = x.shape[0] * np.finfo(_np_dtype(x.dtype)).eps  # a NumPy scalar, as full=True returns it
+    elif isinstance(rcond, Traced) or np.ndim(rcond) != 0:
+        raise UnsupportedOperationError("numpy.polyfit: only a constant scalar rcond is supported on traced arrays")
+    lhs, rhs = _vandermonde(x, order, False), y
+    if w is not None:
+        w = _inexact_copy(w, x)
+        if w.ndim != 1:
+            raise TypeError("expected a 1-d array for weights")
+        if w.shape[0] != y.shape[0]:
+            raise TypeError("expected w and y to have the same length")
+        column = kcore.expand_dims.bind(w, axis=(1,))
+        lhs = _in_place(ew.multiply.bind(lhs, column), lhs)  # NumPy scales in place: the dtypes stay
+        rhs = _in_place(ew.multiply.bind(rhs, column if rhs.ndim == 2 else w), rhs)
+    scale = ew.sqrt.bind(total(ew.multiply.bind(lhs, lhs), axis=0))
+    lhs = _in_place(ew.divide.bind(lhs, scale), lhs)
+    c, residuals, rank, s = _lstsq(lhs, rhs, float(rcond))
+    c = ew.divide.bind(c, scale if c.ndim == 1 else kcore.expand_dims.bind(scale, axis=(1,)))
+    rank_known = not isinstance(rank, Traced)
+    if rank_known and int(rank) != order and not full:
+        warnings.warn("Polyfit may be poorly conditioned", np.exceptions.RankWarning, stacklevel=4)
+    if full:
+        if rank_known and int(rank) != order:  # NumPy's lstsq gives no residuals then
+            residuals = getitem_static(residuals, (slice(0, 0),))
+        return c, residuals, rank, s, rcond
+    if not cov:
+        return c
+    covariance = kl.inv.bind(kl.matmul.bind(kl.transpose_last2(lhs), lhs))
+    covariance = ew.divide.bind(covariance, _outer(scale, scale))
+    if cov == "unscaled":
+        return c, covariance
+    if x.shape[0] <= order:
+        raise ValueError("the number of data points must exceed order to scale the covariance matrix")
+    factor = ew.divide.bind(residuals, x.shape[0] - order)
+    if y.ndim == 2:
+        covariance = kcore.expand_dims.bind(covariance, axis=(2,))
+    return c, ew.multiply.bind(covariance, factor)
+
+
+def _inexact_copy(value, other):
+    """``value + 0.0``: integers and booleans as float64, the rest unchanged."""
+    value = at_least_1d(value, asarray(other))
+    return _inexact(value)
+
+
+def _in_place(result, target):
+    """``result`` in the dtype of ``target``, as an in-place operation into it would write it."""
+    return result if result.dtype == target.dtype else ew.astype.bind(result, dtype=target.dtype)
 
 
 # --- correlation and convolution of vectors ------------------------------------------------------
@@ -705,3 +983,44 @@ def _covariance(m, y, rowvar, ddof, fweights, aweights, dtype):
     c = scaled if scaled.dtype == c.dtype else ew.astype.bind(scaled, dtype=c.dtype)  # NumPy scales in place
     ones = tuple(axis for axis, size in enumerate(c.shape) if size == 1)
     return kcore.squeeze.bind(c, axis=ones) if ones else c
+
+
+# --- NumPy 2's vector gufuncs: vecdot, matvec, vecmat ----------------------------------------------
+# Ufuncs with a signature, so they arrive through __array_ufunc__ (as matmul); each is a matmul of
+# vectors made rows or columns, over the broadcast stack axes.
+def _gufunc_operand(value, name, position, rank=1):
+    """An operand of at least ``rank`` axes (1: a vector, 2: a matrix), else NumPy's ValueError."""
+    value = asarray(value)
+    if getattr(value, "ndim", 0) < rank:
+        raise ValueError(f"numpy.{name}: Input operand {position} does not have enough dimensions "
+                         f"(has {getattr(value, 'ndim', 0)}, gufunc core with signature needs {rank})")
+    return value
+
+
+def _conjugated(value):
+    return ew.conj.bind(value) if dtype_kind(value.dtype) == "c" else value
+
+
+@implements_ufunc(np.vecdot)
+def _vecdot(x1, x2):
+    """``sum(conj(x1) * x2)`` over the last axis: the conjugate of a complex ``x1`` (as np.vdot)."""
+    x1, x2 = _gufunc_operand(x1, "vecdot", 0), _gufunc_operand(x2, "vecdot", 1)
+    row = kcore.expand_dims.bind(_conjugated(x1), axis=(x1.ndim - 1,))
+    out = kl.matmul.bind(row, kcore.expand_dims.bind(x2, axis=(x2.ndim,)))
+    return kcore.squeeze.bind(out, axis=(out.ndim - 2, out.ndim - 1))
+
+
+@implements_ufunc(np.matvec)
+def _matvec(x1, x2):
+    """The matrices of ``x1`` (..., m, n) times the vectors of ``x2`` (..., n): (..., m)."""
+    x1, x2 = _gufunc_operand(x1, "matvec", 0, 2), _gufunc_operand(x2, "matvec", 1)
+    out = kl.matmul.bind(x1, kcore.expand_dims.bind(x2, axis=(x2.ndim,)))
+    return kcore.squeeze.bind(out, axis=(out.ndim - 1,))
+
+
+@implements_ufunc(np.vecmat)
+def _vecmat(x1, x2):
+    """The conjugated vectors of ``x1`` (..., n) times the matrices of ``x2`` (..., n, m): (..., m)."""
+    x1, x2 = _gufunc_operand(x1, "vecmat", 0), _gufunc_operand(x2, "vecmat", 1, 2)
+    out = kl.matmul.bind(kcore.expand_dims.bind(_conjugated(x1), axis=(x1.ndim - 1,)), x2)
+    return kcore.squeeze.bind(out, axis=(out.ndim - 2,))

@@ -380,6 +380,31 @@ implements(np.nancumsum)(_scan_handler(kr.cumsum, 0))
 implements(np.nancumprod)(_scan_handler(kr.cumprod, 1))
 
 
+def _cumulative_handler(prim, name, identity):
+    """NumPy 2's cumulative_sum / cumulative_prod: cumsum / cumprod that want ``axis`` for
+    more than one dimension, and with ``include_initial`` start with the identity."""
+
+    def handler(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        x = asarray(x)
+        if axis is None and x.ndim > 1:
+            raise ValueError("For arrays which have more than one dimension ``axis`` argument is required.")
+        result = _scan(prim, x, axis, dtype)
+        if not include_initial:
+            return result
+        axis = normalize_axis(0 if axis is None else axis, max(x.ndim, 1))[0]
+        shape = list(result.shape)
+        shape[axis] = 1
+        start = full_like.bind(result, fill_value=identity, shape=tuple(shape))
+        return ks.concatenate.bind(start, result, axis=axis)
+
+    handler.__name__ = name
+    return handler
+
+
+implements(np.cumulative_sum)(_cumulative_handler(kr.cumsum, "cumulative_sum", 0))
+implements(np.cumulative_prod)(_cumulative_handler(kr.cumprod, "cumulative_prod", 1))
+
+
 @implements(np.count_nonzero)
 def _count_nonzero(a, axis=None, *, keepdims=False):
     nonzero = a if dtype_kind(a.dtype) == "b" else ew.not_equal.bind(a, 0)
@@ -455,6 +480,66 @@ def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
         raise UnsupportedOperationError("numpy.argsort with order= is not supported on traced arrays")
     a, axis = _along(asarray(a), axis)
     return kr.argsort.bind(a, axis=axis)
+
+
+@implements(np.lexsort)
+def _lexsort(keys, axis=-1):
+    """The stable permutation sorting by the last key, ties broken by the key before it,
+    and so on: stable argsorts from the first key to the last, each of the keys read in
+    the order found so far.  Integer positions: no derivative."""
+    if hasattr(keys, "ndim"):
+        keys = asarray(keys)
+        if keys.ndim == 0:
+            raise TypeError("need sequence of keys with len > 0 in lexsort")
+        keys = [getitem_static(keys, (i,)) for i in range(keys.shape[0])]
+    keys = [asarray(k) for k in keys]
+    if not keys:
+        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    keys = [k if hasattr(k, "ndim") else np.asarray(k) for k in keys]
+    shape = tuple(keys[0].shape)
+    if any(tuple(k.shape) != shape for k in keys):
+        raise ValueError("all keys need to be the same shape")
+    if not shape:
+        return namespace(*keys).asarray(0, dtype=_index_dtype(keys[0]))
+    axis = normalize_axis(axis, len(shape))[0]
+    order = None
+    for key in keys:
+        if order is None:
+            order = kr.argsort.bind(key, axis=axis)
+        else:
+            step = kr.argsort.bind(kr.take_along_axis.bind(key, order, axis=axis), axis=axis)
+            order = kr.take_along_axis.bind(order, step, axis=axis)
+    return order
+
+
+@implements(np.isin)
+def _isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    """Whether each element of ``element`` equals some element of ``test_elements``
+    (booleans of ``element``'s shape): the test elements sorted, each element looked up
+    among them (memory of the two sizes, not of their product)."""
+    if kind not in (None, "sort", "table"):
+        raise ValueError(f"numpy.isin: invalid kind: '{kind}'. Please use None, 'sort' or 'table'.")
+    element, tests = asarray(element), asarray(test_elements)
+    arrays = [v for v in (element, tests) if hasattr(v, "ndim")]
+    element = element if hasattr(element, "ndim") else namespace(*arrays).asarray(element)
+    tests = tests if hasattr(tests, "ndim") else namespace(*arrays).asarray(tests)
+    if kind == "table" and not all(dtype_kind(v.dtype) in "biu" for v in (element, tests)):
+        raise ValueError("The 'table' method is only supported for boolean or integer arrays. "
+                         "Please select 'sort' or None for kind.")
+    count = math.prod(tests.shape)
+    if count == 0:
+        xp = namespace(element)
+        found = full_like.bind(element, fill_value=False, shape=tuple(element.shape),
+                               dtype=namespace_dtype(xp, np.dtype(np.bool_)))
+    else:
+        if dtype_kind(element.dtype) == "b" and dtype_kind(tests.dtype) == "b":  # the standard sorts numbers
+            element, tests = (ew.astype.bind(v, dtype=namespace(v).int8) for v in (element, tests))
+        flat = kcore.reshape.bind(element, shape=(math.prod(element.shape),))
+        ordered = kr.sort.bind(kcore.reshape.bind(tests, shape=(count,)), axis=0)
+        places = clip(kr.searchsorted.bind(ordered, flat, side="left"), None, count - 1)
+        nearest = kr.take_along_axis.bind(ordered, places, axis=0)  # NaN finds no equal, as in NumPy
+        found = kcore.reshape.bind(ew.equal.bind(nearest, flat), shape=tuple(element.shape))
+    return ew.logical_not.bind(found) if invert else found
 
 
 @implements(np.partition)

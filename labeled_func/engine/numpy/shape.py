@@ -1,13 +1,16 @@
-"""Shape functions with NumPy's signatures: reshape, transpose and friends, joins,
-``pad`` in every mode, ``roll``, ``flip``, sliding windows, ``diff`` and ``gradient``,
-``repeat`` / ``tile`` / ``split``, diagonals and triangles.
+"""Shape functions with NumPy's signatures: reshape, transpose and friends, joins
+(``block``, ``append``, ``unstack``), ``insert`` / ``delete`` / ``resize``, ``meshgrid``,
+``pad`` in every mode, ``roll``, ``flip``, sliding windows, ``diff``, ``ediff1d`` and
+``gradient``, ``repeat`` / ``tile`` / ``split``, diagonals and triangles.
 
 The pad modes other than constant, ``diff``, ``gradient``, ``repeat``, ``tile``,
-``split`` and ``diag`` are compositions of primitives (gathers with fixed index
-arrays, slices, arithmetic), so they batch and differentiate through their parts.
+``split``, ``insert``, ``delete`` and ``diag`` are compositions of primitives (gathers
+with fixed index arrays, slices, arithmetic), so they batch and differentiate through
+their parts.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -17,12 +20,16 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, namespace, normalize_axis
+from labeled_func_kernels.creation import zeros_like
 from labeled_func_kernels.indexing import getitem, getitem_static, normalize_key, split_key
+from labeled_func_kernels.primitive import Traced
 
 from ..errors import UnsupportedOperationError
 from ..views import static_slice
+from .creation import linspace
 from .dispatch import NO_VALUE, FUNCTIONS, asarray, given, implements
-from .dynamic import fixed
+from .dynamic import fixed, pick
+from .reductions import largest, mean, median, smallest
 
 __all__ = ["diagonal", "at_least_1d"]
 
@@ -233,26 +240,282 @@ def _column_stack(tup):
     return _joined(columns, 1, None)
 
 
+@implements(np.unstack)
+def _unstack(x, /, *, axis=0):
+    """The slices of ``x`` along ``axis``, as a tuple (the inverse of stack)."""
+    x = asarray(x)
+    if x.ndim == 0:
+        raise ValueError("Input array must be at least 1-d.")
+    axis = normalize_axis(axis, x.ndim)[0]
+    return tuple(getitem_static(x, (slice(None),) * axis + (i,)) for i in range(x.shape[axis]))
+
+
+@implements(np.append)
+def _append(arr, values, axis=None):
+    """``values`` joined after ``arr`` along ``axis``; with None, both flattened."""
+    arr = _as_array(arr, values)
+    values = _as_array(values, arr)
+    if axis is None:
+        if arr.ndim != 1:
+            arr = _flat(arr)
+        values = _flat(values)
+        axis = arr.ndim - 1
+    return ks.concatenate.bind(arr, values, axis=normalize_axis(axis, arr.ndim)[0])
+
+
+def _as_array(value, *others):
+    """A list, tuple or number as an array, in the namespace of the arrays among ``others``
+    (NumPy's without any)."""
+    if hasattr(value, "ndim"):
+        return value
+    arrays = [other for other in others if hasattr(other, "ndim")]
+    return namespace(*arrays).asarray(value) if arrays else np.asarray(value)
+
+
+def _flat(x):
+    """``x`` as a vector (its length given: a size-0 batch cannot infer a -1)."""
+    return kcore.reshape.bind(x, shape=(math.prod(x.shape),))
+
+
+@implements(np.block)
+def _block(arrays):
+    """NumPy's block: the innermost lists joined along the last axis, the lists holding
+    them along the one before, and so on; every block first given that many dimensions."""
+    depth, rank = _block_depth(arrays, ())
+    rank = max(depth, rank)
+
+    def assemble(item, level):
+        if level == depth:
+            item = _as_array(item)
+            return item if item.ndim == rank else kcore.reshape.bind(
+                item, shape=(1,) * (rank - item.ndim) + tuple(item.shape))
+        parts = [assemble(part, level + 1) for part in item]
+        return parts[0] if len(parts) == 1 else ks.concatenate.bind(*parts, axis=rank - depth + level)
+
+    out = assemble(arrays, 0)
+    return kcore.copy.bind(out) if depth == 0 else out
+
+
+def _block_depth(item, index):
+    """``(depth of the nested lists, largest ndim of a block)``; NumPy's errors for tuples,
+    empty lists and lists of unequal depths."""
+    if isinstance(item, tuple):
+        raise TypeError(f"arrays{''.join(f'[{i}]' for i in index)} is a tuple. Only lists can be used to arrange "
+                        "blocks, and np.block does not allow implicit conversion from tuple to ndarray.")
+    if not isinstance(item, list):
+        return 0, np.ndim(item)
+    if not item:
+        raise ValueError(f"List at arrays{''.join(f'[{i}]' for i in index)} cannot be empty")
+    found = [_block_depth(part, index + (i,)) for i, part in enumerate(item)]
+    depths = {depth for depth, _ in found}
+    if len(depths) > 1:
+        raise ValueError("List depths are mismatched. All lists at the same depth in numpy.block must have "
+                         "the same nesting depth")
+    return depths.pop() + 1, max(rank for _, rank in found)
+
+
+def _layout_of(name, arr_shape, obj, axis, values_shape=None):
+    """Which element of ``arr`` (flat position) or of ``values`` (flat position plus
+    ``arr``'s size) each element of NumPy's ``insert`` / ``delete`` result holds, found by
+    running NumPy on the positions themselves; a traced ``obj`` is fixed by its primal."""
+    if isinstance(obj, Traced) or hasattr(obj, "shape"):  # traced, or on a device: its values, on the host
+        obj = fixed(obj, f"numpy.{name} (traced obj: where the elements go)")
+    size = int(np.prod(arr_shape))
+    positions = np.arange(size).reshape(arr_shape)
+    if values_shape is None:
+        return np.delete(positions, obj, axis)
+    return np.insert(positions, obj, size + np.arange(int(np.prod(values_shape))).reshape(values_shape), axis)
+
+
+@implements(np.delete)
+def _delete(arr, obj, axis=None):
+    """``arr`` without the entries ``obj`` (an int, a slice, a sequence, a boolean mask)
+    selects along ``axis`` (None: of the flattened array): a gather of the others."""
+    arr = _as_array(arr)
+    layout = _layout_of("delete", tuple(arr.shape), obj, axis)
+    return kcore.reshape.bind(pick(_flat(arr), np.ravel(layout), 0), shape=layout.shape)
+
+
+@implements(np.insert)
+def _insert(arr, obj, values, axis=None):
+    """``values`` (cast to ``arr``'s dtype, broadcast as NumPy does) placed before the
+    entries ``obj`` selects along ``axis`` (None: of the flattened array): a gather from
+    the two arrays joined."""
+    arr = _as_array(arr)
+    values = _as_array(values, arr)
+    if values.dtype != arr.dtype:
+        values = ew.astype.bind(values, dtype=arr.dtype)
+    layout = _layout_of("insert", tuple(arr.shape), obj, axis, tuple(values.shape))
+    both = ks.concatenate.bind(_flat(arr), _flat(values), axis=0)
+    return kcore.reshape.bind(pick(both, np.ravel(layout), 0), shape=layout.shape)
+
+
+@implements(np.resize)
+def _resize(a, new_shape):
+    """The flattened ``a`` repeated (or cut) to fill ``new_shape``; zeros if either is empty."""
+    a = _as_array(a)
+    new_shape = (operator.index(new_shape),) if not isinstance(new_shape, (tuple, list)) else tuple(
+        operator.index(size) for size in new_shape)
+    if any(size < 0 for size in new_shape):
+        raise ValueError("all elements of `new_shape` must be non-negative")
+    new_size = math.prod(new_shape)
+    flat = _flat(a)
+    size = flat.shape[0]
+    if size == 0 or new_size == 0:
+        return zeros_like.bind(flat, shape=new_shape)
+    repeats = -(-new_size // size)
+    if repeats > 1:
+        flat = kcore.reshape.bind(kcore.broadcast_to.bind(flat, shape=(repeats, size)), shape=(repeats * size,))
+    if flat.shape[0] != new_size:
+        flat = getitem_static(flat, (slice(0, new_size),))
+    return kcore.reshape.bind(flat, shape=new_shape)
+
+
+@implements(np.meshgrid)
+def _meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    """Coordinate arrays: the flattened ``xi[i]`` along axis ``i`` (the first two axes
+    swapped for ``indexing="xy"``), broadcast to the full grid unless ``sparse``."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    count = len(xi)
+    out = []
+    for i, x in enumerate(xi):
+        x = _as_array(x, *xi)
+        shape = [1] * count
+        shape[1 - i if indexing == "xy" and count > 1 and i < 2 else i] = math.prod(x.shape)
+        out.append(kcore.reshape.bind(x, shape=tuple(shape)))
+    if not sparse and count:
+        grid = np.broadcast_shapes(*[tuple(x.shape) for x in out])
+        out = [kcore.broadcast_to.bind(x, shape=grid) for x in out]
+    if copy:
+        out = [kcore.copy.bind(x) for x in out]
+    return tuple(out)
+
+
 # --- pad -----------------------------------------------------------------------------------------
+_PAD_OPTIONS = {"constant": {"constant_values"}, "edge": set(), "wrap": set(), "empty": set(),
+                "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
+                "maximum": {"stat_length"}, "minimum": {"stat_length"}, "mean": {"stat_length"},
+                "median": {"stat_length"}}
+_PAD_STATISTICS = {"maximum": largest, "minimum": smallest, "mean": mean, "median": median}
+
+
 @implements(np.pad)
 def _pad(array, pad_width, mode="constant", **kwargs):
-    """NumPy's pad for modes constant, edge, reflect, symmetric and wrap.  Modes other
-    than constant gather along each axis with a fixed index array."""
-    if callable(mode) or mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
+    """NumPy's pad in every named mode.  Axis after axis, as NumPy pads (the corners come
+    from the axes padded before): edge, wrap and even reflections gather with a fixed index
+    array; odd reflections, ramps and statistics join computed blocks to the array.
+    ``empty`` leaves the padding undefined in NumPy; here it is zeros."""
+    if callable(mode) or mode not in _PAD_OPTIONS:
         raise UnsupportedOperationError(f"numpy.pad with mode={mode!r} is not supported on traced arrays")
-    constant = kwargs.pop("constant_values", 0)
-    reflect_type = kwargs.pop("reflect_type", "even")
-    if kwargs or reflect_type != "even":
-        raise UnsupportedOperationError(f"numpy.pad with {sorted(kwargs) or ['reflect_type']} is not supported on traced arrays")
+    unknown = set(kwargs) - _PAD_OPTIONS[mode]
+    if unknown:
+        raise ValueError(f"unsupported keyword arguments for mode '{mode}': {unknown}")
+    array = asarray(array)
     pad_width = _pad_widths(pad_width, array.ndim)
-    if mode == "constant":
-        constant = _pairs(constant, array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
+    if mode in ("constant", "empty"):
+        constant = _pairs(kwargs.get("constant_values", 0), array.ndim, lambda v: v.item() if hasattr(v, "item") else v)
         return ki.pad.bind(array, pad_width=pad_width, constant_values=constant)
+    for axis, (before, after) in enumerate(pad_width):
+        if (before or after) and array.shape[axis] == 0:
+            raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
+    if mode == "linear_ramp":
+        ends = _pairs(kwargs.get("end_values", 0), array.ndim, lambda v: v)
+        return _padded(array, pad_width, lambda x, axis, widths: _ramps(x, axis, widths, ends[axis]))
+    if mode in _PAD_STATISTICS:
+        lengths = kwargs.get("stat_length")
+        lengths = ((None, None),) * array.ndim if lengths is None else _pad_widths(lengths, array.ndim)
+        return _padded(array, pad_width, lambda x, axis, widths: _statistics(
+            x, axis, widths, lengths[axis], _PAD_STATISTICS[mode]))
+    odd = kwargs.get("reflect_type", "even") == "odd"  # NumPy reads any other value as "even"
     x = array
     for axis, (before, after) in enumerate(pad_width):
-        if before or after:
+        if not (before or after):
+            continue
+        if odd and x.shape[axis] > 1:
+            x = _odd_reflection(x, axis, before, after, mode == "symmetric")
+        else:
             index = _pad_index(x.shape[axis], before, after, mode)
             x = getitem_static(x, (slice(None),) * axis + (index,))
+    return x
+
+
+def _padded(x, pad_width, blocks):
+    """``x`` with, along each axis in turn, the two blocks ``blocks(x, axis, (before,
+    after))`` returns joined before and after it."""
+    for axis, widths in enumerate(pad_width):
+        if widths[0] or widths[1]:
+            first, last = blocks(x, axis, widths)
+            x = ks.concatenate.bind(*[part for part, width in zip((first, x, last), (widths[0], 1, widths[1]))
+                                      if width], axis=axis)
+    return x
+
+
+def _along(x, axis, start, stop):
+    return getitem_static(x, (slice(None),) * axis + (slice(start, stop),))
+
+
+def _ramps(x, axis, widths, ends):
+    """Linear ramps from the end values (included) towards the edges (excluded), computed
+    as NumPy's linspace of the pad's dtype."""
+    xp = namespace(x)
+    ramps = []
+    for side, (width, end) in enumerate(zip(widths, ends)):
+        if not width:
+            ramps.append(None)
+            continue
+        edge = getitem_static(x, (slice(None),) * axis + (-side,))
+        end = xp.asarray(end.item() if hasattr(end, "item") else end, device=device_of(x))
+        ramp = linspace(end, edge, num=width, endpoint=False, dtype=x.dtype, axis=axis)
+        ramps.append(ks.flip.bind(ramp, axis=(axis,)) if side else ramp)
+    return tuple(ramps)
+
+
+def _statistics(x, axis, widths, lengths, statistic):
+    """The statistic of the first and last ``lengths`` elements along ``axis`` (all of
+    them where None or longer), repeated over each pad's width; rounded to the array's
+    integer dtype as NumPy does."""
+    size = x.shape[axis]
+    first, last = (size if length is None else min(length, size) for length in lengths)
+    if statistic in (largest, smallest) and not (first and last):
+        raise ValueError("stat_length of 0 yields no value for padding")
+    blocks = []
+    for width, (start, stop) in zip(widths, ((0, first), (size - last, size))):
+        if not width:
+            blocks.append(None)
+            continue
+        value = statistic(_along(x, axis, start, stop), axis, True)
+        if dtype_kind(x.dtype) in "iu" and dtype_kind(value.dtype) not in "iub":
+            value = ew.astype.bind(ew.rint.bind(value), dtype=x.dtype)
+        elif value.dtype != x.dtype:
+            value = ew.astype.bind(value, dtype=x.dtype)
+        shape = list(x.shape)
+        shape[axis] = width
+        blocks.append(kcore.broadcast_to.bind(value, shape=tuple(shape)))
+    return tuple(blocks)
+
+
+def _odd_reflection(x, axis, before, after, symmetric):
+    """NumPy's odd reflection: chunks mirrored about each edge value (``2 edge - x``), at
+    most one period of the part padded so far at a time, until both widths are filled."""
+    period = x.shape[axis]
+    while before or after:
+        length = x.shape[axis]
+        chunk = length // period * period if symmetric else (length - 1) // (period - 1) * (period - 1)
+        offset = 0 if symmetric else 1
+        parts = []
+        if before:
+            count = min(chunk, before)
+            mirrored = ks.flip.bind(_along(x, axis, offset, offset + count), axis=(axis,))
+            parts.append(ew.subtract.bind(ew.multiply.bind(2, _along(x, axis, 0, 1)), mirrored))
+            before -= count
+        parts.append(x)
+        if after:
+            count = min(chunk, after)
+            mirrored = ks.flip.bind(_along(x, axis, length - offset - count, length - offset), axis=(axis,))
+            parts.append(ew.subtract.bind(ew.multiply.bind(2, _along(x, axis, length - 1, length)), mirrored))
+            after -= count
+        x = ks.concatenate.bind(*parts, axis=axis)
     return x
 
 
@@ -394,6 +657,31 @@ def _diff(a, n=1, axis=-1, prepend=NO_VALUE, append=NO_VALUE):
         lower[axis] = slice(None, -1)
         x = ew.subtract.bind(getitem_static(x, tuple(upper)), getitem_static(x, tuple(lower)))
     return x
+
+
+@implements(np.ediff1d)
+def _ediff1d(ary, to_end=None, to_begin=None):
+    """Differences of the flattened ``ary``, with ``to_begin`` / ``to_end`` (flattened,
+    cast to ``ary``'s dtype if NumPy's same-kind rule allows) joined at the ends."""
+    ary = _flat(_as_array(ary))
+    parts = []
+    for name, extra in (("to_begin", to_begin), ("to_end", to_end)):
+        if extra is None:
+            parts.append(None)
+            continue
+        extra = _as_array(extra, ary)
+        if not np.can_cast(_numpy_dtype(extra.dtype), _numpy_dtype(ary.dtype), casting="same_kind"):
+            raise TypeError(f"dtype of `{name}` must be compatible with input `ary` under the `same_kind` rule.")
+        if extra.dtype != ary.dtype:
+            extra = ew.astype.bind(extra, dtype=ary.dtype)
+        parts.append(_flat(extra))
+    differences = ew.subtract.bind(getitem_static(ary, (slice(1, None),)), getitem_static(ary, (slice(None, -1),)))
+    joined = [part for part in (parts[0], differences, parts[1]) if part is not None]
+    return joined[0] if len(joined) == 1 else ks.concatenate.bind(*joined, axis=0)
+
+
+def _numpy_dtype(dtype):
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
 
 
 @implements(np.gradient)
