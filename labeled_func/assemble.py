@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 import xarray as xr
+from xarray.indexes import PandasIndex
 
-__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables"]
+__all__ = ["dataset_like", "dataset_holding", "dataarray_like", "dataarray_holding", "holding", "coord_variables",
+           "joined_labels", "merged_arrays"]
 
 
 def coord_variables(obj):
@@ -125,6 +127,74 @@ def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):
             coords[name] = var
         indexes.update(extra_indexes or {})
     return da._replace(variable=new_variable, coords=coords, indexes=indexes)
+
+
+def joined_labels(data, dims, attrs, first, second, renamed, skipped=()):
+    """``xr.DataArray(data, dims=dims, coords=..., attrs=attrs)`` whose coordinates are those of
+    the DataArray ``first`` (or none, for None) and those of the DataArray ``second`` not in
+    ``skipped``, renamed by ``renamed`` ({old: new}, for its dims and coordinates alike), their
+    indexes renamed with them instead of built again.  None where an index is not one
+    coordinate's PandasIndex (a multi-index), a name is taken or a coordinate does not fit
+    the sizes: the public constructor's way then."""
+    variable = xr.Variable(dims, data, attrs)
+    sizes = dict(zip(variable.dims, variable.shape))
+    coords, indexes = {}, {}
+    for source in (first, second):
+        if source is not None and any(type(index) is not PandasIndex for index in source._indexes.values()):
+            return None
+    if first is not None:
+        for name, var in first._coords.items():
+            coords[name] = var.copy(deep=False)
+        indexes.update(first._indexes)
+    for name, var in second._coords.items():
+        if name in skipped:
+            continue
+        new = renamed[name]
+        if new in coords:
+            return None
+        new_dims = tuple(renamed[dim] for dim in var.dims)
+        index = second._indexes.get(name)
+        if index is not None:
+            index = index.rename({name: new}, dict(zip(var.dims, new_dims)))
+            coords[new] = index.create_variables({new: var})[new]
+            indexes[new] = index
+        else:
+            coords[new] = xr.Variable(new_dims, var.data, var.attrs)
+    if not all(_fits(var, sizes) for var in coords.values()):
+        return None
+    return xr.DataArray(variable, coords=coords, indexes=indexes, fastpath=True)
+
+
+def merged_arrays(arrays):
+    """``xr.Dataset(arrays)`` for DataArrays ({name: DataArray}) whose coordinates agree where
+    they meet (one name: equal indexes, or equal variables without one), in the public
+    constructor's order: each array's coordinates not seen before, then the array.  None
+    where they do not agree or a name is taken twice: the public merge decides then."""
+    variables, indexes, coord_names = {}, {}, set()
+    for name, da in arrays.items():
+        if type(da) is not xr.DataArray or name in variables:
+            return None
+        for cname, var in da._coords.items():
+            index = da._indexes.get(cname)
+            if cname not in variables:
+                variables[cname] = var
+                coord_names.add(cname)
+                if index is not None:
+                    indexes[cname] = index
+            elif cname not in coord_names or (index is None) != (cname not in indexes):
+                return None
+            elif index is not None:
+                if index is not indexes[cname] and not index.equals(indexes[cname]):
+                    return None
+            elif var is not variables[cname] and not var.equals(variables[cname]):
+                return None
+        if name in variables:
+            return None
+        variables[name] = da.variable
+    sizes = {}
+    if not all(_add_sizes(sizes, var) for var in variables.values()):
+        return None
+    return xr.Dataset._construct_direct(variables, coord_names, dims=sizes, attrs={}, indexes=indexes)
 
 
 def _new_coordinate(name, var, indexes):

@@ -26,7 +26,7 @@ from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_dtype, numpy_namespace
 from labeled_func_kernels.indexing import getitem_static
 
-from .assemble import coord_variables
+from .assemble import coord_variables, joined_labels, merged_arrays
 from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
 from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
@@ -1063,8 +1063,10 @@ def _argument_structure(out_leaf, row, slots, naming, single):
             if not count:
                 leaves.append(leaf)
             elif isinstance(leaf, xr.Dataset):
-                leaves.append(xr.Dataset({var: _block(out_leaf, leaf[var], part, naming, str(var))
-                                          for var, part in zip(leaf.data_vars, parts)}))
+                blocks = {var: _block(out_leaf, leaf[var], part, naming, str(var))
+                          for var, part in zip(leaf.data_vars, parts)}
+                merged = merged_arrays(blocks)
+                leaves.append(merged if merged is not None else xr.Dataset(blocks))
             else:
                 leaves.append(_block(out_leaf, leaf, parts[0], naming, _wrt_name(parameter, path, leaf)))
         k += j
@@ -1090,7 +1092,7 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
             return block
         in_leaf = xr.DataArray(0.0)
     if isinstance(out_leaf, xr.DataArray):
-        out_dims, out_coords = tuple(out_leaf.dims), dict(out_leaf.coords.items())
+        out_dims, out_coords = tuple(out_leaf.dims), coord_variables(out_leaf)
         out_name, out_attrs = _OutputName(None if out_leaf.name is None else str(out_leaf.name),
                                           naming.function), out_leaf.attrs
     elif getattr(out_leaf, "ndim", 0) == 0:
@@ -1098,26 +1100,30 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
         out_name, out_attrs = _OutputName(None, naming.function), {}
     else:
         return block
+    in_coords = coord_variables(in_leaf)
     taken = set(out_dims) | set(out_coords) | naming.hidden
     # a scalar coordinate the output carries with the same value (run=5 passed through) is
     # one label, not two: it is not repeated with the suffix
-    shared = {name for name, c in in_leaf.coords.items()
-              if c.ndim == 0 and name in out_coords and out_coords[name].ndim == 0
-              and c.variable.equals(out_coords[name].variable)}
+    shared = {name for name, c in in_coords.items()
+              if c.ndim == 0 and name in out_coords and out_coords[name].ndim == 0 and c.equals(out_coords[name])}
     # a scalar coordinate that an enclosing vmap gives each example (one along its dim) is
     # the vmap's to put back, as the loop's concatenation would: not repeated with the suffix
-    shared |= {name for name, c in in_leaf.coords.items() if c.ndim == 0 and name in naming.hidden}
+    shared |= {name for name, c in in_coords.items() if c.ndim == 0 and name in naming.hidden}
     renamed = {}
-    for dim in list(in_leaf.dims) + [c for c in in_leaf.coords if c not in in_leaf.dims and c not in shared]:
+    for dim in list(in_leaf.dims) + [c for c in in_coords if c not in in_leaf.dims and c not in shared]:
         new = dim
         while new in taken:
             new += naming.suffix
         taken.add(new)
         renamed[dim] = new
     in_dims = tuple(renamed[d] for d in in_leaf.dims)
-    coords = {name: c.variable for name, c in out_coords.items()}
-    for name, c in in_leaf.coords.items():
-        if name not in shared:
-            coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.variable.data, c.attrs)
     attrs = _derivative_attrs(out_name, out_attrs, wrt, in_leaf.attrs, of_derivative=naming.second)
+    labeled = joined_labels(block, out_dims + in_dims, attrs, out_leaf if isinstance(out_leaf, xr.DataArray) else None,
+                            in_leaf, renamed, shared)
+    if labeled is not None:
+        return labeled
+    coords = dict(out_coords)
+    for name, c in in_coords.items():
+        if name not in shared:
+            coords[renamed[name]] = xr.Variable(tuple(renamed[d] for d in c.dims), c.data, c.attrs)
     return xr.DataArray(block, dims=out_dims + in_dims, coords=coords, attrs=attrs)

@@ -246,3 +246,138 @@ def test_holding_a_numpy_scalar_is_copy_with_data():
     got, expected = holding(variable, np.float64(2.5)), variable.copy(deep=False, data=np.float64(2.5))
     assert type(got._data) is type(expected._data) is np.ndarray
     xr.testing.assert_identical(got, expected)
+
+
+# --- Jacobian blocks: the output's and the argument's labels joined ---------------------------------
+autodiff = importlib.import_module("labeled_func.autodiff")
+
+
+def state(kind):
+    """A field with dims (site,) and the coordinates of ``kind``, for Jacobians."""
+    da = xr.DataArray(np.linspace(0.5, 2.0, 5), dims="site", name="u", attrs={"units": "K"})
+    if kind in ("index", "all"):
+        da = da.assign_coords(site=("site", np.arange(10, 15), {"long_name": "station"}))
+    if kind in ("dates", "all"):
+        da = da.assign_coords(when=("site", pd.date_range("2001-01-01", periods=5)))
+    if kind in ("scalar", "all"):
+        da = da.assign_coords(run=7)
+    if kind == "multiindex":
+        index = pd.MultiIndex.from_arrays([[1, 1, 2, 2, 3], list("ababa")], names=("row", "col"))
+        da = da.assign_coords(xr.Coordinates.from_pandas_multiindex(index, "site"))
+    return da
+
+
+def model(u):
+    """Output dims (site,) named like the argument's: the argument's get the suffix."""
+    return (u * u.roll(site=1, roll_coords=False)).rename("flux")
+
+
+def analytic(values):
+    m = values.size
+    jac = np.diag(np.roll(values, 1)).astype(float)
+    jac[np.arange(m), (np.arange(m) - 1) % m] += values
+    return jac
+
+
+JACOBIAN_KINDS = ["none", "index", "dates", "scalar", "all", "multiindex"]
+
+
+@pytest.mark.parametrize("kind", JACOBIAN_KINDS)
+@pytest.mark.parametrize("transform", [lf.jacrev, lf.jacfwd])
+def test_jacobian_blocks_are_the_public_constructors(kind, transform, monkeypatch):
+    u = state(kind)
+    direct = transform(model)(u)
+    np.testing.assert_allclose(direct.values, analytic(u.values), rtol=1e-15)
+    monkeypatch.setattr(autodiff, "joined_labels", lambda *a, **k: None)
+    public = transform(model)(u)
+    xr.testing.assert_identical(direct, public)
+    assert list(direct.coords) == list(public.coords)
+    for name in direct.coords:
+        assert direct[name].attrs == public[name].attrs
+    if kind != "multiindex":  # (xarray's constructor gives the levels indexes without index variables)
+        _assert_internal_invariants(direct, check_default_indexes=True)
+    if kind in ("index", "all"):  # the renamed index is an index
+        assert direct.indexes["site_wrt"].equals(pd.Index(np.arange(10, 15)))
+        assert float(direct.sel(site=11, site_wrt=11)) == pytest.approx(u.values[0])
+
+
+@pytest.mark.parametrize("kind", ["none", "index", "all"])
+def test_labels_of_hessians_datasets_and_vmapped_jacobians_are_the_public_constructors(kind, monkeypatch):
+    u = state(kind)
+    ds = xr.Dataset({"u": u, "k": ((), 0.5)})
+
+    def run():
+        return (lf.hessian(lambda u: (u ** 3).sum())(u),
+                lf.jacrev(lambda p: (p.u * p.k).rename("y"))(ds),
+                lf.vmap(lf.jacrev(lambda v: v * v), dim="member")(xr.concat([u, 2 * u], dim="member")))
+
+    direct = run()
+    np.testing.assert_allclose(direct[0].values, np.diag(6 * u.values), rtol=1e-15)
+    np.testing.assert_allclose(direct[1].u.values, np.diag(np.full(5, 0.5)), rtol=1e-15)
+    np.testing.assert_allclose(direct[2].values, [np.diag(2 * u.values), np.diag(4 * u.values)], rtol=1e-15)
+    monkeypatch.setattr(autodiff, "joined_labels", lambda *a, **k: None)
+    for got, expected in zip(direct, run()):
+        xr.testing.assert_identical(got, expected)
+        _assert_internal_invariants(got, check_default_indexes=True)
+
+
+def test_joined_labels_leaves_a_multi_index_and_a_taken_name_to_the_constructor():
+    from labeled_func.assemble import joined_labels
+
+    u = state("multiindex")
+    assert joined_labels(np.zeros((5, 5)), ("a", "b"), {}, None, u, {"site": "b", "row": "row", "col": "col"}) is None
+    v = state("index").assign_coords(extra=("site", np.ones(5)))
+    taken = v.rename(site="other").drop_vars("other")  # has 'extra' on dim 'other'
+    assert joined_labels(np.zeros((5, 5)), ("other", "site"), {}, taken, v,
+                         {"site": "site", "extra": "extra"}) is None
+
+
+def parameters(kind):
+    """A Dataset of parameters: scalars, a vector along its own dim, coordinates of ``kind``."""
+    ds = xr.Dataset({"a": 1.5, "b": ("k", [2.0, -1.0]), "c": 0.5}, attrs={"title": "params"})
+    if kind in ("index", "all"):
+        ds = ds.assign_coords(k=("k", [7, 8], {"units": "1"}))
+    if kind in ("scalar", "all"):
+        ds = ds.assign_coords(run=3)
+    if kind in ("labels", "all"):
+        ds = ds.assign_coords(tag=("k", ["x", "y"]))
+    return ds
+
+
+def field(kind):
+    u = state("index" if kind != "none" else "none")
+    return u.assign_coords(lab=("site", list("abcde"))) if kind == "all" else u
+
+
+@pytest.mark.parametrize("kind", ["none", "index", "scalar", "labels", "all"])
+@pytest.mark.parametrize("transform", [lf.jacrev, lf.jacfwd])
+def test_jacobians_of_dataset_arguments_are_the_public_constructors(kind, transform, monkeypatch):
+    p, u = parameters(kind), field(kind)
+
+    def model(p):
+        return p.a * u + (p.b * u ** 2).sum("k") + p.c
+
+    direct = transform(model)(p)
+    np.testing.assert_allclose(direct.a.values, u.values, rtol=1e-15)
+    np.testing.assert_allclose(direct.b.values, np.stack([u.values ** 2] * 2, axis=-1), rtol=1e-15)
+    np.testing.assert_allclose(direct.c.values, np.ones(5), rtol=1e-15)
+    monkeypatch.setattr(autodiff, "merged_arrays", lambda arrays: None)
+    public = transform(model)(p)
+    xr.testing.assert_identical(direct, public)
+    assert list(direct.variables) == list(public.variables)
+    assert list(direct.dims) == list(public.dims)
+    for name in direct.variables:
+        assert direct[name].attrs == public[name].attrs
+    _assert_internal_invariants(direct, check_default_indexes=True)
+
+
+def test_merged_arrays_leaves_disagreeing_coordinates_to_the_public_merge():
+    from labeled_func.assemble import merged_arrays
+
+    a = xr.DataArray([1.0, 2.0], dims="x", coords={"x": [0, 1], "w": ("x", [5.0, 6.0])})
+    assert merged_arrays({"a": a, "b": a * 2}) is not None
+    assert merged_arrays({"a": a, "b": a.assign_coords(w=("x", [5.0, 7.0]))}) is None  # a non-index coordinate differs
+    assert merged_arrays({"a": a, "b": a.assign_coords(x=[0, 2])}) is None  # an index differs: xarray aligns
+    assert merged_arrays({"w": a, "b": a}) is None  # a name both a coordinate and a data variable
+    assert merged_arrays({"a": a, "b": np.ones(2)}) is None  # not a DataArray
+    xr.testing.assert_identical(merged_arrays({"a": a, "b": a * 2}), xr.Dataset({"a": a, "b": a * 2}))
