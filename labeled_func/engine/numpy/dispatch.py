@@ -161,6 +161,11 @@ def function_name(func):
     return f"{module}.{getattr(func, '__name__', func)}"
 
 
+# private ufuncs that a public Python function calls (scipy.special.zeta calls _zeta), by
+# the public name: the families' registrations fill it
+PUBLIC_UFUNC_NAMES: dict = {}
+
+
 def ufunc_name(ufunc):
     """Where a ufunc lives, for messages: ``numpy.sin``, ``scipy.special.erf``.
 
@@ -168,6 +173,9 @@ def ufunc_name(ufunc):
     then in scipy.special and the other public modules already imported (never importing
     one).  Only called to build an error message.
     """
+    public = PUBLIC_UFUNC_NAMES.get(ufunc)
+    if public is not None:
+        return public
     name = getattr(ufunc, "__name__", None) or repr(ufunc)
     if getattr(np, name, None) is ufunc:
         return f"numpy.{name}"

@@ -1,18 +1,23 @@
 """scipy.special on traced arrays: its ufuncs, and what to do about its functions.
 
-The ufuncs (erf, erfc, erfinv, erfcinv, gamma, gammaln, loggamma, gammainc, gammaincc,
-beta, betaln, digamma/psi, ndtr, ndtri, log_ndtr, xlogy, xlog1py, i0, i0e, i1, i1e,
-expit, logit) reach a tracer through ``__array_ufunc__``.  They are registered at the
-first traced call of a ufunc without a kernel, if SciPy is imported by then (a SciPy
-ufunc cannot be called before), never importing SciPy here.  Most are primitives of
-``kernels.elementwise`` (their impls call SciPy or cupyx.scipy); expit and logit are
-compositions, and the incomplete gamma functions refuse a differentiated first argument:
-their derivative in ``a`` has no closed form (torch.special refuses it too).
+The ufuncs (erf, erfc, erfcx, erfinv, erfcinv, gamma, gammaln, loggamma, rgamma, gammainc,
+gammaincc, beta, betaln, digamma/psi, ndtr, ndtri, log_ndtr, xlogy, xlog1py, entr, rel_entr,
+kl_div, huber, pseudo_huber, boxcox, boxcox1p, expit, logit, log_expit, exprel, expi, exp1,
+dawsn, spence, sici, the Bessel functions i0, i0e, i1, i1e, j0, j1, y0, y1, k0, k1, k0e, k1e,
+iv, ive, jv/jn, yv, yn, kv, kve, kn, the zeta functions, and SciPy's own log1p, expm1, cbrt,
+exp2, exp10, sindg, cosdg, tandg, cotdg, radian) reach a tracer through ``__array_ufunc__``.
+They are registered at the first traced call of a ufunc without a kernel, if SciPy is
+imported by then (a SciPy ufunc cannot be called before), never importing SciPy here.  Most
+are primitives of ``kernels.elementwise`` (their impls call SciPy or cupyx.scipy); expit,
+logit and sici are compositions.  A first argument without a closed-form derivative (the
+incomplete gamma functions' ``a``, the Bessel functions' order, zeta's ``x``) is refused
+where it is differentiated (torch.special refuses ``a`` too).  ``scipy.special.zeta`` is a
+Python function calling the private ufuncs ``_zeta`` and ``_riemann_zeta``: those are
+registered, and so is ``_lambertw``, which ``lambertw`` calls (differentiable in z).
 
-``logsumexp``, ``softmax`` and ``log_softmax`` are Python functions that SciPy's
-array-API layer starts with ``np.asarray``-like conversions: NumPy never hands them to a
-tracer, so they raise ConversionError, and the error says which NumPy composition to write
-instead (registered advice, :data:`ADVICE`).
+``logsumexp``, ``softmax``, ``log_softmax`` and ``polygamma`` are Python functions that start
+with ``np.asarray``-like conversions: NumPy never hands them to a tracer, so they raise
+ConversionError, and the error says what to write instead (registered advice, :data:`ADVICE`).
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from labeled_func_kernels.primitive import Primitive
 from .. import diagnose
 from ..errors import UnsupportedOperationError
 from ..stack import differentiated
-from .dispatch import LAZY_REGISTRATIONS, UFUNC_HANDLERS, UFUNCS
+from .dispatch import LAZY_REGISTRATIONS, PUBLIC_UFUNC_NAMES, UFUNC_HANDLERS, UFUNCS
 from .elementwise import floating
 
 __all__ = ["expit", "logit", "ADVICE"]
@@ -55,20 +60,71 @@ def _digamma(x):
     return ew.polygamma.bind(x, n=0)
 
 
-def _incomplete_gamma(prim, name):
-    """gammainc / gammaincc: differentiable in ``x`` only."""
+def _constant_first(prim, name, first="a", second="x", like="as torch.special does"):
+    """A function differentiable in its second argument only (gammainc(a, x), jv(v, z),
+    zeta(x, q)): a differentiated first argument raises, naming the function."""
 
-    def handler(a, x):
-        if differentiated([a]):
+    def handler(constant, x):
+        if isinstance(constant, (list, tuple)):  # an array of orders, as the ufunc would make it
+            constant = np.asarray(constant)
+        if differentiated([constant]):
             raise UnsupportedOperationError(
-                f"scipy.special.{name}(a, x): the derivative with respect to a (the first argument) has no "
-                "closed form and is not supported; differentiate with respect to x only (pass a as a "
-                "constant), as torch.special does"
+                f"scipy.special.{name}({first}, {second}): the derivative with respect to {first} (the first "
+                f"argument) has no closed form and is not supported; differentiate with respect to {second} only "
+                f"(pass {first} as a constant){', ' + like if like else ''}"
             )
-        return prim.bind(a, x)
+        return prim.bind(constant, x)
 
     return handler
 
+
+def _sici(x):
+    """sici(x): the sine and cosine integrals, two primitives."""
+    return ew.sine_integral.bind(x), ew.cosine_integral.bind(x)
+
+
+def _lambertw(z, k, tol):
+    """scipy.special.lambertw(z, k, tol) calls this private ufunc (k an integer array it made):
+    differentiable in z."""
+    if differentiated([k, tol]):
+        raise UnsupportedOperationError("scipy.special.lambertw(z, k, tol): k and tol are constants; "
+                                        "differentiate with respect to z only")
+    return ew.lambertw.bind(z, k, tol)
+
+
+def _incomplete_gamma(prim, name):
+    """gammainc / gammaincc: differentiable in ``x`` only."""
+    return _constant_first(prim, name)
+
+
+def _bessel(prim, name, order="v"):
+    """A Bessel function of an order and z: differentiable in z only."""
+    return _constant_first(prim, name, order, "z", "")
+
+
+def _ive(v, z):
+    """ive(v, z) = iv(v, z) exp(-|Re z|): of a complex z not holomorphic, so not differentiated."""
+    if np.dtype(getattr(z, "dtype", np.float64)).kind == "c" and differentiated([z]):
+        raise UnsupportedOperationError(
+            "scipy.special.ive(v, z) of a complex z is not holomorphic (its factor exp(-|Re z|)) and its "
+            "derivative is not supported; write scipy.special.iv(v, z) * np.exp(-np.abs(z.real))"
+        )
+    return _IVE(v, z)
+
+
+def _riemann_zeta(x):
+    """zeta(x) (scipy.special.zeta with one argument calls this private ufunc): its derivative
+    has no closed form, so a differentiated x raises."""
+    if differentiated([x]):
+        raise UnsupportedOperationError(
+            "scipy.special.zeta(x): the derivative of Riemann's zeta function with respect to x has no closed "
+            "form and is not supported (pass x as a constant); the derivative of Hurwitz's zeta(x, q) with "
+            "respect to q is: -x zeta(x + 1, q)"
+        )
+    return ew.riemann_zeta.bind(x)
+
+
+_IVE = _bessel(ew.ive, "ive")
 
 _ENTRIES = [
     ("erf", ew.erf), ("erfc", ew.erfc), ("erfinv", ew.erfinv), ("erfcinv", ew.erfcinv),
@@ -80,6 +136,24 @@ _ENTRIES = [
     ("xlogy", ew.xlogy), ("xlog1py", ew.xlog1py),
     ("i0", ew.i0), ("i0e", ew.i0e), ("i1", ew.i1), ("i1e", ew.i1e),
     ("expit", expit), ("logit", logit),
+    ("erfcx", ew.erfcx), ("rgamma", ew.rgamma), ("log_expit", ew.log_expit), ("entr", ew.entr),
+    ("dawsn", ew.dawsn), ("expi", ew.expi), ("exp1", ew.exp1), ("spence", ew.spence), ("exprel", ew.exprel),
+    ("j0", ew.j0), ("j1", ew.j1), ("y0", ew.y0), ("y1", ew.y1),
+    ("k0", ew.k0), ("k1", ew.k1), ("k0e", ew.k0e), ("k1e", ew.k1e),
+    ("sici", _sici),
+    # SciPy's own versions of NumPy's functions: NumPy's kernels (equal to SciPy's to an ulp or two)
+    ("log1p", ew.log1p), ("expm1", ew.expm1), ("cbrt", ew.cbrt), ("exp2", ew.exp2),
+    ("exp10", ew.exp10), ("sindg", ew.sindg), ("cosdg", ew.cosdg), ("tandg", ew.tandg), ("cotdg", ew.cotdg),
+    ("radian", ew.radian),
+    ("rel_entr", ew.rel_entr), ("kl_div", ew.kl_div), ("huber", ew.huber), ("pseudo_huber", ew.pseudo_huber),
+    ("boxcox", ew.boxcox), ("boxcox1p", ew.boxcox1p),
+    ("iv", _bessel(ew.iv, "iv")), ("ive", _ive), ("jv", _bessel(ew.jv, "jv")),
+    ("yv", _bessel(ew.yv, "yv")), ("kv", _bessel(ew.kv, "kv")), ("kve", _bessel(ew.kve, "kve")),
+    ("yn", _bessel(ew.yn, "yn", "n")), ("kn", _bessel(ew.kn, "kn", "n")),  # jn is jv
+    # scipy.special.zeta is a Python function calling these private ufuncs
+    ("_ufuncs._zeta", _constant_first(ew.zeta, "zeta", "x", "q", "")),
+    ("_ufuncs._riemann_zeta", _riemann_zeta),
+    ("_ufuncs._lambertw", _lambertw),
 ]
 
 
@@ -88,10 +162,16 @@ def _register_scipy_special():
     if special is None:
         return False
     for name, entry in _ENTRIES:
-        ufunc = getattr(special, name, None)
+        home, _, name = name.rpartition(".")
+        ufunc = getattr(sys.modules.get(f"scipy.special.{home}") if home else special, name, None)
         if isinstance(ufunc, np.ufunc) and ufunc not in UFUNCS and ufunc not in UFUNC_HANDLERS:
             (UFUNCS if isinstance(entry, Primitive) else UFUNC_HANDLERS)[ufunc] = entry
+            if home:  # a private ufunc: named by the public function that calls it
+                PUBLIC_UFUNC_NAMES[ufunc] = f"scipy.special.{_PUBLIC_NAMES.get(name, name)}"
     return True
+
+
+_PUBLIC_NAMES = {"_zeta": "zeta", "_riemann_zeta": "zeta", "_lambertw": "lambertw"}
 
 
 LAZY_REGISTRATIONS.append(_register_scipy_special)
@@ -113,6 +193,11 @@ ADVICE = {
         "scipy.special.log_softmax converts its input (SciPy's array-API layer calls np.asarray), so "
         "write its NumPy composition, which is traced: s = x - np.max(x, axis=axis, keepdims=True); "
         "s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))."
+    ),
+    "polygamma": (
+        "scipy.special.polygamma converts its input (it calls np.asarray), so write it with scipy.special's "
+        "ufuncs, which are traced: scipy.special.digamma(x) for n = 0, and for a constant integer n >= 1 "
+        "(-1) ** (n + 1) * math.factorial(n) * scipy.special.zeta(n + 1, x)."
     ),
 }
 
