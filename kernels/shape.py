@@ -17,12 +17,12 @@ from . import buffers
 from .backend import device_of, extra, namespace, namespace_library, numpy_namespace
 from .core import broadcast_batch, differentiable_input, expand_dims, linear_rules, reshape, shifted
 from .creation import zeros_like
-from .elementwise import add, where
+from .elementwise import add, negative, where
 from .indexing import getitem_static, pad
 from .primitive import Primitive
 
-__all__ = ["concatenate", "stack", "roll", "roll_copy", "flip", "sliding_window_view", "matrix_diagonal", "tril",
-           "triu"]
+__all__ = ["add_rolled", "concatenate", "stack", "roll", "roll_copy", "flip", "sliding_window_view", "matrix_diagonal",
+           "tril", "triu"]
 
 
 # --- concatenate / stack --------------------------------------------------------
@@ -161,6 +161,74 @@ def _negated(shift):
 roll = linear_rules(Primitive("roll", _roll_impl, _roll_batch),
                     lambda g, x, *, shift, axis: roll.bind(g, shift=_negated(shift), axis=axis),
                     rearranges=True)
+
+
+# --- a sum with a rolled term: a reverse pass's cotangent of a roll, added where it sums ------------
+def _add_rolled_impl(total, value, *, shift, axis, negate, inplace):
+    """``total + roll(value, shift, axis)`` (``-`` where ``negate``): each element one
+    addition, so the bits of ``add(total, roll(value))``.  On C-ordered NumPy arrays of one
+    shape and dtype, one pass: every element takes the one ``shift`` places back (or, for
+    a shift past half the row, the one ``size - shift`` places ahead) in the flattened
+    array, which is right but for the places of each row along ``axis`` that wrap around,
+    put right after (no rolled copy made first).  ``inplace``:
+    into ``total`` where it is a temporary of the caller's own (:func:`buffers.owns`)."""
+    xp = namespace(total, value)
+    if (xp is numpy_namespace and type(total) is np.ndarray and type(value) is np.ndarray and total.ndim
+            and total.shape == value.shape and total.dtype == value.dtype and total.flags.c_contiguous
+            and value.flags.c_contiguous and total.size):
+        operation = np.subtract if negate else np.add
+        size = total.shape[axis]
+        step = shift % size
+        into = inplace and total.flags.writeable and buffers.owns(total)
+        out = total if into else buffers.empty(total.shape, total.dtype)
+        if step == 0:
+            return operation(total, value, out=out)
+        row = math.prod(total.shape[axis:])
+        forward = step * (row // size)  # the places an element moves along its row
+        back = row - forward
+        rows_total, rows_value, rows_out = total.reshape(-1, row), value.reshape(-1, row), out.reshape(-1, row)
+        flat_total, flat_value, flat_out = total.reshape(-1), value.reshape(-1), out.reshape(-1)
+        end = flat_value.size
+        if forward <= back:  # all but the first `forward` places of each row, then those
+            wrapped = rows_total[:, :forward].copy() if into else rows_total[:, :forward]  # before the pass writes them
+            operation(flat_total[forward:], flat_value[:end - forward], out=flat_out[forward:])
+            operation(wrapped, rows_value[:, back:], out=rows_out[:, :forward])
+        else:  # the same from the other end: all but the last `back` places of each row, then those
+            wrapped = rows_total[:, forward:].copy() if into else rows_total[:, forward:]
+            operation(flat_total[:end - back], flat_value[back:], out=flat_out[:end - back])
+            operation(wrapped, rows_value[:, :back], out=rows_out[:, forward:])
+        return out
+    rolled = xp.roll(value, shift, axis=axis)
+    return xp.subtract(total, rolled) if negate else xp.add(total, rolled)
+
+
+def _add_rolled_batch(axis_size, values, batched, *, shift, axis, negate, inplace):
+    total, value = (v if b else broadcast_batch(v, axis_size) for v, b in zip(values, batched))
+    return add_rolled.bind(total, value, shift=shift, axis=axis + 1, negate=negate, inplace=inplace), True
+
+
+def _add_rolled_jvp(primals, tangents, *, shift, axis, negate, inplace):
+    out = add_rolled.bind(*primals, shift=shift, axis=axis, negate=negate, inplace=False)
+    t_total, t_value = tangents
+    if t_value is None:
+        return out, t_total
+    if t_total is None:
+        rolled = roll.bind(t_value, shift=(shift,), axis=(axis,))
+        return out, negative.bind(rolled) if negate else rolled
+    return out, add_rolled.bind(t_total, t_value, shift=shift, axis=axis, negate=negate, inplace=False)
+
+
+def _add_rolled_vjp(g, primals, out, *, shift, axis, negate, inplace):
+    total, value = primals
+    back = roll.bind(g, shift=(-shift,), axis=(axis,)) if differentiable_input(value) else None
+    return (g if differentiable_input(total) else None,
+            None if back is None else negative.bind(back) if negate else back)
+
+
+# ``total + roll(value, shift, axis)`` in one pass (``-`` for ``negate``): what a reverse pass
+# sums where a roll's cotangent meets the others of its argument (engine/reverse.py)
+add_rolled = Primitive("add_rolled", _add_rolled_impl, _add_rolled_batch, _add_rolled_jvp, _add_rolled_vjp)
+add_rolled.keeps = lambda count, traced: ((), False)
 
 
 def _flip_impl(x, *, axis):

@@ -124,6 +124,12 @@ PAD_MODES = [
     ((A(3), (2, 1)), {"mode": "reflect", "reflect_type": "even"}),
 ]
 
+def rolled_stencil(x, shift, axis):
+    """x's cotangent meets two rolls' (one negated) and a product's: the reverse pass sums a
+    roll's cotangent where it meets another (``add_rolled``)."""
+    return x * np.roll(x, shift, axis=axis) - np.roll(x, -shift, axis=axis) + 0.5 * np.roll(x, 2 * shift, axis=axis)
+
+
 ENTRIES: list = [
     fixed("unstack", np.unstack, [((A(3, 4),), {}), ((A(3, 4),), {"axis": 1}), ((A(2, 3, 4),), {"axis": -1}),
                                   ((A(5),), {})], dtypes=FLOAT + INT),
@@ -246,6 +252,10 @@ ENTRIES: list = [
     ),
     # np.pad's other modes (constant, edge, wrap and even reflections are in the first table)
     fixed("pad_modes", np.pad, PAD_MODES, dtypes=FLOAT + INT),
+    # a stencil of rolls: their cotangents summed with the roll, in one pass
+    fixed("rolled_stencil", rolled_stencil,
+          [((A(5), 1, 0), {}), ((A(3, 4), -1, 1), {}), ((A(2, 3, 4), 2, 1), {}), ((A(4, 3), 5, 0), {}),
+           ((A(2, 3), 3, -1), {}), ((A(1, 3), 1, 0), {})]),
     fixed("pad_empty", np.pad, [((A(3, 4), 1), {"mode": "empty"}), ((A(4), (2, 0)), {"mode": "empty"})],
           compare_values=False, ad_op=pad_empty_interior),
 ]

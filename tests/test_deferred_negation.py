@@ -72,9 +72,12 @@ def test_lorenz96_jacrev_computes_no_negation_and_keeps_the_bits(calls, unsigned
     got = jacobian(state).values
     big = [name for name, shape in calls if shape == (30, 30)]
     np.testing.assert_allclose(got, lorenz96_jacobian(state.values), rtol=1e-14, atol=1e-14)
-    # before: negative(g) for the - x term and for the b of a - b (then rolled)
+    # before: negative(g) for the - x term and for the b of a - b (then rolled); the three
+    # rolls' cotangents are summed with their roll (add_rolled) where they meet another,
+    # the b of a - b subtracted there
     assert "negative" not in big, big
-    assert big.count("subtract") + big.count("subtract_inplace") == 2, big
+    assert big.count("subtract") + big.count("subtract_inplace") + big.count("add_rolled") == 3, big
+    assert big.count("roll") + big.count("add_rolled") == 3, big
     calls.clear()
     before = unsigned(lambda: jacobian(state).values)
     assert [name for name, shape in calls if shape == (30, 30)].count("negative") == 2

@@ -23,9 +23,10 @@ import numpy as np
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, namespace
 from labeled_func_kernels.core import Negated
-from labeled_func_kernels.primitive import bottom
+from labeled_func_kernels.primitive import bottom, known
 
 from .errors import InplaceError, UnsupportedOperationError
 from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, traced_by
@@ -510,11 +511,18 @@ def backward(seeds, wanted):
         cotangent = cotangents.pop(id(node), None)
         if cotangent is None:
             continue
+        if type(cotangent) is Rolled:  # one contribution, a roll's: rolled now
+            cotangent = cotangent.computed()
         if id(node) in wanted_ids:
             cotangent = ew.materialised(cotangent)
             results[id(node)] = cotangent
         if not node.parents:  # an input
             continue
+        if type(node) is Node and node.prim is ks.roll:
+            rolled = _rolled_back(node, cotangent)
+            if rolled is not None:  # summed where the argument's cotangents meet, not rolled first
+                _accumulate(cotangents, owned, node.parents[0][1], rolled)
+                continue
         if type(node) is not Node and type(cotangent) is Negated:  # a custom rule, a checkpointed call
             cotangent = ew.negative.bind(cotangent.value)
         inputs = node.pull(cotangent)
@@ -525,16 +533,72 @@ def backward(seeds, wanted):
     return [results.get(id(node)) for node in wanted]
 
 
+class Rolled:
+    """A cotangent ``roll(value, shift, axis)`` (``-`` that where ``negated``) not computed yet:
+    what a roll's node hands its argument.  Where it meets another cotangent of the same
+    value the pass adds it in one pass (``add_rolled``, the bits of ``add`` after ``roll``);
+    alone, it is rolled when its node is reached."""
+
+    __slots__ = ("value", "shift", "axis", "negated")
+
+    def __init__(self, value, shift, axis, negated):
+        self.value, self.shift, self.axis, self.negated = value, shift, axis, negated
+
+    def computed(self):
+        rolled = ks.roll.bind(self.value, shift=(self.shift,), axis=(self.axis,))
+        return Negated(rolled) if self.negated else rolled
+
+    def added_to(self, total, owned):
+        return ks.add_rolled.bind(total, self.value, shift=self.shift, axis=self.axis, negate=self.negated,
+                                  inplace=owned)
+
+
+def _rolled_back(node, cotangent):
+    """The cotangent a roll along one axis hands its argument, as a :class:`Rolled`; None
+    where the pass computes it as before: a roll of several axes or of the flattened
+    array, a complex value, or values recorded for later calls (lf.jit keeps its rolls)."""
+    shift, axis = node.params["shift"], node.params["axis"]
+    if axis is None or isinstance(axis, int) or len(axis) != 1:
+        return None
+    shift = shift if isinstance(shift, int) else shift[0] if len(shift) == 1 else None
+    negated = type(cotangent) is Negated
+    value = cotangent.value if negated else cotangent
+    if shift is None or not known(value) or dtype_kind(getattr(value, "dtype", "f")) != "f":
+        return None
+    if tuple(getattr(value, "shape", ())) != tuple(getattr(node.out, "shape", ())):
+        return None
+    return Rolled(value, -shift, axis[0], negated)
+
+
 def _accumulate(cotangents, owned, node, cotangent):
     key = id(node)
     if type(node) is CallNode:  # (index, cotangent) of one output, from its OutputNode
         index, cotangent = cotangent
+        if type(cotangent) is Rolled:
+            cotangent = cotangent.computed()
         parts = cotangents.setdefault(key, [None] * len(node.outs))
         parts[index] = _sum(parts[index], _fit(cotangent, node.outs[index]))
         return
+    previous = cotangents.get(key)
+    if type(cotangent) is Rolled or type(previous) is Rolled:
+        if previous is None:
+            cotangents[key] = cotangent
+            owned.discard(key)
+            return
+        if type(cotangent) is Rolled and _plain(previous, node):  # previous + roll(g)
+            cotangents[key] = cotangent.added_to(previous, key in owned)
+            owned.add(key)
+            return
+        if type(previous) is Rolled and _plain(cotangent, node):  # roll(g) + c: into c, not ours
+            cotangents[key] = previous.added_to(cotangent, False)
+            owned.add(key)
+            return
+        if type(previous) is Rolled:  # the other cases as before: the roll computed
+            cotangents[key] = previous = previous.computed()
+        if type(cotangent) is Rolled:
+            cotangent = cotangent.computed()
     negated = type(cotangent) is Negated
     cotangent = _fit(cotangent.value if negated else cotangent, node.out)
-    previous = cotangents.get(key)
     if previous is None:
         cotangents[key] = Negated(cotangent) if negated else cotangent
         owned.discard(key)
@@ -550,6 +614,14 @@ def _accumulate(cotangents, owned, node, cotangent):
     else:
         cotangents[key] = ew.add_to_temporary(previous, cotangent, key in owned)
     owned.add(key)
+
+
+def _plain(cotangent, node):
+    """Whether ``cotangent`` is an array that a rolled one adds to as it is: not negated,
+    known, real and of the value's own shape (``_fit`` would leave it alone)."""
+    return (type(cotangent) is not Negated and type(cotangent) is not Rolled and known(cotangent)
+            and dtype_kind(getattr(cotangent, "dtype", "f")) == "f"
+            and tuple(getattr(cotangent, "shape", ())) == tuple(getattr(node.out, "shape", ())))
 
 
 def _fit(cotangent, out):
