@@ -1,4 +1,5 @@
-"""Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros, bincount...
+"""Data-dependent shapes: nonzero, unique, extract, compress, trim_zeros, bincount, the set
+operations (union1d, intersect1d, setdiff1d, setxor1d)...
 
 The output shape follows the values.  Under vmap a mapped value has one set of values
 per example, hence one shape per example, and under jit a traced value stands for the
@@ -222,3 +223,82 @@ def _check_fixed_length(x, minlength):
         "different shapes. Pass minlength= larger than every value (each example then has exactly "
         "minlength bins), or np.histogram with fixed bins."
     )
+
+
+# --- set operations: sorted unique values, positions found on the primal ---------------------------
+def _flat(a):
+    a = asarray(a)
+    if not hasattr(a, "shape"):
+        a = np.asarray(a)
+    return kcore.reshape.bind(a, shape=(-1,)) if a.ndim != 1 else a
+
+
+def _first_positions(values):
+    """Where each distinct value first occurs in ``values`` (1-D), in sorted order."""
+    return np.unique(values, return_index=True)[1]
+
+
+def _joined(ar1, ar2, name):
+    """Both arrays flattened and joined (traced, in NumPy's promoted dtype), their values on
+    the host, and the length of the first."""
+    first, second = _flat(ar1), _flat(ar2)
+    values = (np.ravel(fixed(first, f"numpy.{name}")), np.ravel(fixed(second, f"numpy.{name}")))
+    joined = np.concatenate((first, second))
+    return joined, np.concatenate(values), values, first.shape[0]
+
+
+@implements(np.union1d)
+def _union1d(ar1, ar2):
+    """The sorted distinct values of both, each picked where it first occurs (ar1 first).
+    The length follows the values: under grad the primal fixes it, under vmap a mapped input
+    is a DynamicShapeError."""
+    joined, host, _, _ = _joined(ar1, ar2, "union1d")
+    return pick(joined, _first_positions(host), 0)
+
+
+@implements(np.intersect1d)
+def _intersect1d(ar1, ar2, assume_unique=False, return_indices=False):
+    """The sorted values found in both, picked from ``ar1`` (derivatives reach ``ar1``); the
+    positions of NumPy's own ``return_indices``.  Dynamic shapes as union1d."""
+    first, second = _flat(ar1), _flat(ar2)
+    found = np.intersect1d(np.ravel(fixed(first, "numpy.intersect1d")), np.ravel(fixed(second, "numpy.intersect1d")),
+                           assume_unique=assume_unique, return_indices=True)
+    values = pick(first, found[1], 0)
+    if found[0].dtype != np.dtype(getattr(values.dtype, "_np_dtype", values.dtype)):  # NumPy's promoted dtype
+        values = ew.astype.bind(values, dtype=_dtype_in(values, found[0].dtype))
+    if return_indices:
+        return (values,) + _on_device_of(first, (found[1], found[2]))
+    return values
+
+
+def _dtype_in(value, dtype):
+    xp = namespace(value)
+    return getattr(xp, dtype.name, dtype)
+
+
+@implements(np.setdiff1d)
+def _setdiff1d(ar1, ar2, assume_unique=False):
+    """The values of ``ar1`` not in ``ar2``: sorted and distinct (in ``ar1``'s order with
+    ``assume_unique``).  Dynamic shapes as union1d."""
+    first, second = _flat(ar1), _flat(ar2)
+    values = np.ravel(fixed(first, "numpy.setdiff1d"))
+    others = np.ravel(fixed(second, "numpy.setdiff1d"))
+    candidates = np.arange(values.shape[0]) if assume_unique else _first_positions(values)
+    keep = ~np.isin(values[candidates], others, assume_unique=assume_unique)
+    return pick(first, candidates[keep], 0)
+
+
+@implements(np.setxor1d)
+def _setxor1d(ar1, ar2, assume_unique=False):
+    """The sorted values found in exactly one of the two.  Dynamic shapes as union1d."""
+    joined, host, (values, others), count = _joined(ar1, ar2, "setxor1d")
+    if assume_unique:
+        candidates = np.arange(host.shape[0])
+    else:
+        candidates = np.concatenate((_first_positions(values), count + _first_positions(others)))
+    if candidates.size == 0:
+        return pick(joined, candidates, 0)
+    order = candidates[np.argsort(host[candidates], kind="stable")]
+    ordered = host[order]
+    distinct = np.concatenate(([True], ordered[1:] != ordered[:-1], [True]))
+    return pick(joined, order[distinct[1:] & distinct[:-1]], 0)

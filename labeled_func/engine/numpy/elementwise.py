@@ -1,6 +1,7 @@
 """Elementwise NumPy: the ufuncs (one line each), the ufuncs and functions written as
 compositions of elementwise primitives, and ``where`` / ``clip`` / ``round`` /
-``astype`` / ``isclose`` / ``nan_to_num``.
+``astype`` / ``isclose`` / ``nan_to_num``, and the predicates ``isneginf`` / ``isposinf`` /
+``isreal`` / ``iscomplex``.
 
 A ufunc that one primitive computes goes into ``UFUNCS``; a composition is a handler.
 Compositions batch and differentiate through their parts.
@@ -355,8 +356,16 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 
 @implements(np.isclose)
 def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    difference = ew.absolute.bind(ew.subtract.bind(a, b))
+    """``|a - b| <= atol + rtol |b|`` where ``b`` is finite, and wherever ``a == b`` (equal
+    infinities), as NumPy."""
+    with np.errstate(invalid="ignore"):  # inf - inf, as NumPy's
+        difference = ew.absolute.bind(ew.subtract.bind(a, b))
     close = ew.less_equal.bind(difference, ew.add.bind(atol, ew.multiply.bind(rtol, ew.absolute.bind(b))))
+    if hasattr(b, "dtype"):
+        close = ew.logical_and.bind(close, ew.isfinite.bind(b))
+    elif not math.isfinite(abs(b)):
+        close = ew.logical_and.bind(close, False)
+    close = ew.logical_or.bind(close, ew.equal.bind(a, b))
     if equal_nan:
         close = ew.logical_or.bind(close, ew.logical_and.bind(ew.isnan.bind(a), ew.isnan.bind(b)))
     return close
@@ -518,3 +527,43 @@ def _unwrap(p, discont=None, axis=-1, *, period=2 * math.pi):
     rest = ew.add.bind(as_dtype(later, dtype), kr.cumsum.bind(correction, axis=axis))
     first = getitem_static(p, along(slice(0, 1)))
     return ks.concatenate.bind(as_dtype(first, dtype), as_dtype(rest, dtype), axis=axis)
+
+
+# --- isneginf, isposinf, isreal, iscomplex: boolean predicates ------------------------------------
+def _infinite_with_sign(x, negative, name):
+    x = asarray(x)
+    if kind(x) == "c":
+        raise TypeError(f"This operation is not supported for complex values because it would be ambiguous "
+                        f"(numpy.{name})")
+    side = ew.less.bind(x, 0) if negative else ew.greater.bind(x, 0)
+    return ew.logical_and.bind(ew.isinf.bind(x), side)
+
+
+@implements(np.isneginf)
+def _isneginf(x, out=None):
+    """Where ``x`` is minus infinity: ``isinf(x) & (x < 0)``."""
+    return _infinite_with_sign(x, True, "isneginf")
+
+
+@implements(np.isposinf)
+def _isposinf(x, out=None):
+    """Where ``x`` is plus infinity: ``isinf(x) & (x > 0)``."""
+    return _infinite_with_sign(x, False, "isposinf")
+
+
+@implements(np.isreal)
+def _isreal(x):
+    """Where the imaginary part is zero (everywhere, for a real ``x``)."""
+    x = asarray(x)
+    if kind(x) == "c":
+        return ew.equal.bind(ew.imag.bind(x), 0)
+    return kc.ones_like.bind(x, dtype=namespace(x).bool)
+
+
+@implements(np.iscomplex)
+def _iscomplex(x):
+    """Where the imaginary part is not zero (nowhere, for a real ``x``)."""
+    x = asarray(x)
+    if kind(x) == "c":
+        return ew.not_equal.bind(ew.imag.bind(x), 0)
+    return kc.zeros_like.bind(x, dtype=namespace(x).bool)

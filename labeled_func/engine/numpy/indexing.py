@@ -1,6 +1,7 @@
 """Indexing with NumPy's semantics: ``x[key]`` and ``x[key] = value`` on traced arrays
 (boolean masks included), ``take``, ``take_along_axis``, ``choose``, ``put``,
-``fill_diagonal`` and ``unravel_index``.
+``fill_diagonal``, ``put_along_axis``, ``putmask``, ``place``, ``copyto``, ``unravel_index``,
+``ravel_multi_index`` and the ``*_indices_from`` helpers (which read only the shape).
 
 A boolean mask selects a number of elements that depends on its values: it works
 where the mask is the same for every example (a constant, or a value traced by
@@ -9,6 +10,8 @@ DynamicShapeError, except in an assignment that is exactly a select
 (``x[mask] = scalar``), done as ``where(mask, value, x)``.
 """
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
@@ -314,3 +317,220 @@ def _unravel_index(indices, shape, order="C"):
         strides.append(stride)
     return tuple(ew.remainder.bind(ew.floor_divide.bind(indices, stride) if stride != 1 else indices, size)
                  for stride, size in zip(strides, dims))
+
+
+# --- more in-place writes: put_along_axis, putmask, place, copyto -----------------------------------
+def _writable(a, name):
+    """``a`` as an array that can be written: a traced one, or a NumPy array (into which only
+    values no transform traces can go: ``inplace_assign`` says so)."""
+    a = unlabeled(a)
+    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
+        raise TypeError(f"numpy.{name}: argument 'a' must be a numpy.ndarray, not {type(a).__name__}")
+    return a
+
+
+def _as_dtype_of(value, a):
+    """``value`` cast to ``a``'s dtype (a Python number as it is)."""
+    if not hasattr(value, "dtype") or value.dtype == a.dtype:
+        return value
+    return ew.astype.bind(value, dtype=a.dtype)
+
+
+def _cycled(values, count):
+    """The flattened ``values`` repeated or cut to ``count`` entries (``values.flat[i % n]``)."""
+    values = kcore.reshape.bind(values, shape=(-1,)) if values.ndim != 1 else values
+    length = values.shape[0]
+    return values if length == count else pick(values, np.arange(count) % length, None)
+
+
+@implements(np.put_along_axis)
+def _put_along_axis(arr, indices, values, axis):
+    """In place, ``arr`` at ``indices`` along ``axis`` (as take_along_axis reads) set to
+    ``values`` broadcast to the indices' shape; ``axis=None`` writes the flattened array.
+    Follows ``x[i] = v``: a mapped ``indices`` or ``values`` cannot go into an unmapped ``arr``."""
+    arr = _writable(arr, "put_along_axis")
+    indices, values = asarray(unlabeled(indices)), asarray(unlabeled(values))
+    if not hasattr(indices, "ndim"):
+        indices = np.asarray(indices)
+    if dtype_kind(indices.dtype) not in "iu":
+        raise IndexError("`indices` must be an integer array")
+    shape = tuple(arr.shape)
+    if axis is None:
+        if indices.ndim != 1:
+            raise ValueError("when axis=None, `indices` must have a single dimension.")
+        target, axis = (int(np.prod(shape)),), 0
+    else:
+        if indices.ndim != len(shape):
+            raise ValueError("`indices` and `arr` must have the same number of dimensions")
+        target, axis = shape, normalize_axis(axis, len(shape))[0]
+    out_shape = tuple(i if d == axis else np.broadcast_shapes((n,), (i,))[0]
+                      for d, (n, i) in enumerate(zip(target, indices.shape)))
+    if 0 in out_shape:
+        return None
+    size = target[axis]
+    if known_true(ew.logical_or.bind(ew.less.bind(indices, -size), ew.greater_equal.bind(indices, size))):
+        raise IndexError(f"index out of bounds for axis {axis} with size {size}")
+    position = ew.remainder.bind(kcore.broadcast_to.bind(indices, shape=out_shape), size)  # negatives from the end
+    key = []
+    for d, n in enumerate(out_shape):
+        if d == axis:
+            key.append(position)
+        else:
+            grid = np.arange(n).reshape((1,) * d + (n,) + (1,) * (len(out_shape) - d - 1))
+            key.append(np.broadcast_to(grid, out_shape))
+    if len(target) != len(shape):  # axis=None: positions in the flattened array
+        if not shape:
+            raise UnsupportedOperationError("numpy.put_along_axis of a 0-d array is not supported on traced arrays")
+        key = _unravel(key[0], shape)
+    values = values if hasattr(values, "ndim") else namespace(arr).asarray(values)
+    values = kcore.broadcast_to.bind(_as_dtype_of(values, arr), shape=out_shape)
+    template, arrays = ki.split_key(tuple(key))
+    inplace_assign(arr, ki.setitem.bind(arr, values, *arrays, template=template),
+                   "numpy.put_along_axis(arr, indices, values, axis)")
+    return None
+
+
+@implements(np.putmask)
+def _putmask(a, mask, values):
+    """In place, ``a.flat[n] = values.flat[n % len(values)]`` where ``mask.flat[n]``: a select,
+    ``where(mask, values repeated to a's size, a)``, so a mask may differ per example."""
+    a = _writable(a, "putmask")
+    mask, values = asarray(unlabeled(mask)), asarray(unlabeled(values))
+    if tuple(getattr(mask, "shape", ())) != tuple(a.shape):
+        raise ValueError("putmask: mask and data must be the same size")
+    if not hasattr(values, "ndim"):
+        values = namespace(a).asarray(values)
+    size = int(np.prod(a.shape))
+    if size == 0 or int(np.prod(values.shape)) == 0:
+        return None
+    values = kcore.reshape.bind(_cycled(_as_dtype_of(values, a), size), shape=tuple(a.shape))
+    mask = mask if kind(mask) == "b" else ew.not_equal.bind(mask, 0)
+    inplace_assign(a, ew.where.bind(mask, values, a), "numpy.putmask(a, mask, values)")
+    return None
+
+
+@implements(np.place)
+def _place(arr, mask, vals):
+    """In place, the ``k``-th True position of ``mask`` (in C order) gets ``vals[k % len(vals)]``.
+    The position of each value follows the mask's values: a mapped mask works with one value (a
+    select, as ``x[mask] = v``), else it is a DynamicShapeError; under grad the primal decides."""
+    arr = _writable(arr, "place")
+    mask, vals = asarray(unlabeled(mask)), asarray(unlabeled(vals))
+    if not hasattr(vals, "ndim"):
+        vals = namespace(arr).asarray(vals)
+    if int(np.prod(getattr(mask, "shape", ()))) != int(np.prod(arr.shape)):
+        raise ValueError("place: mask and data must be the same size")
+    mask = mask if kind(mask) == "b" else ew.not_equal.bind(mask, 0)
+    count = int(np.prod(vals.shape))
+    mask = kcore.reshape.bind(mask, shape=tuple(arr.shape)) if tuple(mask.shape) != tuple(arr.shape) else mask
+    if count == 1 and (is_batched(mask) or not known(mask)):
+        value = kcore.reshape.bind(_as_dtype_of(vals, arr), shape=())
+        inplace_assign(arr, ew.where.bind(mask, value, arr), "numpy.place(arr, mask, vals)")
+        return None
+    positions = np.flatnonzero(fixed(mask, "numpy.place with several vals and a mask that differs per example"))
+    if positions.size == 0:
+        return None
+    if count == 0:
+        raise ValueError("Cannot insert from an empty array!")
+    values = _cycled(_as_dtype_of(vals, arr), positions.size)
+    template, arrays = ki.split_key(tuple(np.unravel_index(positions, tuple(arr.shape))))
+    inplace_assign(arr, ki.setitem.bind(arr, values, *arrays, template=template), "numpy.place(arr, mask, vals)")
+    return None
+
+
+@implements(np.copyto)
+def _copyto(dst, src, casting="same_kind", where=True):
+    """In place, ``dst = where(where, src, dst)`` with ``src`` broadcast to ``dst`` and cast
+    to its dtype after NumPy's ``casting`` check; a mapped ``src`` or ``where`` cannot go
+    into an unmapped ``dst``."""
+    dst = _writable(dst, "copyto")
+    src, where = asarray(unlabeled(src)), asarray(unlabeled(where))
+    target = np.dtype(getattr(dst.dtype, "_np_dtype", dst.dtype))
+    if hasattr(src, "dtype"):  # NumPy's own casting check, on stand-ins of the dtypes
+        np.copyto(np.empty((), target), np.empty((), np.dtype(getattr(src.dtype, "_np_dtype", src.dtype))),
+                  casting=casting)
+    else:
+        np.copyto(np.empty((), target), src, casting=casting)
+        src = namespace(dst).asarray(src, dtype=dst.dtype)
+    shape = tuple(dst.shape)
+    src = kcore.broadcast_to.bind(_as_dtype_of(src, dst), shape=shape)
+    if isinstance(where, (bool, np.bool_)):
+        if not where:
+            return None
+        template, arrays = ki.split_key((Ellipsis,))  # as dst[...] = src
+        new = ki.setitem.bind(dst, src, *arrays, template=template)
+    else:
+        if kind(where) != "b":
+            raise TypeError("copyto: 'where' must be a boolean array")
+        new = ew.where.bind(where, src, dst)
+    inplace_assign(dst, new, "numpy.copyto(dst, src)")
+    return None
+
+
+# --- index helpers that read only shapes ---------------------------------------------------------
+@implements(np.diag_indices_from)
+def _diag_indices_from(arr):
+    """NumPy's index arrays of the main diagonal, from ``arr``'s shape."""
+    if arr.ndim < 2:
+        raise ValueError("input array must be at least 2-d")
+    if len(set(arr.shape)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    return np.diag_indices(arr.shape[0], arr.ndim)
+
+
+@implements(np.tril_indices_from)
+def _tril_indices_from(arr, k=0):
+    """NumPy's index arrays of the lower triangle, from ``arr``'s shape."""
+    if arr.ndim != 2:
+        raise ValueError("input array must be 2-d")
+    return np.tril_indices(arr.shape[-2], k=k, m=arr.shape[-1])
+
+
+@implements(np.triu_indices_from)
+def _triu_indices_from(arr, k=0):
+    """NumPy's index arrays of the upper triangle, from ``arr``'s shape."""
+    if arr.ndim != 2:
+        raise ValueError("input array must be 2-d")
+    return np.triu_indices(arr.shape[-2], k=k, m=arr.shape[-1])
+
+
+@implements(np.ravel_multi_index)
+def _ravel_multi_index(multi_index, dims, mode="raise", order="C"):
+    """Flat positions ``sum_i index_i * stride_i`` (int64) of the broadcast integer index
+    arrays; ``mode`` (one, or one per axis) as in take."""
+    dims = (operator.index(dims),) if not isinstance(dims, (tuple, list)) else tuple(operator.index(d) for d in dims)
+    if hasattr(multi_index, "ndim"):
+        multi_index = [ki.getitem_static(multi_index, (i,)) for i in range(multi_index.shape[0])]
+    multi_index = [asarray(unlabeled(i)) for i in multi_index]
+    if len(multi_index) != len(dims):
+        raise ValueError(f"parameter multi_index must be a sequence of length {len(dims)}")
+    if order not in ("C", "F"):
+        raise ValueError("only 'C' or 'F' order is permitted")
+    modes = (mode,) * len(dims) if isinstance(mode, str) else tuple(mode)
+    if len(modes) != len(dims):
+        raise ValueError("mode must be a string or a sequence of length len(dims)")
+    arrays = [i if hasattr(i, "ndim") else np.asarray(i) for i in multi_index]
+    for i in arrays:
+        if dtype_kind(i.dtype) not in "iu":
+            raise TypeError(f"Cannot cast array data from dtype('{i.dtype}') to dtype('int64') according to the "
+                            "rule 'safe'")
+    shape = np.broadcast_shapes(*[tuple(i.shape) for i in arrays])
+    total = None
+    stride = 1
+    axes = range(len(dims) - 1, -1, -1) if order == "C" else range(len(dims))
+    for axis in axes:
+        index, size, how = arrays[axis], dims[axis], modes[axis]
+        index = ew.astype.bind(index, dtype=namespace(index).int64) if index.dtype != namespace(index).int64 else index
+        if how == "wrap":
+            index = ew.remainder.bind(index, size)
+        elif how == "clip":
+            index = clip(index, 0, size - 1)
+        elif how == "raise":
+            if known_true(ew.logical_or.bind(ew.less.bind(index, 0), ew.greater_equal.bind(index, size))):
+                raise ValueError("invalid entry in coordinates array")
+        else:
+            raise ValueError(f"clipmode must be one of 'clip', 'raise', or 'wrap' (got {how!r})")
+        term = ew.multiply.bind(index, stride) if stride != 1 else index
+        total = term if total is None else ew.add.bind(total, term)
+        stride *= size
+    return kcore.broadcast_to.bind(total, shape=shape) if tuple(total.shape) != shape else total

@@ -1024,3 +1024,18 @@ def _vecmat(x1, x2):
     x1, x2 = _gufunc_operand(x1, "vecmat", 0), _gufunc_operand(x2, "vecmat", 1, 2)
     out = kl.matmul.bind(kcore.expand_dims.bind(_conjugated(x1), axis=(x1.ndim - 1,)), x2)
     return kcore.squeeze.bind(out, axis=(out.ndim - 2,))
+
+
+@implements(np.einsum_path)
+def _einsum_path(*operands, optimize="greedy", einsum_call=False):
+    """NumPy's contraction path for the operands' shapes and dtypes (their values are not
+    read: each traced operand stands in as a read-only zero array of its shape)."""
+    if einsum_call:
+        raise UnsupportedOperationError("numpy.einsum_path with einsum_call=True is not supported on traced arrays")
+    stand_ins = [_shape_stand_in(op) if isinstance(op, Traced) or hasattr(op, "dims") else op for op in operands]
+    return np.einsum_path(*stand_ins, optimize=optimize)
+
+
+def _shape_stand_in(value):
+    dtype = np.dtype(getattr(value.dtype, "_np_dtype", value.dtype))
+    return np.broadcast_to(np.zeros((), dtype=dtype), tuple(value.shape))

@@ -5,7 +5,8 @@
 the same handler as the plain form), the ``nan*`` forms xarray's skipna calls (mask +
 where + the plain reduction), quantiles and the median (a sort), ``ufunc.reduce`` and
 ``ufunc.accumulate``, ``ptp``, ``average``, ``trapezoid``, ``searchsorted``,
-``digitize`` and ``interp``.  All are compositions of the primitives of
+``digitize``, ``interp``, ``histogram`` / ``histogramdd``, ``sort_complex`` and the
+whole-array comparisons ``allclose`` / ``array_equal`` / ``array_equiv``.  All are compositions of the primitives of
 ``kernels.reductions`` and ``kernels.core``, so they batch and differentiate through
 their parts.
 """
@@ -1033,3 +1034,132 @@ def _gather(values, positions):
     """``values[positions]`` for a 1-D ``values`` and positions of any shape."""
     flat = kcore.reshape.bind(positions, shape=(-1,))
     return kcore.reshape.bind(kr.take_along_axis.bind(values, flat, axis=0), shape=tuple(positions.shape))
+
+
+# --- sort_complex; allclose, array_equal, array_equiv: one boolean of whole arrays --------------
+@implements(np.sort_complex)
+def _sort_complex(a):
+    """Sorted along the last axis, real part first, as complex (complex64 for integers of
+    one or two bytes, complex128 for other real inputs, as NumPy)."""
+    a = asarray(a)
+    if dtype_kind(a.dtype) != "c":
+        np_dtype = np.dtype(getattr(a.dtype, "_np_dtype", a.dtype))
+        small = np_dtype.char in "bhBH"
+        xp = namespace(a)
+        a = ew.astype.bind(a, dtype=xp.complex64 if small else xp.complex128)
+    return kr.sort.bind(a, axis=a.ndim - 1) if a.ndim else a
+
+
+@implements(np.allclose)
+def _allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``all(isclose(a, b))`` as a 0-d boolean array (NumPy returns a Python bool): under vmap
+    with a mapped input one answer per example (branch on it with ``np.where``), under lf.jit
+    the answer of each later call; ``if`` on it is ``bool()``, which takes the primal under
+    grad and jvp and raises DataDependentControlFlowError on a mapped value."""
+    close = np.isclose(asarray(a), asarray(b), rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return np.all(close)
+
+
+@implements(np.array_equal)
+def _array_equal(a1, a2, equal_nan=False):
+    """Same shape (else a Python False) and equal elements (NaNs equal with ``equal_nan``), as
+    a 0-d boolean array (as allclose)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    if _shape_of(a1) != _shape_of(a2):
+        return False
+    same = np.equal(a1, a2)
+    if equal_nan and (_kind_of(a1) in "fc" or _kind_of(a2) in "fc"):
+        same = np.logical_or(same, np.logical_and(np.isnan(a1), np.isnan(a2)))
+    return np.all(same)
+
+
+@implements(np.array_equiv)
+def _array_equiv(a1, a2):
+    """Shapes that broadcast together (else a Python False) and equal elements, as a 0-d
+    boolean array (as allclose)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    try:
+        np.broadcast_shapes(_shape_of(a1), _shape_of(a2))
+    except ValueError:
+        return False
+    return np.all(np.equal(a1, a2))
+
+
+def _kind_of(value):
+    """The dtype kind of an array or a Python number."""
+    dtype = getattr(value, "dtype", None)
+    return dtype_kind(dtype) if dtype is not None else ("b" if isinstance(value, bool) else "f")
+
+
+def _shape_of(value):
+    return tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+
+
+# --- histogramdd -----------------------------------------------------------------------------------
+@implements(np.histogramdd)
+def _histogramdd(sample, bins=10, range=None, density=None, weights=None):
+    """Counts (or summed weights, float64) in the cells of a grid, with np.histogram's edges
+    per dimension: a value lands in ``[e_i, e_i+1)`` by ``searchsorted``, the last edge in the
+    last bin, and values outside fall in outlier cells that are then cut away.  Derivatives as
+    np.histogram: through traced edges (min and max) and the weights."""
+    if hasattr(sample, "ndim") and sample.ndim == 2:
+        columns = [getitem_static(sample, (slice(None), i)) for i in builtins_range(sample.shape[1])]
+    elif hasattr(sample, "ndim"):
+        columns = [kcore.reshape.bind(sample, shape=(-1,))]
+    else:
+        columns = [kcore.reshape.bind(_as_array(c), shape=(-1,)) for c in sample]
+    dims = len(columns)
+    if isinstance(bins, (list, tuple)) or getattr(bins, "ndim", 0) > 0:
+        bins = [bins[i] for i in builtins_range(len(bins))]
+    else:
+        bins = [bins] * dims
+    if len(bins) != dims:
+        raise ValueError("The dimension of bins must be equal to the dimension of the sample x.")
+    ranges = [None] * dims if range is None else list(range)
+    if len(ranges) != dims:
+        raise ValueError("range argument must have one entry per dimension")
+    extra = []
+    if weights is not None:
+        extra.append(kcore.reshape.bind(_as_array(weights), shape=(-1,)))
+    edges, places, sizes = [], [], []
+    for column, count, span in zip(columns, bins, ranges):
+        if isinstance(count, str):
+            raise UnsupportedOperationError("numpy.histogramdd with string bins is not supported on traced arrays")
+        if span is not None and np.ndim(count) == 0 and dtype_kind(column.dtype) == "f":
+            column = _as_float64(column)  # NumPy's edges from a range of numbers are float64
+        edge = _bin_edges(column, count, span, None, "histogramdd")
+        place = searchsorted(edge, column, "right")
+        last = getitem_static(edge, (-1,))
+        place = ew.where.bind(ew.equal.bind(column, last), ew.subtract.bind(place, 1), place)
+        edges.append(edge)
+        places.append(place)
+        sizes.append(edge.shape[-1] + 1)
+    flat = None
+    stride = 1
+    for place, size in zip(reversed(places), reversed(sizes)):
+        term = ew.multiply.bind(place, stride) if stride != 1 else place
+        flat = term if flat is None else ew.add.bind(flat, term)
+        stride *= size
+    if extra and tuple(extra[0].shape) != tuple(flat.shape):
+        raise ValueError("weights should have the same length as the sample")
+    counts = kcore.reshape.bind(kr.bincount.bind(flat, *extra, length=stride), shape=tuple(sizes))
+    counts = getitem_static(counts, (slice(1, -1),) * dims)
+    counts = _as_float64(counts)
+    if density:
+        whole = total(counts)
+        for axis, edge in enumerate(edges):
+            widths = _as_float64(ew.subtract.bind(getitem_static(edge, (slice(1, None),)),
+                                                  getitem_static(edge, (slice(None, -1),))))
+            shape = [1] * dims
+            shape[axis] = widths.shape[0]
+            counts = ew.divide.bind(counts, kcore.reshape.bind(widths, shape=tuple(shape)))
+        counts = ew.divide.bind(counts, whole)
+    return counts, edges
+
+
+builtins_range = range
+
+
+def _as_array(value):
+    value = asarray(value)
+    return value if hasattr(value, "shape") else np.asarray(value)
