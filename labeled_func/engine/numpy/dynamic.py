@@ -77,6 +77,20 @@ def _count(value):
     return int(np.prod(np.shape(value)))
 
 
+
+def refuse_value_dtype(value, name, what, advice):
+    """Raise DynamicShapeError where ``value`` is mapped (vmap: a batch has one dtype) or
+    recorded for later calls (lf.jit: a program has one), when ``what`` (the dtype of
+    ``name``'s result) follows its values; under grad and jvp the primal decides, as in
+    NumPy, and nothing is raised."""
+    if top_level((value,), name) is None or not (is_batched(value) or not known(value)):
+        return
+    transform, inputs = ("vmap", "a mapped input") if is_batched(value) else ("lf.jit", "the inputs of later calls")
+    site = diagnose.call_site()
+    where = f" (called from {site.location})" if site.location else ""
+    raise DynamicShapeError(f"{name} under {transform}{where}: {what} depends on the values of {inputs}, and the "
+                            f"result can have one dtype only. {advice}")
+
 @implements(np.nonzero)
 def _nonzero(a):
     return _on_device_of(a, np.nonzero(fixed(a, "numpy.nonzero")))

@@ -21,13 +21,11 @@ from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import (device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
                                           normalize_axis, numpy_namespace)
 from labeled_func_kernels.indexing import getitem_static
-from labeled_func_kernels.primitive import bottom, known, top_level
+from labeled_func_kernels.primitive import bottom
 
-from .. import diagnose
-from ..errors import DynamicShapeError, UnsupportedOperationError
-from ..stack import is_batched
+from ..errors import UnsupportedOperationError
 from .dispatch import NO_VALUE, UFUNCS, asarray, implements, implements_ufunc, kind
-from .dynamic import fixed
+from .dynamic import fixed, refuse_value_dtype
 
 __all__ = ["as_dtype", "clip", "floating"]
 
@@ -476,14 +474,8 @@ def _real_if_close(a, tol=100):
     a = asarray(a)
     if kind(a) != "c":
         return a
-    if top_level((a,), "numpy.real_if_close") is not None and (is_batched(a) or not known(a)):
-        transform, inputs = ("vmap", "a mapped input") if is_batched(a) else ("lf.jit", "the inputs of later calls")
-        site = diagnose.call_site()
-        where = f" (called from {site.location})" if site.location else ""
-        raise DynamicShapeError(
-            f"numpy.real_if_close under {transform}{where}: whether its output is real or complex depends on "
-            f"the values of {inputs}, and the result can have one dtype only. Write np.real(x) where the "
-            "imaginary parts are known to be negligible, or keep x complex.")
+    refuse_value_dtype(a, "numpy.real_if_close", "whether its output is real or complex",
+                       "Write np.real(x) where the imaginary parts are known to be negligible, or keep x complex.")
     values = bottom(a)
     if tol > 1:
         tol = np.finfo(np.dtype(getattr(a.dtype, "_np_dtype", a.dtype))).eps * tol

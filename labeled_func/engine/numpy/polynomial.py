@@ -20,13 +20,13 @@ from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import any_true, dtype_kind, namespace
 from labeled_func_kernels.creation import zeros_like
 from labeled_func_kernels.indexing import getitem_static
-from labeled_func_kernels.primitive import known, top_level
+from labeled_func_kernels.primitive import known
 
 from .. import diagnose
 from ..errors import DynamicShapeError
 from ..stack import is_batched
 from .dispatch import asarray, implements, unlabeled
-from .dynamic import fixed
+from .dynamic import fixed, refuse_value_dtype
 
 __all__: list = []
 
@@ -162,15 +162,10 @@ def _poly(seq_of_zeros):
                                         ks.concatenate.bind(_zeros(coefficients, 1), shifted, axis=0))
     if dtype_kind(coefficients.dtype) != "c":
         return coefficients
-    if top_level((zeros,), "numpy.poly") is not None and (is_batched(zeros) or not known(zeros)):
-        transform, inputs = ("vmap", "a mapped input") if is_batched(zeros) else ("lf.jit", "the inputs of later calls")
-        site = diagnose.call_site()
-        where = f" (called from {site.location})" if site.location else ""
-        raise DynamicShapeError(
-            f"numpy.poly of complex roots under {transform}{where}: NumPy returns real coefficients where the "
-            f"roots come in conjugate pairs, so the dtype depends on the values of {inputs}, and the result can "
-            "have one dtype only. Take np.real of the result (or keep it complex) with the roots as an "
-            "explicit product, e.g. np.polymul over the factors [1, -r].")
+    refuse_value_dtype(zeros, "numpy.poly", "of complex roots, whether the coefficients are real (NumPy makes "
+                       "them real where the roots come in conjugate pairs)",
+                       "Take np.real of the result (or keep it complex) with the roots as an explicit product, "
+                       "e.g. np.polymul over the factors [1, -r].")
     values = np.asarray(fixed(zeros, "numpy.poly"), complex)
     if np.all(np.sort(values) == np.sort(values.conjugate())):
         return ew.real.bind(coefficients)
