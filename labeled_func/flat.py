@@ -56,6 +56,8 @@ class FlatArrays:
                     f"differentiated (pass {float(leaf)!r}, or leave it out of argnums)"
                 )
             found = [np.asarray(leaf)]  # a float is float64, a complex complex128
+        elif allow_any and isinstance(leaf, (bool, np.bool_)):  # an output: a 0-d bool, whose tangent is False
+            found = [np.asarray(leaf)]
         elif leaf is None or allow_any:
             return []
         else:

@@ -276,3 +276,13 @@ def test_scalar_coordinates_carried_through_are_not_repeated_with_the_suffix():
     # a scalar coordinate with another value in the output is still a separate label
     moved = lf.jacrev(lambda v: (v ** 2).assign_coords(run=6))(x.isel(sample=0))
     assert moved.coords["run"].item() == 6 and moved.coords["run_wrt"].item() == 5
+
+
+def test_a_boolean_output_has_a_false_tangent_not_itself():
+    x = np.array([1.0, 2.0])
+    out, tangent = lf.jvp(lambda x: (x * 2.0, bool(x[0] > 0), np.float64(3.0) > 2), (x,), (x,))
+    np.testing.assert_array_equal(out[0], 2 * x)
+    assert bool(out[1]) is True and bool(out[2]) is True
+    np.testing.assert_array_equal(tangent[0], 2 * x)
+    for part in tangent[1:]:
+        assert np.asarray(part).dtype == np.bool_ and not np.asarray(part).any()
