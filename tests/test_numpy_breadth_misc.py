@@ -346,3 +346,37 @@ def test_isclose_with_infinities_and_nans_is_numpys():
     np.testing.assert_array_equal(vmap(lambda x, y: np.isclose(x, y, equal_nan=True), a, b),
                                   loop(lambda x, y: np.isclose(x, y, equal_nan=True), a, b))
     np.testing.assert_array_equal(vmap(lambda x: np.isclose(x, np.inf), a), loop(lambda x: np.isclose(x, np.inf), a))
+
+
+def _fill(fn):
+    """A buffer mapped by two vmaps (it reads both examples), written with a value mapped
+    by the outer one only (lower rank, or a mask's worth)."""
+    mask = np.arange(12).reshape(3, 4) % 2 == 0
+
+    def write(x, v):
+        y = x * v.sum()
+        fn(y, v, mask)
+        return y
+
+    return write
+
+
+NESTED_WRITES = {
+    "setitem": lambda y, v, m: y.__setitem__(Ellipsis, v[0]),
+    "iadd": lambda y, v, m: y.__iadd__(v[0]),
+    "copyto": lambda y, v, m: np.copyto(y, v),
+    "copyto_where": lambda y, v, m: np.copyto(y, v, where=m),
+    "putmask": lambda y, v, m: np.putmask(y, m, v),
+    "place": lambda y, v, m: np.place(y, m, 5.0 * v.sum()),
+    "put_along_axis": lambda y, v, m: np.put_along_axis(y, np.zeros((3, 1), int), v[:, :1], axis=1),
+    "put": lambda y, v, m: np.put(y, [0, 5], v[0, :2]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NESTED_WRITES))
+def test_writes_of_an_outer_value_into_a_buffer_of_both_vmaps_match_the_loop(name):
+    write = _fill(NESTED_WRITES[name])
+    outer, inner = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(3, 3, 4))
+    got = lf.vmap(lambda v: lf.vmap(lambda x: write(x, v), in_dims=(0,))(inner), in_dims=(0,))(outer)
+    expected = np.stack([np.stack([write(x, v) for x in inner]) for v in outer])
+    np.testing.assert_array_equal(got, expected)
