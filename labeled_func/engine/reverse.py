@@ -492,7 +492,6 @@ class VJPTracer(PrimalTracer):
         return f"VJPTracer(grad level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
 
 
-
 def backward(seeds, wanted):
     """Cotangents of the ``wanted`` nodes, given ``seeds``: [(node, cotangent)].
 

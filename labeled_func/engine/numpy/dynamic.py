@@ -77,7 +77,6 @@ def _count(value):
     return int(np.prod(np.shape(value)))
 
 
-
 def refuse_value_dtype(value, name, what, advice):
     """Raise DynamicShapeError where ``value`` is mapped (vmap: a batch has one dtype) or
     recorded for later calls (lf.jit: a program has one), when ``what`` (the dtype of

@@ -2,11 +2,12 @@
 ``polysub``, ``polymul``, ``polyder``, ``polyint``, ``poly`` and ``roots``, written with the
 other families' handlers, so that they batch and differentiate through them.
 
-Some results follow the values: ``roots`` strips the leading and trailing zeros of its
-input and ``polymul`` the leading ones (as NumPy's ``poly1d``): under vmap that is allowed
-where no example has a zero there, else a DynamicShapeError, and lf.jit, which cannot know
-them, raises it too; under grad the primal decides), and ``poly`` of complex roots is real where they come in conjugate
-pairs (the dtype follows the values: a DynamicShapeError under vmap and lf.jit).
+Some results follow the values. ``roots`` strips the leading and trailing zeros of its
+input and ``polymul`` the leading ones (as NumPy's ``poly1d`` does): under vmap that is
+allowed where no example has a zero there, else a DynamicShapeError; lf.jit, which cannot
+know them, raises it too; under grad the primal decides.  ``poly`` of complex roots is real
+where they come in conjugate pairs: its dtype follows the values (a DynamicShapeError under
+vmap and lf.jit).
 """
 from __future__ import annotations
 
@@ -131,7 +132,6 @@ def _polyint(p, m=1, k=None):
         constant = getitem_static(k, (slice(j, j + 1),))
         p = np.concatenate((ew.divide.bind(p, np.arange(p.shape[0], 0, -1)), constant))
     return p
-
 
 
 @implements(np.poly)
