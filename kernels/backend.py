@@ -170,7 +170,10 @@ def extra(xp, name):
     function = getattr(xp, name, None)
     if function is not None:
         return function
-    return _FALLBACKS[name](xp)
+    fallback = _FALLBACKS.get(name)
+    if fallback is None:
+        raise AttributeError(f"{getattr(xp, '__name__', xp)} has no {name}, and there is no portable fallback")
+    return fallback(xp)
 
 
 def _einsum_fallback(xp):
@@ -264,8 +267,52 @@ def _bincount_fallback(xp):
     return bincount
 
 
+def _floating_of(xp, x, like=None):
+    """``x`` as an array of a floating dtype: an integer or boolean one as the float NumPy's
+    loops pick, a Python number as a 0-d array (of ``like``'s floating dtype, else float64)."""
+    if not hasattr(x, "dtype"):
+        dtype = like.dtype if like is not None and dtype_kind(like.dtype) == "f" else xp.float64
+        return xp.asarray(float(x), dtype=dtype, device=None if like is None else device_of(like))
+    if is_integer_dtype(x.dtype):
+        np_dtype = np.promote_types(np.dtype(getattr(x.dtype, "_np_dtype", x.dtype)), np.float16)
+        return xp.astype(x, namespace_dtype(xp, np_dtype))
+    return x
+
+
+def _fmod_fallback(xp):
+    def fmod(x, y):
+        """The remainder of |x| by |y| (on non-negative numbers C's fmod, exact) with the sign
+        of ``x``."""
+        reference = x if hasattr(x, "dtype") else y
+        x, y = (v if hasattr(v, "dtype") else xp.asarray(v, dtype=reference.dtype, device=device_of(reference))
+                for v in (x, y))
+        size = xp.remainder(xp.abs(x), xp.abs(y))
+        return xp.where(x < 0, -size, size) if is_integer_dtype(size.dtype) else xp.copysign(size, x)
+    return fmod
+
+
+def _ldexp_fallback(xp):
+    def ldexp(x, i):
+        """``x * 2.0**i``: exact where ``2.0**i`` and the product are normal numbers."""
+        if not hasattr(i, "dtype"):  # a Python int
+            return _floating_of(xp, x) * math.ldexp(1.0, int(i))
+        x = _floating_of(xp, x, i)  # a number takes float64, on i's device
+        return x * xp.pow(xp.asarray(2.0, dtype=x.dtype, device=device_of(x)), xp.astype(i, x.dtype))
+    return ldexp
+
+
+def _spacing_fallback(xp):
+    def spacing(x):
+        """The step to the next number away from zero (+0.0 and -0.0 both step up, as NumPy's)."""
+        x = _floating_of(xp, x)
+        up = xp.full_like(x, math.inf)
+        return xp.nextafter(x, xp.where(x < 0, -up, up)) - x
+    return spacing
+
+
 _FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback,
-              "take_along_axis": _take_along_axis_fallback, "bincount": _bincount_fallback}
+              "take_along_axis": _take_along_axis_fallback, "bincount": _bincount_fallback,
+              "fmod": _fmod_fallback, "ldexp": _ldexp_fallback, "spacing": _spacing_fallback}
 
 
 def parse_einsum(subscripts, ndims):

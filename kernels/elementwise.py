@@ -102,13 +102,13 @@ def _from_namespace(function_name, numpy_semantics=None):
         xp = namespace(*args)
         if numpy_semantics is not None and xp is not numpy_namespace:
             args = numpy_semantics(xp, args)
-        return getattr(xp, function_name)(*args)
+        return extra(xp, function_name)(*args)  # the library's own, else the portable fallback
 
     def lower(*args):
         """The library's own function that ``impl`` calls for arguments like ``args``
         (a compiled program calls it directly), or None where ``impl`` adapts them."""
         xp = namespace(*args)
-        return getattr(xp, function_name) if numpy_semantics is None or xp is numpy_namespace else None
+        return getattr(xp, function_name, None) if numpy_semantics is None or xp is numpy_namespace else None
 
     impl.__name__ = function_name
     impl.lower = lower
@@ -389,49 +389,7 @@ fmax = elementwise_primitive("fmax", _fmax)
 fmin = elementwise_primitive("fmin", _fmin)
 
 
-# --- NumPy's floating-point ufuncs: the library's own where it has one ----------------------------
-def _own_or(function_name, fallback):
-    """An impl calling ``xp.<function_name>`` where the namespace has it (NumPy, CuPy: their bits),
-    else ``fallback(xp, *args)``, written with the standard's functions (array_api_strict)."""
-
-    def impl(*args):
-        xp = namespace(*args)
-        function = getattr(xp, function_name, None)
-        return function(*args) if function is not None else fallback(xp, *args)
-
-    def lower(*args):
-        return getattr(namespace(*args), function_name, None)
-
-    impl.__name__ = function_name
-    impl.lower = lower
-    return impl
-
-
-def _fmod_fallback(xp, x, y):
-    """The remainder of |x| by |y| (on non-negative numbers the same as C's fmod, and exact)
-    with the sign of ``x``."""
-    x, y = _arrays(xp, x, y)
-    size = xp.remainder(xp.abs(x), xp.abs(y))
-    return xp.where(x < 0, -size, size) if is_integer_dtype(size.dtype) else xp.copysign(size, x)
-
-
-def _ldexp_fallback(xp, x, i):
-    """``x * 2.0**i``: exact where ``2.0**i`` and the product are normal numbers of the dtype."""
-    if not hasattr(i, "dtype"):  # a Python int
-        return _to_floating(xp, [x])[0] * math.ldexp(1.0, int(i))
-    if not hasattr(x, "dtype"):
-        x = xp.asarray(float(x), dtype=xp.float64, device=device_of(i))
-    (x,) = _to_floating(xp, [x])
-    return x * xp.pow(xp.asarray(2.0, dtype=x.dtype, device=device_of(x)), xp.astype(i, x.dtype))
-
-
-def _spacing_fallback(xp, x):
-    """The step to the next number away from zero (+0.0 and -0.0 both step up, as NumPy's)."""
-    (x,) = _to_floating(xp, [x])
-    up = xp.full_like(x, math.inf)
-    return xp.nextafter(x, xp.where(x < 0, -up, up)) - x
-
-
+# --- NumPy's floating-point ufuncs (backend.extra: the library's own where it has one) ------------
 def _frexp_exponent_impl(x):
     xp = namespace(x)
     frexp = getattr(xp, "frexp", None)
@@ -442,11 +400,10 @@ def _frexp_exponent_impl(x):
 
 # fmod: x - trunc(x / y) y, the sign of x; ldexp: x 2**i (i an integer array), linear in x;
 # nextafter and spacing: the neighbouring floating-point numbers; frexp's exponent (int32)
-fmod = elementwise_primitive("fmod", _own_or("fmod", _fmod_fallback))
-ldexp = linear_rules(elementwise_primitive("ldexp", _own_or("ldexp", _ldexp_fallback)),
-                     lambda g, x, i: unbroadcast(ldexp.bind(g, i), x.shape))
+fmod = _define("fmod")
+ldexp = linear_rules(_define("ldexp"), lambda g, x, i: unbroadcast(ldexp.bind(g, i), x.shape))
 nextafter = _define("nextafter", semantics="floating")
-spacing = elementwise_primitive("spacing", _own_or("spacing", _spacing_fallback))
+spacing = _define("spacing")
 frexp_exponent = elementwise_primitive("frexp_exponent", _frexp_exponent_impl)
 
 # --- ternary ----------------------------------------------------------------
