@@ -13,6 +13,7 @@ import copy
 import functools
 import inspect
 import numbers
+import struct
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -23,9 +24,11 @@ import optree
 import xarray as xr
 
 from . import dask as lazy
+from . import random as lf_random
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
+from .engine.errors import InplaceError, RandomnessError
 from .flat import replace_arrays
 from .named import tree_nodes
 from .vmap import zero_d_index_error
@@ -44,18 +47,24 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
     they produce); later calls whose arguments have the same signature replay that program
     on the new arrays and return outputs labeled as the first call's were.
 
+    A jitted call returns what ``func`` returns (the same labels, dtypes and values, to the
+    bit but for the documented tolerances of fused evaluations), writes into its arguments
+    as ``func`` does, and draws ``lf.random`` numbers as ``func`` draws them; or it raises.
     The signature of a call is the structure of its arguments (pytrees of DataArrays,
     Datasets, DataTrees, Variables, arrays, numbers; the node paths and variables of
-    each DataTree), the dims, shapes, dtypes and memory layouts (strides) of their arrays,
-    their coordinates, names and attrs, and the values of Python numbers, ``None`` and the
-    arguments named in ``static_argnames`` (hashable; a new value traces again).  Pass a
-    0-d array or DataArray for a number that changes from call to call.  Up to
-    ``CACHE_SIZE`` programs are kept per function.
+    each DataTree), the dims, shapes, dtypes, array types and memory layouts (strides) of
+    their arrays, their coordinates (values, attrs, encodings, index types), names, attrs
+    and encodings, which arguments are the same array, and Python numbers, ``None`` and
+    the arguments named in ``static_argnames`` (hashable) by type and exact value (``1``,
+    ``1.0``, ``0.0`` and ``-0.0`` are four programs).  Pass a 0-d array or DataArray for a
+    number that changes from call to call.  Up to ``CACHE_SIZE`` programs are kept per
+    function.  See docs/jit.md, "The contract".
 
     Inside, a traced value stands for the values of every later call: a Python ``if``,
     ``bool()``, ``float()`` or ``.item()`` on it raises the same errors as under ``vmap``
     (use ``xr.where`` / ``lf.cond``), and so does a shape that depends on its values.
-    ``lf.random`` draws are made afresh at every call.  Other side effects (``print``,
+    ``lf.random`` draws are made at every call as ``func`` makes them (a seed inside
+    ``func`` gives the same draws at every call).  Other side effects (``print``,
     appending to a list) happen while tracing only, as in JAX.  Called inside another
     transform, ``jit`` runs ``func`` as it is.  On Dask-backed arguments the results are
     lazy, as ``func``'s are, and each lazy ``lf.vmap`` inside compiles its blocks: one
@@ -94,6 +103,11 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
         When traced: ``if``, ``bool()`` on a traced value (``lf.ItemError`` for
         ``float()``, ``.item()``; ``lf.DynamicShapeError`` for a shape that depends on
         values).
+    lf.InplaceError
+        ``func`` writes into an argument that shares memory with another argument
+        without being the same array.
+    lf.RandomnessError
+        When traced: ``func`` draws from NumPy's global random state (``np.random.*``).
     lf.UnsupportedOperationError
         When traced: reverse-mode differentiation (``lf.grad``...) through an
         ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a 0-d traced
@@ -160,7 +174,7 @@ class Jitted:
                         while len(self.cache) > CACHE_SIZE:
                             self.cache.popitem(last=False)
                     return result
-        return compiled.outputs.build(compiled.program.run(call.arrays))
+        return compiled.outputs.build(compiled.run(call))
 
     def _cached(self, call):
         with self.lock:
@@ -188,8 +202,12 @@ class Jitted:
     def _trace(self, call):
         level = JitLevel()
         level.label = "jit"
-        with active(level):
-            traced = [level.input(array) for array in call.arrays]
+        drew_from_numpy = lf_random.numpy_state()
+        with active(level), lf_random.recorded_draws(level) as draws:
+            traced, aliases = [], call.key[-1]
+            for k, array in enumerate(call.arrays):
+                tracer = level.input(array)  # every argument an input, so that positions line up
+                traced.append(tracer if aliases is None or aliases[k] == k else traced[aliases[k]])
             args, kwargs = call.rebuild(traced)
             try:
                 out = self.func(*args, **kwargs)
@@ -199,50 +217,131 @@ class Jitted:
                     raise
                 raise clearer from error
             outputs = _Outputs(out, level)
+            # the arguments the function wrote into (eagerly, the caller's arrays are written)
+            written = [(k, tracer._slot, tracer._value) for k, tracer in enumerate(traced)
+                       if tracer._slot != level.program.inputs[k] and (aliases is None or aliases[k] == k)]
+        if lf_random.numpy_drew_since(drew_from_numpy):
+            raise RandomnessError(
+                f"lf.jit: {getattr(self.func, '__name__', 'the function')} draws from NumPy's global random state "
+                "(np.random.*) while traced: lf.jit records a program once, so those draws would be the same at "
+                "every call. Draw with lf.random.normal / lf.random.uniform (drawn afresh at every call, "
+                "reproducible with lf.random.seed), or draw outside and pass the draws in as an argument.")
+        lf_random.settle_draws(draws)
         program = level.program
-        program.outputs = outputs.slots
+        program.outputs = outputs.slots + [slot for _, slot, _ in written]
         program.keep_buffers = self.keep_buffers
         program.prune()
         self.traces += 1
-        return _Compiled(call, program, outputs), outputs.build(outputs.values)
+        compiled = _Compiled(call, program, outputs, [k for k, _, _ in written])
+        compiled.check_overlaps(call)
+        for k, _, value in written:
+            _write_through(call.arrays[k], value)
+        return compiled, outputs.build(outputs.values)
 
     def __repr__(self):
         return f"<lf.jit of {getattr(self.func, '__name__', self.func)!r}: {len(self.cache)} program(s)>"
 
 
 class _Compiled:
-    def __init__(self, call, program, outputs):
+    def __init__(self, call, program, outputs, written=()):
         self.program = program
         self.outputs = outputs
         self.check = call.check
+        self.written = tuple(written)  # the positions of the arguments the function writes into
+
+    def run(self, call):
+        """The program's outputs for ``call``, whose arguments it writes into as the function does."""
+        if not self.written:
+            return self.program.run(call.arrays)
+        self.check_overlaps(call)
+        results = self.program.run(call.arrays)
+        count = len(results) - len(self.written)
+        for k, value in zip(self.written, results[count:]):
+            _write_through(call.arrays[k], value)
+        return results[:count]
+
+    def check_overlaps(self, call):
+        """InplaceError where the function writes into an argument that shares memory with another
+        argument without being the same array (a view of it): lf.jit traces them as two arrays."""
+        aliases = call.key[-1]
+        for k in self.written:
+            for m, other in enumerate(call.arrays):
+                same = aliases is not None and aliases[m] == aliases[k]
+                if m != k and not same and _may_share_memory(call.arrays[k], other):
+                    raise InplaceError(
+                        f"lf.jit: {getattr(call.jitted.func, '__name__', 'the function')} writes into "
+                        f"{call.describe(k)} in place, and {call.describe(m)} shares its memory (a view of it, "
+                        "or it of a view): lf.jit records them as two arrays, so the write would not show "
+                        "through the other. Pass a copy (.copy()) of one of them, or the same array twice.")
 
     def matches(self, call):
-        """Whether ``call``'s labels equal those of the traced call (the key holds their
-        shapes; coordinate values and attrs are compared here)."""
+        """Whether ``call``'s labels are those of the traced call (the key holds their
+        structure, shapes and dtypes; coordinate values, attrs and encodings are compared
+        here, as they go into the outputs)."""
         if len(call.check) != len(self.check):
             return False
         for mine, theirs in zip(self.check, call.check):
             if mine[0] == "coords":
-                if any(a is not b and not a.equals(b) for a, b in zip(mine[1], theirs[1])):
+                if any(a is not b and not _same_coordinate(a, b) for a, b in zip(mine[1], theirs[1])):
                     return False
-            elif not _same_attrs(mine[1], theirs[1]):
+            elif any(a is not b and not same_value(a, b) for a, b in zip(mine[1], theirs[1])):
                 return False
         return True
 
 
-def _same_attrs(a, b):
-    if a.keys() != b.keys():
+def _write_through(array, value):
+    """``array[...] = value``: the caller's argument written as the function writes it."""
+    array[...] = value
+
+
+def _may_share_memory(a, b):
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return bool(np.may_share_memory(a, b))
+    return a is b  # other libraries' arrays: the same object only (no portable test)
+
+
+def _labels(*variables):
+    """The attrs and encoding of each of ``variables``, compared on a cache hit."""
+    return tuple(part for variable in variables for part in (variable.attrs, variable.encoding))
+
+
+def _same_coordinate(a, b):
+    """Whether two coordinate variables hold the same labels: values (NaN as NaN, the sign
+    of a zero), attrs and encoding (their dims, shapes and dtypes are in the key)."""
+    if not (a.equals(b) and same_value(a.attrs, b.attrs) and same_value(a.encoding, b.encoding)):
         return False
-    for key in a:
-        x, y = a[key], b[key]
-        if x is y:
-            continue
-        try:
-            if not bool(np.all(x == y)):
-                return False
-        except (TypeError, ValueError):
-            return False
+    if a.dtype.kind in "fc":  # equals() holds 0.0 == -0.0
+        return bool(np.array_equal(np.signbit(a.values.real), np.signbit(b.values.real)))
     return True
+
+
+def same_value(a, b):
+    """Whether ``a`` and ``b`` are the same value of the same type, to the bit: what a
+    program may return as it was when traced (attrs, encodings). Containers are compared
+    item by item, floats by their bits (``0.0`` is not ``-0.0``, NaN is NaN)."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is dict:
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if kind in (list, tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if kind in (float, complex) or isinstance(a, np.generic):
+        return _scalar_key(a) == _scalar_key(b)
+    if isinstance(a, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype.kind in "fc":
+            return bool(np.array_equal(a, b, equal_nan=True)
+                        and np.array_equal(np.signbit(a.real), np.signbit(b.real))
+                        and np.array_equal(np.signbit(a.imag), np.signbit(b.imag)))
+        return bool(np.array_equal(a, b))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # no single truth value: only the object itself matches
+        return False
 
 
 # --- a call: its signature, its arrays, and how to rebuild its arguments -----------------------------
@@ -255,11 +354,12 @@ class _Call:
             self.bound = jitted.signature.bind(*args, **kwargs)
             self.bound.apply_defaults()
             arguments = self.bound.arguments
-            statics = tuple((name, _hashable(name, arguments[name])) for name in jitted.static_argnames)
+            statics = tuple((name, _static_key(name, arguments[name])) for name in jitted.static_argnames)
             tree = {name: value for name, value in arguments.items() if name not in jitted.static_argnames}
         else:
             tree = (tuple(args), dict(kwargs))
         paths, self.leaves, self.treedef = optree.tree_flatten_with_path(tree, none_is_leaf=True)
+        self.paths = paths
         self.arrays, self.check, self.counts, key = [], [], [], []
         for path, leaf in zip(paths, self.leaves):
             kind, arrays = self._leaf(leaf, path)
@@ -269,7 +369,17 @@ class _Call:
         # the memory layout of NumPy arrays too: the replay writes results in the layout
         # NumPy gave them when recorded (sums over them then add in the same order)
         layouts = tuple(a.strides if type(a) is np.ndarray else None for a in self.arrays)
-        self.key = (self.treedef, tuple(key), statics, layouts)
+        self.key = (self.treedef, tuple(key), statics, layouts, _aliasing(self.arrays))
+
+    def describe(self, k):
+        """The argument that holds array ``k`` of the call (``argument 'x'``, ``argument
+        'ds'['a']``...)."""
+        total = 0
+        for path, count in zip(self.paths, self.counts):
+            if k < total + count:
+                return self._where(path)
+            total += count
+        return f"array {k}"  # pragma: no cover
 
     def _where(self, path):
         """``argument 'x'``, ``argument 'params'['a']``, ``keyword argument 'scale'``."""
@@ -286,18 +396,22 @@ class _Call:
     def _leaf(self, leaf, path):
         if isinstance(leaf, xr.DataArray):
             self.check.append(("coords", _coordinates(leaf)))
-            self.check.append(("attrs", leaf.attrs))
-            return ("DataArray", leaf.dims, leaf.shape, str(leaf.dtype), leaf.name, _coord_key(leaf)), [leaf.data]
+            self.check.append(("labels", _labels(leaf.variable)))
+            data = leaf.variable.data
+            return ("DataArray", leaf.dims, leaf.shape, _dtype_key(data.dtype), type(data), _scalar_key(leaf.name),
+                    _coord_key(leaf)), [data]
         if isinstance(leaf, xr.Dataset):
             names, variables = list(leaf.data_vars), leaf._variables
             self.check.append(("coords", _coordinates(leaf)))
-            self.check.append(("attrs", {**leaf.attrs, **{f"{name}.": variables[name].attrs for name in names}}))
-            layout = tuple((name, variables[name].dims, variables[name].shape, str(variables[name].dtype))
-                           for name in names)
-            return ("Dataset", layout, _coord_key(leaf)), [variables[name].data for name in names]
+            self.check.append(("labels", (leaf.attrs, leaf.encoding) + _labels(*(variables[name] for name in names))))
+            arrays = [variables[name].data for name in names]
+            layout = tuple((_scalar_key(name), variables[name].dims, data.shape, _dtype_key(data.dtype), type(data))
+                           for name, data in zip(names, arrays))
+            return ("Dataset", layout, _coord_key(leaf)), arrays
         if isinstance(leaf, xr.Variable):
-            self.check.append(("attrs", leaf.attrs))
-            return ("Variable", leaf.dims, leaf.shape, str(leaf.dtype)), [leaf.data]
+            self.check.append(("labels", _labels(leaf)))
+            data = leaf.data
+            return ("Variable", leaf.dims, data.shape, _dtype_key(data.dtype), type(data)), [data]
         if isinstance(leaf, xr.DataTree):
             layout, arrays = [], []
             for node_path, ds in tree_nodes(leaf):
@@ -305,12 +419,10 @@ class _Call:
                 layout.append((node_path, kind))
                 arrays.extend(node_arrays)
             return ("DataTree", leaf.name, tuple(layout)), arrays
-        if isinstance(leaf, (bool, numbers.Number, str, type(None))) and not hasattr(leaf, "shape"):
-            return ("constant", type(leaf), leaf), []
-        if isinstance(leaf, np.generic):
-            return ("constant", type(leaf), leaf.item()), []
+        if isinstance(leaf, (bool, numbers.Number, str, type(None), np.generic)):
+            return ("constant", _scalar_key(leaf)), []
         if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            return ("array", type(leaf), tuple(leaf.shape), str(leaf.dtype)), [leaf]
+            return ("array", type(leaf), tuple(leaf.shape), _dtype_key(leaf.dtype)), [leaf]
         raise TypeError(
             f"lf.jit: {self._where(path)} is a {type(leaf).__name__}, which is neither an array, a labeled value "
             "(DataArray, Dataset, DataTree, Variable), nor a number: name it in static_argnames (it is then part of the signature, "
@@ -354,16 +466,67 @@ def _coordinates(leaf):
 
 
 def _coord_key(leaf):
-    return tuple((name, c.dims, c.shape, str(c.dtype)) for name, c in coord_variables(leaf).items())
+    """The structure of a labeled leaf's coordinates: names, dims, shapes, dtypes and the
+    type of each one's index (a PandasIndex, a CFTimeIndex or a custom index select
+    differently)."""
+    indexes = leaf._indexes
+    return tuple((name, c._dims, c.shape, _dtype_key(c.dtype), type(indexes.get(name)))
+                 for name, c in coord_variables(leaf).items())
 
 
-def _hashable(name, value):
+def _dtype_key(dtype):
+    """A dtype as a key (NumPy's own dtypes hash and compare faster than their names)."""
+    return dtype if isinstance(dtype, np.dtype) else str(dtype)
+
+
+def _aliasing(arrays):
+    """Which arguments are the same array (for each, the position of the first that is it),
+    or None when all are distinct: a function that writes into one writes into the others."""
+    if len(arrays) < 2:
+        return None
+    first = {}
+    pattern = tuple(first.setdefault(id(array), k) for k, array in enumerate(arrays))
+    return None if len(first) == len(arrays) else pattern
+
+
+def _scalar_key(value):
+    """A Python number, string, None or NumPy scalar as a key: its type and exact value (a
+    float's bits: ``0.0`` and ``-0.0`` are two keys, every NaN is one; ``1``, ``1.0`` and
+    ``True`` are three), so that a program never stands for another's constants."""
+    kind = type(value)
+    if kind is float:
+        return kind, struct.pack("<d", value) if value == value else b"nan"
+    if kind is complex:
+        return kind, _scalar_key(value.real), _scalar_key(value.imag)
+    if isinstance(value, np.generic):
+        if value.dtype.kind == "f":
+            return kind, _scalar_key(float(value))
+        if value.dtype.kind == "c":
+            return kind, _scalar_key(complex(value))
+        return kind, value.item()
+    return kind, value
+
+
+def _static_key(name, value):
+    """A static argument as a key: its type and value, item by item in tuples and frozensets
+    (``(1, 2)`` and ``(1.0, 2)`` are two keys)."""
     try:
         hash(value)
     except TypeError:
         raise TypeError(f"lf.jit: the static argument {name!r} must be hashable (it is part of the "
                         f"signature), got a {type(value).__name__}") from None
-    return value
+    return _typed(value)
+
+
+def _typed(value):
+    kind = type(value)
+    if kind is tuple:
+        return kind, tuple(_typed(item) for item in value)
+    if kind is frozenset:
+        return kind, frozenset(_typed(item) for item in value)
+    if kind in (float, complex) or isinstance(value, np.generic):
+        return _scalar_key(value)
+    return kind, value
 
 
 # --- outputs: the template, the slots of their arrays ----------------------------------------------

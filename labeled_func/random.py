@@ -8,8 +8,12 @@ of the user's own (pass it here as ``rng=``; see docs/vmap.md).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import copy
 import ctypes
 import functools
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from .engine import BatchTracer, current_levels
-from .engine.errors import RandomnessError
+from .engine.errors import RandomnessError, UnsupportedOperationError
 
 __all__ = ["seed", "normal", "uniform", "get_state", "set_state", "numpy_state", "numpy_drew_since"]
 
@@ -59,6 +63,9 @@ def seed(n: int | Sequence[int] | np.random.SeedSequence | None) -> None:
     global _generator
     with _lock:
         _generator = np.random.default_rng(n)
+        trace = _TRACE.get()
+        if trace is not None:  # inside lf.jit: the draws after it are the same at every call
+            trace.made.append(_generator)
 
 
 def get_state() -> dict[str, Any]:
@@ -112,6 +119,9 @@ def set_state(state: dict[str, Any]) -> None:
     """
     with _lock:
         _generator.bit_generator.state = state
+        trace = _TRACE.get()
+        if trace is not None:  # inside lf.jit: as seed()
+            trace.made.append(_generator)
 
 
 def normal(sizes: Mapping[str, int] | None = None, *, like: xr.DataArray | xr.Variable | None = None,
@@ -228,6 +238,115 @@ def _sample(sample, rng, shape, dtype):
     return value
 
 
+# --- draws under lf.jit --------------------------------------------------------------------------
+# A compiled program must draw what the function draws at each call.  A draw from a generator
+# that lives across calls (the default one, one of the user's made outside the function) is a
+# source of the program: each run draws from that generator as it is then.  A draw from a
+# generator that the call itself makes (``seed(n)`` inside the function, or
+# ``rng=np.random.default_rng(5)`` made inside) gives the same values at every call: it is a
+# constant of the program.  Which generators the call made is known for the default one (seed()
+# and set_state() say so) and, for the user's, once the function has returned: a generator that
+# nothing but the recording holds any more was made by the call.
+_TRACE = contextvars.ContextVar("lf_random_trace", default=None)
+
+
+class _Holder:
+    """The recording's only hold on a user's generator (counted by :func:`settle_draws`)."""
+
+    __slots__ = ("generator",)
+
+    def __init__(self, generator):
+        self.generator = generator
+
+
+def _held_once():
+    """``sys.getrefcount`` of an object that only one attribute holds (it varies with the
+    Python version)."""
+    holder = _Holder(object())
+    return sys.getrefcount(holder.generator)
+
+
+_HELD_ONCE = _held_once()
+
+
+class _Trace:
+    """What the draws of one lf.jit trace drew from."""
+
+    def __init__(self, level):
+        self.level = level
+        self.made = []  # default generators that seed()/set_state() made during the trace
+        self.holders = {}  # id -> _Holder of a user's generator
+        self.draws = []  # (holder, tracer, value, in a loop's body)
+
+
+@contextlib.contextmanager
+def recorded_draws(level):
+    """Within: the draws of lf.jit's recording ``level`` are noted; then :func:`settle_draws`."""
+    trace = _Trace(level)
+    token = _TRACE.set(trace)
+    try:
+        yield trace
+    finally:
+        _TRACE.reset(token)
+
+
+def settle_draws(trace):
+    """After the traced function returned: the draws from generators the call made become
+    constants of the program, and a default generator seeded by the call is left, after each
+    run, in the state the call leaves it in (as the function leaves it)."""
+    global _generator
+    for holder in trace.holders.values():
+        if sys.getrefcount(holder.generator) > _HELD_ONCE:
+            continue  # held elsewhere: it lives across calls, each run draws from it
+        for draw_holder, tracer, value, looped in trace.draws:
+            if draw_holder is holder:
+                if looped:
+                    raise UnsupportedOperationError(
+                        "lf.random draws inside an lf.while_loop under lf.jit from a generator made inside the "
+                        "function: lf.jit records the loop's body once, and cannot start that generator again "
+                        "at each call. Make the generator outside the function (or pass it in), or seed the "
+                        "default one with lf.random.seed outside.")
+                trace.level.settle(tracer, value)
+        holder.generator = None
+    with _lock:
+        if any(made is _generator for made in trace.made):
+            final = copy.deepcopy(_generator)
+            trace.level.effect(functools.partial(_leave_default, final))
+
+
+def _leave_default(final):
+    """The default generator as a call that seeded it left it (a copy of ``final``)."""
+    global _generator
+    with _lock:
+        _generator = copy.deepcopy(final)
+
+
+def _recorded(recording, sample, rng, shape, dtype, value):
+    """``value``, this trace's draw, as lf.jit's recording ``recording`` keeps it."""
+    trace = _TRACE.get()
+    if trace is None or trace.level is not recording:  # pragma: no cover - every recording notes its draws
+        return recording.source(functools.partial(_sample, sample, rng, shape, dtype), value)
+    if rng is None:
+        if any(made is _generator for made in trace.made):  # seeded by this call: the same every call
+            if recording.in_loop_body:
+                raise UnsupportedOperationError(
+                    "lf.random draws inside an lf.while_loop under lf.jit after lf.random.seed() inside the "
+                    "function: lf.jit records the loop's body once, and cannot seed the generator again at "
+                    "each call. Seed outside the function.")
+            return value
+        return recording.source(functools.partial(_sample, sample, None, shape, dtype), value)
+    holder = trace.holders.get(id(rng))
+    if holder is None:
+        holder = trace.holders[id(rng)] = _Holder(rng)
+    tracer = recording.source(functools.partial(_held_sample, sample, holder, shape, dtype), value)
+    trace.draws.append((holder, tracer, value, recording.in_loop_body))
+    return tracer
+
+
+def _held_sample(sample, holder, shape, dtype):
+    return _sample(sample, holder.generator, shape, dtype)
+
+
 def _draw(name, sample, sizes, like, rng):
     if like is not None and sizes is not None:
         raise ValueError(f"lf.random.{name}: give sizes= or like=, not both (the draws take "
@@ -257,8 +376,8 @@ def _draw(name, sample, sizes, like, rng):
     dtype = np.dtype(like.dtype) if like is not None and np.dtype(like.dtype).kind == "f" else None
     value = _sample(sample, rng, full_shape, dtype)
     recording = next((level for level in active_levels if level.abstract), None)
-    if recording is not None:  # lf.jit: drawn afresh at every call of the compiled program
-        value = recording.source(functools.partial(_sample, sample, rng, full_shape, dtype), value)
+    if recording is not None:  # lf.jit: drawn at every call of the compiled program, as the function would
+        value = _recorded(recording, sample, rng, full_shape, dtype, value)
     for level in different:  # outermost first: each wraps the one before
         value = BatchTracer(level, value)
     return xr.DataArray(value, dims=dims, coords=coords)

@@ -111,10 +111,34 @@ class JitLevel(Level):
 
     def source(self, draw, value):
         """A value computed afresh at every run by ``draw()`` (random draws); ``value`` is
-        this run's."""
+        this run's.  The node is an effect: it runs at every run, in its place, even when
+        nothing reads its value (a draw nobody uses still moves its generator)."""
         slot = self.new_slot()
-        self.program.nodes.append(Node(draw, {}, (), slot))
+        node = Node(draw, {}, (), slot)
+        node.effect = True
+        self.program.nodes.append(node)
         return JitTracer(self, value, slot)
+
+    def settle(self, tracer, value):
+        """The source that made ``tracer`` (of this recording's program) becomes the constant
+        ``value``: a draw that every run makes the same (from a generator made anew, with the
+        same seed, at every call)."""
+        for index, node in enumerate(self.program.nodes):
+            if node.slot == tracer._slot:
+                self.program.nodes[index] = Node(_identity, {}, (Constant(value),), node.slot)
+                return
+        raise LookupError(f"no source of slot {tracer._slot} in the program")  # pragma: no cover
+
+    def effect(self, function):
+        """``function()`` called at every run, after the nodes recorded so far (its result unused)."""
+        node = Node(function, {}, (), self.new_slot())
+        node.effect = True
+        self.program.nodes.append(node)
+
+    @property
+    def in_loop_body(self):
+        """Whether the level records a loop's condition or body (run many times per call)."""
+        return self._reads is not None
 
     def output_slot(self, value):
         """The slot of a traced output (a view first brought up to date)."""
@@ -367,7 +391,7 @@ class Node:
     ``fusable``: None, or the dtypes of the inputs when the node may join a fused
     expression (see :func:`_fusable`)."""
 
-    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable", "out", "strides")
+    __slots__ = ("function", "params", "refs", "slot", "prim", "fusable", "out", "strides", "effect")
 
     def __init__(self, function, params, refs, slot, prim=None):
         self.function = function
@@ -376,6 +400,7 @@ class Node:
         self.slot = slot
         self.prim = prim
         self.fusable = None
+        self.effect = False  # runs at every run even if no output needs it (a random draw)
         self.out = None  # (shape, dtype) of a NumPy result
         self.strides = None  # its strides when recorded (a call's layout is part of its signature)
 
@@ -436,6 +461,9 @@ class Program:
         pooled = {node.slot: _writes_into(node) for node in self.nodes}
         frees = [[] for _ in self.nodes]
         recycles = [[] for _ in self.nodes]
+        for index, node in enumerate(self.nodes):
+            if node.effect and node.slot not in last_reader and node.slot not in outputs:
+                frees[index].append(position[node.slot])  # an effect's value nobody reads
         for slot, index in last_reader.items():
             if slot in outputs:
                 continue
@@ -593,7 +621,7 @@ class Program:
         needed = set(self.outputs)
         kept = []
         for node in reversed(self.nodes):
-            if node.slot in needed:
+            if node.slot in needed or node.effect:
                 kept.append(node)
                 needed.update(ref for ref in node.refs if type(ref) is int)
         self.nodes = kept[::-1]
@@ -1017,6 +1045,13 @@ _POWERS = {2.0: "({0} * {0})", 3.0: "(({0} * {0}) * {0})", 4.0: "(({0} * {0}) * 
 _HEAVY = frozenset((ew.sqrt, ew.exp, ew.expm1, ew.log, ew.log1p, ew.sin, ew.cos, ew.tan, ew.asin, ew.acos,
                     ew.atan, ew.sinh, ew.cosh, ew.tanh, ew.asinh, ew.acosh, ew.atanh, ew.atan2))
 
+# Primitives whose numexpr evaluation may differ from NumPy's in the last bit (libm's, not
+# NumPy's own SIMD loops): the rest (sums, products, quotients, sqrt, comparisons, selects) are
+# correctly rounded or exact in both. A float64 tree may hold them (the contract's tolerance,
+# docs/jit.md); a float32 one does not: a float32 result's last bit is 6e-8 of it, which a
+# float64 computation that reads it would carry far above float64's tolerance.
+_ROUNDED_OTHERWISE = _HEAVY - {ew.sqrt}
+
 CHEAP_FUSE_MIN_SIZE = 1 << 18
 """Elements of a result below which a tree of cheap operations (products, sums,
 comparisons) runs node by node: there the arrays stay in cache and numexpr's threads cost
@@ -1233,6 +1268,8 @@ def _fusable(prim, params, values, out):
     if len(floats) > 1:
         return None  # mixed precisions: NumPy's promotion is not numexpr's
     number = floats.pop() if floats else _FLOAT
+    if library == "numpy" and number == _SINGLE and prim in _ROUNDED_OTHERWISE:
+        return None  # numexpr's float32 sin, exp... round differently from NumPy's: not fused
     dtypes = []
     for value in values:
         if type(value) is float or type(value) is int:
