@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import optree
 import xarray as xr
+from xarray.core.options import OPTIONS as XARRAY_OPTIONS
 
 from . import dask as lazy
 from . import random as lf_random
@@ -54,7 +55,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
     Datasets, DataTrees, Variables, arrays, numbers; the node paths and variables of
     each DataTree), the dims, shapes, dtypes, array types and memory layouts (strides) of
     their arrays, their coordinates (values, attrs, encodings, index types), names, attrs
-    and encodings, which arguments are the same array, and Python numbers, ``None`` and
+    and encodings, which arguments are the same array, xarray's options that change
+    results (``keep_attrs``...), and Python numbers, ``None`` and
     the arguments named in ``static_argnames`` (hashable) by type and exact value (``1``,
     ``1.0``, ``0.0`` and ``-0.0`` are four programs).  Pass a 0-d array or DataArray for a
     number that changes from call to call.  Up to ``CACHE_SIZE`` programs are kept per
@@ -369,7 +371,7 @@ class _Call:
         # the memory layout of NumPy arrays too: the replay writes results in the layout
         # NumPy gave them when recorded (sums over them then add in the same order)
         layouts = tuple(a.strides if type(a) is np.ndarray else None for a in self.arrays)
-        self.key = (self.treedef, tuple(key), statics, layouts, _aliasing(self.arrays))
+        self.key = (self.treedef, tuple(key), statics, layouts, _xarray_options(), _aliasing(self.arrays))
 
     def describe(self, k):
         """The argument that holds array ``k`` of the call (``argument 'x'``, ``argument
@@ -477,6 +479,18 @@ def _coord_key(leaf):
 def _dtype_key(dtype):
     """A dtype as a key (NumPy's own dtypes hash and compare faster than their names)."""
     return dtype if isinstance(dtype, np.dtype) else str(dtype)
+
+
+# xarray's options that change what an operation returns (keep_attrs, arithmetic_join, the
+# libraries it reduces with...); the display and file options change nothing a function returns
+_RESULT_OPTIONS = tuple(name for name in XARRAY_OPTIONS if not name.startswith(
+    ("display_", "cmap_", "file_", "warn_", "netcdf_", "facetgrid_")))
+
+
+def _xarray_options():
+    """The values of xarray's options that change results (``xr.set_options(keep_attrs=True)``
+    around a call changes its outputs' attrs)."""
+    return tuple([XARRAY_OPTIONS[name] for name in _RESULT_OPTIONS])
 
 
 def _aliasing(arrays):

@@ -282,3 +282,15 @@ def test_a_fused_float32_result_cast_to_float64_keeps_numpys_bits():
     jitted = lf.jit(f)
     for scale in (1.0, 0.5):
         same(jitted(x32 * np.float32(scale), y64), f(x32 * np.float32(scale), y64))
+
+
+def test_xarray_options_that_change_results_are_part_of_the_signature():
+    x = base()
+    x.attrs["units"] = "m"
+    jitted = lf.jit(lambda x: x * 2)
+    identical(jitted(x), x * 2)
+    with xr.set_options(keep_attrs=False):
+        identical(jitted(x), x * 2)
+    with xr.set_options(keep_attrs=True):
+        identical(jitted(x), x * 2)
+    assert jitted.traces == 3  # "default", False and True: three values of the option
