@@ -294,3 +294,12 @@ def test_xarray_options_that_change_results_are_part_of_the_signature():
     with xr.set_options(keep_attrs=True):
         identical(jitted(x), x * 2)
     assert jitted.traces == 3  # "default", False and True: three values of the option
+
+
+def test_operations_with_constants_equal_in_value_but_not_in_type_or_sign_are_not_merged():
+    def f(x):  # one operation recorded twice would give one of them the other's dtype or zeros
+        return x + 1, x + 1.0, x * 0.0, x * -0.0, np.full_like(x, 1), np.full_like(x, 1.0)
+
+    jitted = lf.jit(f)
+    for x in (np.arange(3), np.arange(3) - 1):
+        same(jitted(x), f(x))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import math
 import string
+import struct
 import threading
 from contextlib import contextmanager
 
@@ -338,7 +339,7 @@ def _node_key(prim, params, refs):
     identity)."""
     try:
         constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
-                                                        else ref.value) for ref in refs)
+                                                        else _frozen(ref.value)) for ref in refs)
         key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), constants)
         hash(key)
         return key
@@ -347,12 +348,23 @@ def _node_key(prim, params, refs):
 
 
 def _frozen(value):
-    """A parameter as a hashable value: slices (unhashable before Python 3.12) and the
-    tuples holding them spelled out."""
-    if type(value) is slice:
-        return ("slice", value.start, value.stop, value.step)
-    if type(value) is tuple:
+    """A parameter or a constant as a hashable key that tells apart what the kernels tell
+    apart: slices (unhashable before Python 3.12) and the tuples holding them spelled out,
+    numbers by their type and bits (``1`` and ``1.0`` promote differently, ``0.0`` and
+    ``-0.0`` are different zeros)."""
+    kind = type(value)
+    if kind is slice:
+        return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
+    if kind is tuple:
         return tuple(_frozen(item) for item in value)
+    if kind is float:
+        return kind, struct.pack("<d", value) if value == value else "nan"
+    if kind is complex:
+        return kind, _frozen(value.real), _frozen(value.imag)
+    if isinstance(value, np.generic):
+        return kind, value.tobytes()
+    if kind in (int, bool):
+        return kind, value
     return value
 
 
