@@ -10,19 +10,24 @@ batched index array joins them with an ``arange`` over the batch, and the result
 transposed back to the layout the per-example index would give.
 
 ``index_add`` (``np.add.at``: repeated positions add up) is the transpose of
-``getitem``; the three are each other's derivative rules.
+``getitem``; the three are each other's derivative rules.  Where a key names one target
+twice, ``setitem`` keeps one of the writes (on NumPy the last in C order) and so does its
+JVP; its VJP gives the overwritten elements of the value no cotangent (found by the same
+scatter applied to ids, :func:`_surviving_writes`), while ``index_add`` adds them all.
 """
 from __future__ import annotations
 
 import functools
+import math
 import sys
 
 import numpy as np
 
-from .backend import device_of, lazy_namespace, namespace, namespace_library, numpy_namespace
+from .backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_library, numpy_namespace
 from .core import (broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose,
                    unbroadcast)
 from .creation import zeros_like
+from .elementwise import equal, where
 from .primitive import Primitive
 
 __all__ = ["Slot", "getitem", "setitem", "index_add", "pad", "getitem_static", "split_key", "normalize_key"]
@@ -251,11 +256,40 @@ def _move_axis(x, source, destination):
 def _setitem_impl(x, value, *arrays, template):
     xp = namespace(x, value)  # a Dask value makes a NumPy x lazy (no compute)
     out = xp.asarray(x, copy=True)
+    if arrays and xp is numpy_namespace:
+        arrays, value = _in_c_order(arrays, value)
     key = _fill(template, _same_namespace(x, arrays))
     if any(item is None for item in key) and xp is not numpy_namespace and hasattr(value, "shape"):
         key, value = _without_newaxes(xp, out, key, xp.broadcast_to(value, out[key].shape))
     out[key] = value
     return out
+
+
+def _in_c_order(arrays, value):
+    """The index arrays and the value of a NumPy write, each laid out so that NumPy visits
+    them in C order (copied where not).  NumPy walks an advanced-index write in the order
+    its operands' strides agree on: index arrays and a value that are both Fortran-ordered,
+    or both reversed, make it walk backwards or by columns, and then a target named twice
+    keeps another write than the last in C order.  In C order, the primal, its tangent
+    and the ids that :func:`_surviving_writes` scatter all keep the same write."""
+    arrays = [a if not isinstance(a, np.ndarray) or _visits_in_c_order(a) else np.ascontiguousarray(a)
+              for a in arrays]
+    if isinstance(value, np.ndarray) and not _visits_in_c_order(value):
+        value = np.ascontiguousarray(value)
+    return arrays, value
+
+
+def _visits_in_c_order(a):
+    """Whether the strides of ``a`` (leaving out axes of length 1 and broadcast axes) are
+    positive and decrease from the first axis to the last, as in C order."""
+    last = None
+    for size, stride in zip(a.shape, a.strides):
+        if size == 1 or stride == 0:
+            continue
+        if stride < 0 or (last is not None and stride > last):
+            return False
+        last = stride
+    return True
 
 
 def _without_newaxes(xp, out, key, value):
@@ -265,10 +299,12 @@ def _without_newaxes(xp, out, key, value):
     return plain, xp.reshape(value, out[plain].shape)
 
 
-def _target_shape(shape, template, array_shapes):
-    """The shape of ``x[key]`` for an ``x`` of ``shape``, computed without data."""
+def _target_shape(shape, template, array_shapes, booleans=()):
+    """The shape of ``x[key]`` for an ``x`` of ``shape``, computed without data (``booleans``:
+    the positions of boolean index arrays, e.g. ``np.True_``, which NumPy reads as masks)."""
     probe = np.broadcast_to(np.empty((), dtype=bool), shape)
-    dummies = [np.zeros(s, dtype=np.intp) for s in array_shapes]
+    dummies = [np.ones(s, dtype=bool) if i in booleans else np.zeros(s, dtype=np.intp)
+               for i, s in enumerate(array_shapes)]
     return probe[_fill(template, dummies)].shape
 
 
@@ -281,7 +317,8 @@ def _batch_update(prim, axis_size, values, batched, *, template):
     logical_shape = tuple(x.shape[1:])
     template = normalize_key(template, len(logical_shape))
     array_shapes = [tuple(a.shape[1:]) if b else tuple(a.shape) for a, b in zip(arrays, arrays_batched)]
-    target = _target_shape(logical_shape, template, array_shapes)
+    booleans = [i for i, a in enumerate(arrays) if hasattr(a, "dtype") and dtype_kind(a.dtype) == "b"]
+    target = _target_shape(logical_shape, template, array_shapes, booleans)
     if not hasattr(value, "shape"):  # a Python scalar fills any layout
         if any(arrays_batched):
             key, params, *_ = _batched_key(axis_size, x, True, arrays, arrays_batched, template)
@@ -329,10 +366,13 @@ def _setitem_jvp(primals, tangents, *, template):
 
 
 def _setitem_vjp(g, primals, out, *, template):
-    """x gets ``g`` with the written region zeroed; the value gets that region."""
+    """x gets ``g`` with the written region zeroed; the value gets that region, read only
+    where its write survived: with a target named twice (``x[[0, 0]] = v``) one write
+    stays and the others are overwritten, so their elements of ``v`` get nothing."""
     x, value, *arrays = primals
     x_cotangent = setitem.bind(g, 0.0, *arrays, template=template) if differentiable_input(x) else None
-    return (x_cotangent, _value_cotangent(g, value, arrays, template)) + (None,) * len(arrays)
+    survived = _surviving_writes(g, arrays, template) if differentiable_input(value) else None
+    return (x_cotangent, _value_cotangent(g, value, arrays, template, survived)) + (None,) * len(arrays)
 
 
 setitem = Primitive("setitem", _setitem_impl, None, _setitem_jvp, _setitem_vjp)
@@ -415,15 +455,102 @@ def _index_add_vjp(g, primals, out, *, template):
     return (x_cotangent, _value_cotangent(g, value, arrays, template)) + (None,) * len(arrays)
 
 
-def _value_cotangent(g, value, arrays, template):
-    """``g[key]`` summed down to the shape of the value written there."""
+def _value_cotangent(g, value, arrays, template, survived=None):
+    """``g[key]`` summed down to the shape of the value written there; where ``survived``
+    (a mask that broadcasts against ``g[key]``) is given, 0 outside it (a select, not a
+    product: an inf or NaN of ``g`` at an overwritten element stays out)."""
     if not differentiable_input(value):
         return None
     picked = getitem.bind(g, *arrays, template=template)
+    if survived is not None:
+        picked = where.bind(survived, picked, 0.0)
     extra = value.ndim - picked.ndim
     if extra > 0:  # NumPy drops leading unit dims of a value longer than the target
         picked = reshape.bind(picked, shape=(1,) * extra + tuple(picked.shape))
     return unbroadcast(picked, value.shape)
+
+
+def _surviving_writes(x, arrays, template):
+    """Which elements of a write ``x[key] = v`` stay in the result: a boolean mask that
+    broadcasts against ``x[key]``, or None when every one does.
+
+    Only an index array can name a target twice (slices and ints never do).  The write's
+    scatter tells, applied to ids (the flat position of each written element): scattered,
+    read back through the key, an element survived where it reads its own id.  On NumPy,
+    whose writes keep the last one in C order (:func:`_in_c_order`), the ids of the block of
+    the index arrays over the indexed axes suffice; elsewhere (CuPy does not say which write
+    it keeps) the ids go through the write's own pattern: the same key into an array of
+    ``x``'s shape.  Index arrays that can be read here (NumPy arrays, not traced) and name
+    no target twice, the usual case, cost one pass over them and nothing more."""
+    if not arrays:
+        return None
+    shape = tuple(x.shape)
+    full = normalize_key(template, len(shape))
+    integer = all(_is_integer_index(a) for a in arrays)
+    if integer and all(type(a) is np.ndarray for a in arrays) and not _repeats(arrays, _slot_sizes(full, shape)):
+        return None
+    xp = namespace(x)
+    if integer and xp is numpy_namespace:  # NumPy keeps the last write whatever the shape of the scatter
+        return _surviving_block(x, arrays, full, _slot_sizes(full, shape))
+    canvas = xp.full(shape, -1, dtype=xp.int64, device=device_of(x))
+    target = tuple(getitem.bind(canvas, *arrays, template=template).shape)
+    ids = xp.reshape(xp.arange(math.prod(target), dtype=xp.int64, device=device_of(x)), target)
+    scattered = setitem.bind(canvas, ids, *arrays, template=template)
+    return equal.bind(getitem.bind(scattered, *arrays, template=template), ids)
+
+
+def _is_integer_index(array):
+    return dtype_kind(array.dtype) in "iu" if hasattr(array, "dtype") else isinstance(array, int)
+
+
+def _slot_sizes(full, shape):
+    """The sizes of ``x``'s axes that the index arrays of a normalised key index, in order."""
+    sizes, axis = [], 0
+    for item in full:
+        if item is None:
+            continue
+        if isinstance(item, Slot):
+            sizes.append(shape[axis])
+        axis += 1
+    return tuple(sizes)
+
+
+def _repeats(arrays, sizes):
+    """Whether NumPy index arrays (one per axis of ``sizes``, broadcast together) name
+    one position twice.  Sorted indices of one sign are read in one pass; else a flag per
+    position, or a sort where the positions far outnumber the indices."""
+    count = math.prod(np.broadcast_shapes(*[np.shape(a) for a in arrays]))
+    if count <= 1:
+        return False
+    if len(arrays) == 1 and arrays[0].ndim == 1:
+        index = arrays[0]
+        if (index[0] >= 0 or index[-1] < 0) and bool((index[1:] > index[:-1]).all()):
+            return False
+    if math.prod(sizes) <= 4 * count + 4096:
+        flags = np.zeros(sizes, dtype=bool)
+        flags[tuple(arrays)] = True
+        return int(np.count_nonzero(flags)) != count
+    flat = np.sort(np.ravel_multi_index(np.broadcast_arrays(*arrays), sizes, mode="wrap"), axis=None)
+    return bool((flat[1:] == flat[:-1]).any())
+
+
+def _surviving_block(x, arrays, full, sizes):
+    """The mask of :func:`_surviving_writes` for integer index arrays, over the block they
+    index only (the axes of the slices never repeat a target): ids of the broadcast block
+    scattered into an array of the indexed axes' sizes, read back; then shaped to broadcast
+    against ``x[key]``, where the block sits where NumPy puts it."""
+    xp = namespace(x)
+    device = device_of(x)
+    block = _broadcast_shape([tuple(a.shape) if hasattr(a, "shape") else () for a in arrays])
+    sub = tuple(Slot(i) for i in range(len(arrays)))
+    ids = xp.reshape(xp.arange(math.prod(block), dtype=xp.int64, device=device), block)
+    canvas = xp.full(sizes, -1, dtype=xp.int64, device=device)
+    scattered = setitem.bind(canvas, ids, *arrays, template=sub)
+    mask = equal.bind(getitem.bind(scattered, *arrays, template=sub), ids)
+    start, adjacent = _layout(full, True)
+    before = start if adjacent else 0
+    others = sum(1 for item in full if item is None or isinstance(item, slice))
+    return reshape.bind(mask, shape=(1,) * before + tuple(block) + (1,) * (others - before))
 
 
 index_add = Primitive("index_add", _index_add_impl, None, _index_add_jvp, _index_add_vjp)
