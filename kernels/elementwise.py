@@ -357,6 +357,9 @@ logical_xor = _define("logical_xor", semantics="bool")
 bitwise_and = _define("bitwise_and")
 bitwise_or = _define("bitwise_or")
 bitwise_xor = _define("bitwise_xor")
+# integer shifts (x << n, x >> n); piecewise constant, so no derivative, like floor
+bitwise_left_shift = _define("bitwise_left_shift", semantics="number")
+bitwise_right_shift = _define("bitwise_right_shift", semantics="number")
 atan2 = _define("atan2", semantics="floating")
 hypot = _define("hypot", semantics="floating")
 logaddexp = _define("logaddexp", semantics="floating")
@@ -1045,8 +1048,8 @@ astype.vjp = _astype_vjp
 
 for _prim in (sign, floor, ceil, trunc, rint, around, isnan, isinf, isfinite, signbit, logical_not,
               logical_and, logical_or, logical_xor, bitwise_and, bitwise_or, bitwise_xor,
-              bitwise_invert, equal, not_equal, less, less_equal, greater, greater_equal,
-              floor_divide, spacing, frexp_exponent):
+              bitwise_invert, bitwise_left_shift, bitwise_right_shift, equal, not_equal, less, less_equal,
+              greater, greater_equal, floor_divide, spacing, frexp_exponent):
     _prim.differentiable = False
 
 del _prim, _derivative, _partials, _safe

@@ -5,13 +5,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from opinfo import ANY, COMPLEX, FLOAT, INT, NAN_AND_INF, NONZERO, A, Domain, OpInfo, SampleInput, binary, elementwise, fixed, make_array
+from opinfo import ANY, COMPLEX, FLOAT, INT, NAN_AND_INF, NONZERO, SMALL_INTS, A, Domain, OpInfo, SampleInput, binary, elementwise, fixed, make_array
 
 # zeros of both signs, infinities and NaN among ordinary values
 SIGNED_ZEROS_AND_SPECIALS = Domain(special_values=(0.0, -0.0, np.inf, -np.inf, np.nan))
 SIGNED_ZEROS = Domain(special_values=(0.0, -0.0))
 INFINITE_DIVISORS = Domain(exclude_zero=True, special_values=(np.inf, -np.inf))
 WIDE = Domain(-6.0, 6.0)  # phases: most neighbours more than pi apart
+SHIFT_COUNTS = Domain(0.0, 5.0, discrete=True)  # NumPy leaves negative or too large counts to C
+
+
+def shifted_in_place(x, y, left):
+    """``x <<= y`` (or ``>>=``) into a copy of ``x``: the tracer's in-place shift operators."""
+    x = x.copy()
+    if left:
+        x <<= y
+    else:
+        x >>= y
+    return x
 
 
 def ldexp_samples(rng, dtype):
@@ -30,6 +41,22 @@ def ldexp_samples(rng, dtype):
 
 
 ENTRIES: list = [
+    # integer shifts: piecewise constant, so not differentiable (like floor); the ufuncs, the
+    # operators and their reflected forms (a Python int on the left), and the in-place forms
+    binary("left_shift", np.left_shift, domain=(SMALL_INTS, SHIFT_COUNTS), dtypes=INT, differentiable=False),
+    binary("right_shift", np.right_shift, domain=(SMALL_INTS, SHIFT_COUNTS), dtypes=INT, differentiable=False),
+    binary("operator_lshift", lambda x, y: x << y, domain=(SMALL_INTS, SHIFT_COUNTS), dtypes=INT,
+           differentiable=False, operator_on_first_arg=True),
+    binary("operator_rshift", lambda x, y: x >> y, domain=(SMALL_INTS, SHIFT_COUNTS), dtypes=INT,
+           differentiable=False, operator_on_first_arg=True),
+    elementwise("operator_rlshift", lambda n: 3 << n, domain=SHIFT_COUNTS, dtypes=INT, differentiable=False),
+    elementwise("operator_rrshift", lambda n: 40 >> n, domain=SHIFT_COUNTS, dtypes=INT, differentiable=False),
+    *(
+        fixed(f"operator_i{side}shift", lambda x, y, left=left: shifted_in_place(x, y, left),
+              [((A(3, 4), A(3, 4)), {}), ((A(3, 4), A(4)), {}), ((A(2, 3), A()), {})],
+              domain=SHIFT_COUNTS, dtypes=INT, differentiable=False, writes_into_first_arg=True)
+        for side, left in (("l", True), ("r", False))
+    ),
     # fmod: x - trunc(x / y) y, the sign of x (remainder's is y's); 0 for integers over 0
     binary("fmod", np.fmod, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
     # signed zeros over infinite divisors (fmod(x, inf) is x); NaN, inf and zero divisors, where the

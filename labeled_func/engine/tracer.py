@@ -8,6 +8,7 @@ primitive bound at its level.  Conversions to concrete values (``__array__``,
 from __future__ import annotations
 
 import math
+import operator
 import sys
 from typing import NamedTuple
 
@@ -17,18 +18,19 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import linalg as kl
-from labeled_func_kernels.backend import device_of, dtype_kind, is_integer_dtype, library_of, namespace, numpy_namespace
-from labeled_func_kernels.primitive import Traced, bottom
+from labeled_func_kernels.backend import (device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
+                                          numpy_namespace)
+from labeled_func_kernels.primitive import Traced, bottom, top_level
 
 from . import diagnose
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError, InplaceError, ItemError,
                      UnsupportedOperationError)
 from .numpy import DEFERRING_TYPES, dispatch_function, dispatch_ufunc, getitem, setitem
-from .numpy.elementwise import bitwise_and, bitwise_or, bitwise_xor
-from .stack import inplace_assign
+from .numpy.elementwise import bitwise_and, bitwise_or, bitwise_xor, divmod_pair
+from .stack import inplace_assign, traced_by
 from .views import refresh_view
 
-__all__ = ["Tracer", "PrimalTracer", "primal_of", "integral", "Wording", "unknown_value_policy"]
+__all__ = ["Tracer", "FlatIter", "PrimalTracer", "primal_of", "integral", "Wording", "unknown_value_policy"]
 
 
 class Tracer(Traced):
@@ -129,7 +131,49 @@ class Tracer(Traced):
         return complex(self._concrete(diagnose.number_kind(sys._getframe(1), "complex")))
 
     def __index__(self):
+        if dtype_kind(self.dtype) in "fc":  # as NumPy: whatever the transform, before any policy
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
         return int(self._concrete(diagnose.confirmed("index")))
+
+    def __round__(self, ndigits=None):
+        """``round(x, ndigits)`` as NumPy answers it: a 0-d value stands for a NumPy scalar
+        (``round`` gives a Python int, or with ``ndigits`` a 0-d rounded value); NumPy's
+        arrays define no ``__round__`` (NumPy 2), so neither does a traced array."""
+        if self.ndim and not _NDARRAY_ROUNDS:
+            raise TypeError("type numpy.ndarray doesn't define __round__ method; round() works on "
+                            "NumPy scalars (0-d values): use np.round(x, decimals) for arrays")
+        if ndigits is None and not self.ndim:
+            return round(self._concrete("round").item())  # a Python int, as round(np.float64(x))
+        return ew.around.bind(self, decimals=0 if ndigits is None else operator.index(ndigits))
+
+    def __contains__(self, value):
+        """``value in x``: whether any element equals it (NumPy's ``(x == value).any()``),
+        then ``bool`` of that: the control-flow policy of the transform.  A string is in no
+        array of numbers (known without looking at the values)."""
+        if _never_equal(self, value):
+            return False
+        return bool(np.any(self == value))
+
+    def __delitem__(self, key):
+        raise ValueError("cannot delete array elements")  # NumPy's answer; a tracer's is the same
+
+    def __reduce_ex__(self, protocol):
+        _refuse_export(self, "pickle.dumps (ndarray.__reduce_ex__)")
+
+    def __reduce__(self):
+        _refuse_export(self, "pickle.dumps (ndarray.__reduce__)")
+
+    def dump(self, file):
+        _refuse_export(self, "ndarray.dump")
+
+    def dumps(self):
+        _refuse_export(self, "ndarray.dumps")
+
+    def tobytes(self, order="C"):
+        _refuse_export(self, "ndarray.tobytes")
+
+    def tofile(self, fid, sep="", format="%s"):
+        _refuse_export(self, "ndarray.tofile")
 
     def item(self, *args):
         return self._concrete("item").item(*args)
@@ -309,6 +353,58 @@ class Tracer(Traced):
     def compress(self, *args, **kwargs):
         return np.compress(*args[:1], self, *args[1:], **kwargs)
 
+    def choose(self, choices, out=None, mode="raise"):
+        return np.choose(self, choices, out=out, mode=mode)
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None):
+        """In place, as ``ndarray.partition``."""
+        inplace_assign(self, np.partition(self, kth, axis=axis, kind=kind, order=order), "partition")
+
+    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+        return np.argpartition(self, kth, axis=axis, kind=kind, order=order)
+
+    def put(self, indices, values, mode="raise"):
+        """In place, as ``ndarray.put``: ``x.flat[indices] = values``."""
+        np.put(self, indices, values, mode=mode)
+
+    @property
+    def flat(self):
+        """``x.flat``: ``x.flat[i]`` reads ``x.reshape(-1)[i]``; ``x.flat[i] = v`` writes into
+        ``x`` with the in-place policy of ``x[...] = v``."""
+        return FlatIter(self)
+
+    @property
+    def device(self):
+        return self._device()
+
+    def to_device(self, device, /, *, stream=None):
+        if device == self._device():
+            return self
+        raise UnsupportedOperationError(
+            f"ndarray.to_device({device!r}) of a traced value on {self._device()!r}: moving a value "
+            "between devices inside a transform is not supported; move the inputs before the transform.")
+
+    # --- what a traced value cannot do: it has values, not memory ------------------------------------
+    def resize(self, *new_shape, refcheck=True):
+        _refuse_memory(self, "ndarray.resize", "it changes the array's shape in place, and a traced "
+                       "value keeps its shape", "Use np.resize(x, shape), which returns a new array.")
+
+    def byteswap(self, inplace=False):
+        _refuse_memory(self, "ndarray.byteswap", "it reinterprets the bytes of the array's memory",
+                       "Byte order is a matter of storage: convert the data before the transform.")
+
+    def getfield(self, dtype, offset=0):
+        _refuse_memory(self, "ndarray.getfield", "it reinterprets the bytes of the array's memory",
+                       "Use .astype(dtype) to convert values.")
+
+    def setfield(self, val, dtype, offset=0):
+        _refuse_memory(self, "ndarray.setfield", "it writes into the bytes of the array's memory",
+                       "Use x[...] = value to write values.")
+
+    def setflags(self, write=None, align=None, uic=None):
+        _refuse_memory(self, "ndarray.setflags", "a traced value has no memory whose flags it could set",
+                       "Leave the flags of the inputs as they are, or set them before the transform.")
+
     # --- arithmetic: straight to the primitives ------------------------------------------------------
     def __neg__(self):
         return ew.negative.bind(self)
@@ -357,6 +453,32 @@ def _refuse_dask(tracer):
     ))
 
 
+def _refuse_export(tracer, operation):
+    """Bytes, files and pickles need concrete values: the conversion policy, under every
+    transform (as ``np.asarray``: under grad the derivative would be lost)."""
+    level = tracer._level
+    if not level.alive:
+        level.escaped(operation)
+    transform = level.label or level.name
+    why = ("writing its primal out would drop its derivative" if level.differentiates
+           else "it stands for the values of every later call" if level.abstract
+           else "it stands for every example of the batch")
+    raise ConversionError(diagnose.explain(
+        diagnose.call_site(),
+        f"{operation} of a value traced by lf.{transform}: bytes, files and pickles hold concrete "
+        f"values, and {why}.",
+        "Return the value from the transformed function and write it afterwards.",
+        verb="would write it out",
+    ))
+
+
+def _refuse_memory(tracer, operation, why, fix):
+    level = tracer._level
+    if not level.alive:
+        level.escaped(operation)
+    raise UnsupportedOperationError(f"{operation} on a value traced by lf.{level.label or level.name}: {why}. {fix}")
+
+
 def _scalar_key(key, ndim):
     """Whether ``x[key]`` is a NumPy scalar (ints for every axis), not a view."""
     if type(key) is not tuple:
@@ -387,6 +509,11 @@ def _binary(op, a, b):
     return op(a, b)
 
 
+def _never_equal(tracer, other):
+    """A string against numbers: NumPy's ``==`` answers element by element, all False."""
+    return isinstance(other, (str, bytes)) and dtype_kind(tracer.dtype) in "biufc"
+
+
 def _inplace(op, target, other, symbol):
     if _deferring(other):
         return NotImplemented
@@ -411,6 +538,7 @@ def _define_operators():
         "mod": (ew.remainder.bind, "%"), "pow": (ew.power.bind, "**"),
         # logical on booleans, bitwise on integers: NumPy's ufuncs pick as ndarray's do
         "and": (bitwise_and, "&"), "or": (bitwise_or, "|"), "xor": (bitwise_xor, "^"),
+        "lshift": (ew.bitwise_left_shift.bind, "<<"), "rshift": (ew.bitwise_right_shift.bind, ">>"),
     }
     for name, (op, symbol) in table.items():
         def forward(self, other, op=op):
@@ -428,13 +556,67 @@ def _define_operators():
 
     for name, prim in {"eq": ew.equal, "ne": ew.not_equal, "lt": ew.less, "le": ew.less_equal,
                        "gt": ew.greater, "ge": ew.greater_equal}.items():
-        def compare(self, other, op=prim.bind):
+        def compare(self, other, op=prim.bind, name=name):
+            if name in ("eq", "ne") and _never_equal(self, other):  # as ndarray: all False (==), all True (!=)
+                return kc.full_like.bind(self, fill_value=name == "ne",
+                                         dtype=namespace_dtype(self._namespace(), np.dtype(np.bool_)))
             return _binary(op, self, other)
 
         setattr(Tracer, f"__{name}__", compare)
 
+    # divmod(x, y): a pair, and no in-place form
+    Tracer.__divmod__ = lambda self, other: _binary(divmod_pair, self, other)
+    Tracer.__rdivmod__ = lambda self, other: _binary(divmod_pair, other, self)
+
 
 _define_operators()
+_NDARRAY_ROUNDS = hasattr(np.ndarray, "__round__")  # NumPy 1.x arrays had round(); NumPy 2's do not
+
+
+class FlatIter:
+    """``x.flat`` of a traced ``x`` (NumPy's ``flatiter``): reads are ``x.reshape(-1)[key]``
+    (copies, as NumPy's); ``x.flat[key] = v`` writes into ``x`` as ``x[...] = v`` does (its
+    in-place policy), repeating ``v`` to fill the selection as NumPy does."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base):
+        self.base = base
+
+    def __len__(self):
+        return self.base.size
+
+    def __iter__(self):
+        flat = self[:]
+        for i in range(len(self)):
+            yield flat[i]
+
+    def __getitem__(self, key):
+        return kcore.copy.bind(getitem(kcore.reshape.bind(self.base, shape=(-1,)), key))
+
+    def __setitem__(self, key, value):
+        base, operation = self.base, "x.flat[...] = value"
+        top = top_level((base, value), operation)
+        if top is not None and not traced_by(base, top):
+            inplace_assign(base, value, operation)  # the in-place policy's error, naming x.flat
+        flat = kcore.copy.bind(kcore.reshape.bind(base, shape=(-1,)))
+        selection = tuple(getitem(flat, key).shape)
+        count = math.prod(selection)
+        if getattr(value, "ndim", np.ndim(value)) and np.size(value) != count:
+            value = np.resize(value, count)  # NumPy repeats the values over the selection
+        if getattr(value, "ndim", np.ndim(value)):
+            value = np.reshape(value, selection)
+        setitem(flat, key, value)
+        inplace_assign(base, kcore.reshape.bind(flat, shape=tuple(base.shape)), operation)
+
+    def copy(self):
+        return self.base.flatten()
+
+    def __array__(self, dtype=None, copy=None):
+        return self.base._concrete("array")
+
+    def __repr__(self):
+        return f"flat({self.base!r})"
 
 
 def integral(value):
@@ -500,7 +682,8 @@ def unknown_value_policy(tracer, what, words):
     site = diagnose.call_site()
     if what == "setitem":
         where = f" at {site.location}" if site.location else ""
-        raise InplaceError(words.setitem.format(store=diagnose.store_description(), where=where))
+        raise InplaceError(_led_by_library(site, words.setitem.format(store=diagnose.store_description(),
+                                                                      where=where)))
     if what == "bool":
         raise DataDependentControlFlowError(diagnose.control_flow_message(
             site, words.bool,
@@ -532,6 +715,14 @@ def unknown_value_policy(tracer, what, words):
     ))
 
 
+def _led_by_library(site, message):
+    """``message`` of a store into a plain array, led by the library call that made it (a
+    writer such as ``DataArray.to_netcdf``) where the user did not write the store."""
+    if site.user_wrote_it:
+        return message
+    return f"{diagnose._head(site, 'stores values into plain NumPy arrays')}: {message}"
+
+
 def concrete_policy(tracer, what):
     """The concrete value of an AD tracer: its primal, as torch.func allows.
 
@@ -553,13 +744,14 @@ def concrete_policy(tracer, what):
     if what == "setitem":
         site = diagnose.call_site()
         where = f" at {site.location}" if site.location else ""
-        raise InplaceError(
+        raise InplaceError(_led_by_library(
+            site,
             f"a value traced by {level.name} cannot be written into a plain NumPy array "
             f"({diagnose.store_description()}{where}): NumPy would store its primal value and "
             "its derivative would be lost. Write into a traced buffer instead, made from the "
             "traced input: buf = xr.zeros_like(x) or np.zeros_like(x.data); or collect the "
             "values in a list and combine them with np.stack / xr.concat."
-        )
+        ))
     primal = tracer._value
     if isinstance(primal, Tracer):
         return primal._concrete(what)

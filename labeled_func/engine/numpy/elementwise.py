@@ -49,7 +49,7 @@ UFUNCS.update({
     np.logical_and: ew.logical_and, np.logical_or: ew.logical_or,
     np.logical_xor: ew.logical_xor, np.logical_not: ew.logical_not,
     np.conjugate: ew.conj, np.fmod: ew.fmod, np.ldexp: ew.ldexp, np.nextafter: ew.nextafter,
-    np.spacing: ew.spacing,
+    np.spacing: ew.spacing, np.left_shift: ew.bitwise_left_shift, np.right_shift: ew.bitwise_right_shift,
 })
 
 
@@ -140,7 +140,7 @@ def _sign(x):
 
 
 @implements_ufunc(np.divmod)
-def _divmod(x, y):
+def divmod_pair(x, y):
     """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
     remainder's derivative is 1 in ``x`` and ``-floor(x / y)`` in ``y`` (a.e.)."""
     return ew.floor_divide.bind(x, y), ew.remainder.bind(x, y)

@@ -19,6 +19,7 @@ backward pass); write ``func`` for whole arrays where you can.
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 
@@ -110,12 +111,23 @@ def _from_numpy(value, like):
 def _element_loop(vectorized, args, kwargs):
     """NumPy's vectorize, element by element on traced arrays: the vectorized arguments
     broadcast, ``pyfunc`` called on each element (or, with a signature, on each core
-    block), the outputs cast to ``otypes`` (else the first output's dtype) and stacked."""
+    block), the outputs cast to ``otypes`` (else the first output's dtype) and stacked.
+    With a signature, NumPy's checks: the count of arguments and of outputs, and one size
+    per core dimension name."""
     excluded = vectorized.excluded
     positions = [i for i in range(len(args)) if i not in excluded]
     names = [name for name in kwargs if name not in excluded]
     arrays = [asarray(args[i]) for i in positions] + [asarray(kwargs[name]) for name in names]
-    cores = _core_dims(vectorized.signature, len(arrays))
+    signature = None if vectorized.signature is None else gufunc_signature(vectorized.signature)
+    if signature is None:
+        cores, sizes = [()] * len(arrays), {}
+    else:
+        cores = signature[0]
+        if len(cores) != len(arrays):
+            raise TypeError(f"wrong number of positional arguments: expected {len(cores)}, got {len(arrays)}")
+        sizes = {}
+        for array, core in zip(arrays, cores):
+            _core_sizes(sizes, np.shape(array), core)
     loop_shape = np.broadcast_shapes(*[np.shape(a)[:np.ndim(a) - len(core)] for a, core in zip(arrays, cores)])
     arrays = [_broadcast_loop(a, loop_shape, len(core)) for a, core in zip(arrays, cores)]
     outputs = []
@@ -127,7 +139,19 @@ def _element_loop(vectorized, args, kwargs):
                 call_args[slot] = value
             else:
                 call_kwargs[slot] = value
-        out = vectorized.pyfunc(*call_args, **call_kwargs)
+        try:
+            out = vectorized.pyfunc(*call_args, **call_kwargs)
+        except AttributeError as error:
+            if not isinstance(error.obj, Traced):
+                raise
+            raise AttributeError(f"'{_numpy_element_type(vectorized, error.obj)}' object has no attribute "
+                                 f"'{error.name}'", name=error.name) from None
+        if signature is not None:
+            count = len(signature[1])
+            got = len(out) if isinstance(out, tuple) else 1
+            if got != count:
+                raise ValueError(f"wrong number of outputs from pyfunc: expected {count}, got {got}")
+            out = (out,) if count == 1 else out
         outputs.append(out if isinstance(out, tuple) else (out,))
     if not outputs:
         raise ValueError("numpy.vectorize: cannot call `vectorize` on size 0 inputs with traced arguments")
@@ -135,22 +159,83 @@ def _element_loop(vectorized, args, kwargs):
     results = []
     for k, parts in enumerate(zip(*outputs)):
         parts = [_as_array(part, like) for part in parts]
+        if signature is not None:  # every output fits its core dims (the first call sets new ones)
+            core = signature[1][k]
+            _core_sizes(sizes, tuple(parts[0].shape), core)
+            shape = tuple(sizes[name] for name in core)
+            parts = [part if tuple(part.shape) == shape else kcore.broadcast_to.bind(part, shape=shape)
+                     for part in parts]
         otypes = vectorized.otypes
         dtype = np.dtype(otypes[k]) if otypes else None
         stacked = _stacked(parts, dtype)
         results.append(kcore.reshape.bind(stacked, shape=tuple(loop_shape) + tuple(parts[0].shape)))
+    if signature is not None:
+        return results[0] if len(results) == 1 else tuple(results)
     return tuple(results) if isinstance(outputs[0], tuple) and len(outputs[0]) > 1 else results[0]
 
 
-def _core_dims(signature, count):
-    """The core dims of each input of a gufunc ``signature`` ("(n),(n)->()"); none without."""
-    if signature is None:
-        return [()] * count
-    inputs = signature.replace(" ", "").split("->")[0]
-    cores = [tuple(name for name in group.split(",") if name) for group in inputs.strip("()").split("),(")]
-    if len(cores) != count:
-        raise TypeError(f"wrong number of positional arguments: expected {len(cores)}, got {count}")
-    return cores
+def _numpy_element_type(vectorized, element):
+    """The name of the type NumPy's own vectorize would pass ``pyfunc`` where it got ``element``
+    (for its AttributeError): a core block is an ndarray; a scalar a NumPy scalar, or with
+    ``otypes`` and no signature (NumPy's frompyfunc loop) a Python number."""
+    if element.ndim:
+        kind = np.ndarray
+    else:
+        value = np.zeros((), dtype=np.dtype(getattr(element.dtype, "_np_dtype", element.dtype)))
+        kind = type(value.item() if vectorized.signature is None and vectorized.otypes else value[()])
+    return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
+
+
+def gufunc_signature(signature):
+    """The core dimensions of a gufunc ``signature``: ``(inputs, outputs)``, each a list with
+    one tuple of dimension names per argument (``"(n),()->()"``: ``([("n",), ()], [()])``).
+
+    NumPy's grammar (whitespace ignored): two argument lists joined by ``->``; a list is one or
+    more arguments separated by commas; an argument is a parenthesised, comma-separated list of
+    zero or more dimension names (word characters: ``n``, ``k_2``, ``3``).
+    """
+    text = "".join(signature.split())
+    inputs, arrow, outputs = text.partition("->")
+    parsed = _argument_list(inputs), _argument_list(outputs)
+    if not arrow or None in parsed:
+        raise ValueError(f"not a valid gufunc signature: {text}")
+    return parsed
+
+
+def _argument_list(text):
+    """``"(m,n),()"`` as ``[("m", "n"), ()]``; None if it is not an argument list."""
+    arguments = []
+    while True:
+        close = text.find(")")
+        if not text.startswith("(") or close < 0:
+            return None
+        body = text[1:close]
+        names = tuple(body.split(",")) if body else ()
+        if not all(_DIMENSION_NAME.fullmatch(name) for name in names):
+            return None
+        arguments.append(names)
+        text = text[close + 1:]
+        if not text:
+            return arguments
+        if not text.startswith(","):
+            return None
+        text = text[1:]
+
+
+_DIMENSION_NAME = re.compile(r"\w+")
+
+
+def _core_sizes(sizes, shape, core):
+    """Record the sizes of ``core``'s dimensions (the last of ``shape``) in ``sizes``, with
+    NumPy's errors for too few dimensions and for a name seen with another size."""
+    if not core:
+        return
+    if len(shape) < len(core):
+        raise ValueError(f"{len(shape)}-dimensional argument does not have enough dimensions for all "
+                         f"core dimensions {core!r}")
+    for name, size in zip(core, shape[len(shape) - len(core):]):
+        if sizes.setdefault(name, size) != size:
+            raise ValueError(f"inconsistent size for core dimension {name!r}: {size!r} vs {sizes[name]!r}")
 
 
 def _broadcast_loop(array, loop_shape, core_rank):
