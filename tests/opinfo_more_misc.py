@@ -51,6 +51,22 @@ def put_along_axis_samples(rng, dtype):
     ]
 
 
+def add_at(x, indices, values):
+    """np.add.at (in place) on a copy of ``x``: repeated positions add up."""
+    y = x * 1
+    np.add.at(y, indices, values)
+    return y
+
+
+def add_at_samples(rng, dtype):
+    x = lambda *shape: make_array(rng, shape, dtype)
+    return [
+        SampleInput((x(5), np.array([0, 3, 0, -1, 3]), x(5))),  # repeated targets add up
+        SampleInput((x(4, 3), np.array([2, 2, 0]), x(3, 3))),  # rows
+        SampleInput((x(4, 3), np.array([1, 1]), x(3))),  # the value broadcast over the rows
+    ]
+
+
 def putmask(x, mask, values):
     y = x * 1
     np.putmask(y, mask, values)
@@ -241,6 +257,8 @@ ENTRIES: list = [
     OpInfo("sort_complex", np.sort_complex, sort_complex_samples, dtypes=FLOAT + COMPLEX + INT, strict_ok=False),
     # in place, as x[i] = v
     OpInfo("put_along_axis", put_along_axis, put_along_axis_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY),
+           integer_index_args=(1,), writes_into_first_arg=True, strict_ok=False),
+    OpInfo("add_at", add_at, add_at_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY),
            integer_index_args=(1,), writes_into_first_arg=True, strict_ok=False),
     OpInfo("putmask", putmask, putmask_samples, dtypes=FLOAT + INT, domain=(ANY, ANY, ANY),
            writes_into_first_arg=True, strict_ok=False),

@@ -26,7 +26,7 @@ from labeled_func_kernels.primitive import Traced, known
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
 from ..stack import inplace_assign, is_batched
-from .dispatch import asarray, implements, kind, unlabeled
+from .dispatch import asarray, implements, implements_method, kind, unlabeled
 from .dynamic import fixed, pick
 from .elementwise import clip
 
@@ -128,6 +128,32 @@ def _masked_select(x, key, value):
         f"every selected element; here {reason}. Write x = np.where(mask, values, x) with "
         "values of x's shape (xr.where(mask, values, x) on DataArrays)."
     )
+
+
+@implements_method("at", np.add)
+def _add_at(ufunc, inputs, kwargs):
+    """``np.add.at(a, indices, b)``: in place, ``a[indices] += b`` where repeated positions
+    add up (``index_add``, the transpose of a gather), under the in-place policy of
+    ``x[...] = value``."""
+    if len(inputs) != 3:
+        raise TypeError(f"numpy.add.at takes 3 arguments (a, indices, b) here, got {len(inputs)}")
+    a, key, b = inputs
+    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
+        raise TypeError(f"numpy.add.at: the first argument must be an array, not {type(a).__name__}")
+    key = _prepare_key(unlabeled(key))
+    if any(_is_boolean_index(item) for item in key):
+        key = _masks_as_positions(key, "numpy.add.at(a, mask, b)")
+    b = asarray(unlabeled(b))
+    result = np.result_type(_dtype_or_number(a), _dtype_or_number(b))
+    target = _dtype_or_number(a)
+    if not np.can_cast(result, target, "same_kind"):
+        raise TypeError(f"numpy.add.at: cannot add {result} values into a {target} array in place "
+                        "(NumPy's same_kind casting)")
+    if hasattr(b, "dtype") and _dtype_or_number(b) != target:
+        b = _in_dtype(b, target)
+    template, arrays = ki.split_key(key)
+    inplace_assign(a, ki.index_add.bind(a, b, *arrays, template=template), "numpy.add.at(a, indices, b)")
+    return None
 
 
 # --- gathers --------------------------------------------------------------------------------------
