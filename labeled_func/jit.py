@@ -151,7 +151,9 @@ class Jitted:
             if unknown:
                 raise ValueError(f"lf.jit: static_argnames names {unknown}, which are not parameters of "
                                  f"{getattr(func, '__name__', 'the function')} (it has {sorted(known)})")
-        self.cache = collections.OrderedDict()
+        self.cache = collections.OrderedDict()  # (key, number) -> program, least recently used first
+        self.variants = {}  # key -> the cache's keys of its programs (labels that differ)
+        self.stored = 0
         self.lock = threading.Lock()
         self.tracing = threading.Lock()
         self.blocks = weakref.WeakKeyDictionary()  # vmap level -> its Dask blocks, jitted
@@ -171,20 +173,33 @@ class Jitted:
                 compiled = self._cached(call)
                 if compiled is None:
                     compiled, result = self._trace(call)
-                    with self.lock:
-                        self.cache[call.key] = compiled
-                        while len(self.cache) > CACHE_SIZE:
-                            self.cache.popitem(last=False)
+                    self._store(call, compiled)
                     return result
         return compiled.outputs.build(compiled.run(call))
 
     def _cached(self, call):
+        """The program of ``call``'s signature: among those of its key, the one whose labels
+        (compared, not hashed: attrs, coordinate values) are ``call``'s."""
         with self.lock:
-            compiled = self.cache.get(call.key)
-            if compiled is None or not compiled.matches(call):
-                return None
-            self.cache.move_to_end(call.key)
-            return compiled
+            for key in self.variants.get(call.key, ()):
+                compiled = self.cache[key]
+                if compiled.matches(call):
+                    self.cache.move_to_end(key)
+                    return compiled
+            return None
+
+    def _store(self, call, compiled):
+        with self.lock:
+            self.stored += 1
+            key = (call.key, self.stored)
+            self.cache[key] = compiled
+            self.variants.setdefault(call.key, []).append(key)
+            while len(self.cache) > CACHE_SIZE:
+                dropped, _ = self.cache.popitem(last=False)
+                variants = self.variants[dropped[0]]
+                variants.remove(dropped)
+                if not variants:
+                    del self.variants[dropped[0]]
 
     def _block_program(self, mapped, block):
         """The jitted form of a lazy vmap's per-block function ``block`` (``mapped`` is the

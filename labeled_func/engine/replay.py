@@ -37,7 +37,10 @@ def safe_product(g, d, out=None):
         return np.multiply(g, d, out=out)
     with np.errstate(invalid="ignore"):  # 0 * inf, masked below: no warning, as the kernel
         product = np.multiply(g, d, out=out)
-    np.copyto(product, 0.0, where=(np.equal(g, 0) & ~np.isfinite(d)))
+    mask = np.equal(g, 0) & ~np.isfinite(d)
+    if type(product) is not np.ndarray:  # of 0-d operands a NumPy scalar, with no memory to write
+        return np.where(mask, 0.0, product)
+    np.copyto(product, 0.0, where=mask)
     return product
 
 
