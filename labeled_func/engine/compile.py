@@ -713,6 +713,8 @@ class Program:
                         node.fusable.dtypes[other if node.function is not np.subtract else 0], inner.fusable.dtypes[0])
                     dropped.add(inner.slot)
                     if node.function is np.multiply:  # (-x) * y -> -(x * y): the product in a new slot
+                        if side == 0:  # the operands in their order: a complex product is not
+                            refs, dtypes = refs[::-1], dtypes and dtypes[::-1]  # commutative to the bit
                         product = Node(np.multiply, {}, refs, fresh, ew.multiply)
                         product.out, product.fusable = node.out, _retyped(node.fusable, dtypes)
                         fresh += 1
@@ -1064,6 +1066,12 @@ _HEAVY = frozenset((ew.sqrt, ew.exp, ew.expm1, ew.log, ew.log1p, ew.sin, ew.cos,
 # float64 computation that reads it would carry far above float64's tolerance.
 _ROUNDED_OTHERWISE = _HEAVY - {ew.sqrt}
 
+# Logical operations (fused only on booleans) and the primitives whose boolean result a
+# fused expression computes as NumPy does; arithmetic whose result is boolean is not fused
+_LOGICAL = frozenset((ew.logical_and, ew.logical_or, ew.logical_not))
+_BOOLEAN_RESULTS = _LOGICAL | {ew.where, ew.equal, ew.not_equal, ew.less, ew.less_equal, ew.greater,
+                               ew.greater_equal}
+
 CHEAP_FUSE_MIN_SIZE = 1 << 18
 """Elements of a result below which a tree of cheap operations (products, sums,
 comparisons) runs node by node: there the arrays stay in cache and numexpr's threads cost
@@ -1280,6 +1288,10 @@ def _fusable(prim, params, values, out):
     if len(floats) > 1:
         return None  # mixed precisions: NumPy's promotion is not numexpr's
     number = floats.pop() if floats else _FLOAT
+    if prim in _LOGICAL and any(hasattr(value, "dtype") and value.dtype != _BOOL for value in values):
+        return None  # NumPy reads numbers as truth values; numexpr's & | ~ take booleans only
+    if out.dtype == _BOOL and prim not in _BOOLEAN_RESULTS:
+        return None  # arithmetic of booleans (abs(b), b + c: a logical or) stays NumPy's
     if library == "numpy" and number == _SINGLE and prim in _ROUNDED_OTHERWISE:
         return None  # numexpr's float32 sin, exp... round differently from NumPy's: not fused
     dtypes = []

@@ -518,11 +518,13 @@ def _inplace(op, target, other, symbol):
     if _deferring(other):
         return NotImplemented
     result = op(target, other)
-    if not np.can_cast(_np_dtype(result.dtype), _np_dtype(target.dtype), "same_kind"):
-        raise TypeError(
-            f"{symbol}: cannot write the {result.dtype} result into a {target.dtype} array "
-            "in place (NumPy's same_kind casting); use an out-of-place operation"
-        )
+    if _np_dtype(result.dtype) != _np_dtype(target.dtype):
+        if not np.can_cast(_np_dtype(result.dtype), _np_dtype(target.dtype), "same_kind"):
+            raise TypeError(
+                f"{symbol}: cannot write the {result.dtype} result into a {target.dtype} array "
+                "in place (NumPy's same_kind casting); use an out-of-place operation"
+            )
+        result = ew.astype.bind(result, dtype=target.dtype)  # NumPy casts it back into the array
     inplace_assign(target, result, symbol)
     return target
 

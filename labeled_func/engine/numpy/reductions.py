@@ -130,10 +130,11 @@ def _index_dtype(x):
 def _count(mask, x, axis, keepdims):
     """How many values along ``axis`` are not NaN (a Python int when none can be)."""
     size = kcore.reduced_size(x, axis)
-    if mask is None:
-        return size
+    xp = namespace(x)
+    real_dtype = xp.finfo(x.dtype).dtype if dtype_kind(x.dtype) == "c" else x.dtype
+    if mask is None:  # a count of x's precision, as the one counted below: the same bits either way
+        return xp.asarray(size, dtype=real_dtype, device=device_of(x))  # (a derivative's 1 / count too)
     missing = reduce(kcore.reduce_sum, mask, axis, keepdims, dtype=_index_dtype(x))
-    real_dtype = namespace(x).finfo(x.dtype).dtype if dtype_kind(x.dtype) == "c" else x.dtype
     return ew.astype.bind(ew.subtract.bind(size, missing), dtype=real_dtype)
 
 
