@@ -258,6 +258,8 @@ def _setitem_impl(x, value, *arrays, template):
     out = xp.asarray(x, copy=True)
     if arrays and xp is numpy_namespace:
         arrays, value = _in_c_order(arrays, value)
+    if isinstance(value, np.generic):  # a 0-d result of NumPy: cast as the 0-d array it stands for
+        value = np.asarray(value)      # (NumPy converts a scalar as a Python number: inf -> OverflowError)
     key = _fill(template, _same_namespace(x, arrays))
     if any(item is None for item in key) and xp is not numpy_namespace and hasattr(value, "shape"):
         key, value = _without_newaxes(xp, out, key, xp.broadcast_to(value, out[key].shape))

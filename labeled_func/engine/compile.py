@@ -291,8 +291,8 @@ def _numpy_lowering(prim, values, params, out):
         if (type(axis) is int and type(shift) is int and values[0].shape == out.shape
                 and values[0].flags.c_contiguous):  # np.roll's result then is C-ordered too
             return roll_into(shift, axis % out.ndim, out.shape, out.dtype)
-    if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype.kind == "f"
-            and values[0].dtype.itemsize >= 4 and values[0].size >= FUSE_MIN_SIZE):
+    if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype == _FLOAT
+            and values[0].size >= FUSE_MIN_SIZE):  # float64 only: einsum's float32 sums round otherwise
         axes, ndim = tuple(sorted(a % values[0].ndim for a in params["axis"])), values[0].ndim
         if axes and axes == tuple(range(ndim - len(axes), ndim)):
             return trailing_sum(axes, params["keepdims"], values[0].shape)
@@ -704,8 +704,10 @@ class Program:
                 sides = (1, 0) if node.function is not np.subtract else (1,)
                 for side in sides:
                     inner = negation(node.refs[side])
-                    if inner is None or (node.function is np.multiply and inner.out != node.out):
-                        continue  # a negation of a broadcast operand stays on the smaller array
+                    if inner is None or (node.function is np.multiply and (
+                            inner.out != node.out or node.out is None or node.out[1].kind == "c")):
+                        continue  # a negation of a broadcast operand stays on the smaller array, and a
+                        # complex product's sums of two products round zeros to other signs
                     other = 1 - side
                     refs = (node.refs[other], inner.refs[0]) if node.function is not np.subtract else (
                         node.refs[0], inner.refs[0])
@@ -1288,7 +1290,8 @@ def _fusable(prim, params, values, out):
     if len(floats) > 1:
         return None  # mixed precisions: NumPy's promotion is not numexpr's
     number = floats.pop() if floats else _FLOAT
-    if prim in _LOGICAL and any(hasattr(value, "dtype") and value.dtype != _BOOL for value in values):
+    if prim in _LOGICAL and any(value.dtype != _BOOL if hasattr(value, "dtype") else type(value) is not bool
+                                for value in values):
         return None  # NumPy reads numbers as truth values; numexpr's & | ~ take booleans only
     if out.dtype == _BOOL and prim not in _BOOLEAN_RESULTS:
         return None  # arithmetic of booleans (abs(b), b + c: a logical or) stays NumPy's

@@ -21,11 +21,11 @@ from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import reductions as kr
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import dtype_kind, known_true, namespace, normalize_axis
-from labeled_func_kernels.primitive import Traced, known
+from labeled_func_kernels.primitive import Traced, known, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
-from ..stack import inplace_assign, is_batched
+from ..stack import inplace_assign, is_batched, traced_by
 from .dispatch import asarray, implements, implements_method, kind, unlabeled
 from .dynamic import fixed, pick
 from .elementwise import clip
@@ -83,6 +83,9 @@ def setitem(x, key, value):
     """``x[key] = value`` for a traced ``x`` (``Tracer.__setitem__``): an in-place update."""
     key = _prepare_key(key)
     value = asarray(unlabeled(value))
+    top = top_level((x, value), "x[...] = value")
+    if top is not None and not traced_by(x, top):  # the in-place policy, before the write: a boolean
+        inplace_assign(x, value, "x[...] = value")  # or integer x would drop the value's tracing
     if any(_is_boolean_index(item) for item in key):
         if any(_is_boolean_index(item) and (is_batched(item) or not known(item)) for item in key):
             inplace_assign(x, _masked_select(x, key, value), "x[mask] = value")
