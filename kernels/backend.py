@@ -310,9 +310,153 @@ def _spacing_fallback(xp):
     return spacing
 
 
+def _promoted(xp, values):
+    """``values`` (arrays and Python numbers) as arrays of the one dtype NumPy's promotion
+    gives them (a Python number weak: ``int8`` beside ``0.5`` is float64, as in NumPy)."""
+    reference = next(v for v in values if hasattr(v, "dtype"))
+    common = np.result_type(*[np.dtype(getattr(v.dtype, "_np_dtype", v.dtype)) if hasattr(v, "dtype") else v
+                              for v in values])
+    dtype = namespace_dtype(xp, common)
+    return [(v if v.dtype == dtype else xp.astype(v, dtype)) if hasattr(v, "dtype")
+            else xp.asarray(v, dtype=dtype, device=device_of(reference)) for v in values]
+
+
+def _nan_skipping_fallback(extreme, logical):
+    """NumPy's fmax (``extreme`` "maximum", ``logical`` "logical_or") or fmin: the extreme
+    of two values, the other one where one is NaN (NaN where both are)."""
+
+    def fallback(xp):
+        def function(x, y):
+            x, y = _promoted(xp, (x, y))
+            kind = dtype_kind(x.dtype)
+            if kind == "b":
+                return getattr(xp, logical)(x, y)
+            chosen = getattr(xp, extreme)(x, y)
+            if kind in "iu":
+                return chosen
+            return xp.where(xp.isnan(y), x, xp.where(xp.isnan(x), y, chosen))
+        return function
+    return fallback
+
+
+def _float_power_fallback(xp):
+    def float_power(x, y):
+        """``x ** y`` in float64 (complex128 where either is complex), as NumPy computes it."""
+        complex_ = any(dtype_kind(v.dtype) == "c" if hasattr(v, "dtype") else isinstance(v, complex) for v in (x, y))
+        wide = xp.complex128 if complex_ else xp.float64
+        reference = x if hasattr(x, "dtype") else y
+        x, y = (xp.astype(v, wide) if hasattr(v, "dtype") else xp.asarray(v, dtype=wide, device=device_of(reference))
+                for v in (x, y))
+        return xp.pow(x, y)
+    return float_power
+
+
+_LN2 = math.log(2.0)
+
+
+def _logaddexp2_fallback(xp):
+    def logaddexp2(x, y):
+        """log2(2**x + 2**y) = logaddexp(x ln 2, y ln 2) / ln 2."""
+        x, y = _floating_of(xp, x, y if hasattr(y, "dtype") else None), _floating_of(xp, y, x)
+        return xp.logaddexp(x * _LN2, y * _LN2) / _LN2
+    return logaddexp2
+
+
+def _scaled_fallback(factor):
+    def fallback(xp):
+        def scaled(x):
+            """``x`` times a constant (degrees to radians, or back), in x's floating dtype."""
+            return _floating_of(xp, x) * factor
+        return scaled
+    return fallback
+
+
+def _sinc_fallback(xp):
+    def sinc(x):
+        """sin(pi x) / (pi x), NumPy's way: x = 0 read as 1e-20 (integers as float64)."""
+        if is_integer_dtype(x.dtype):
+            x = xp.astype(x, xp.float64)
+        y = math.pi * xp.where(x == 0, xp.asarray(1.0e-20, dtype=x.dtype, device=device_of(x)), x)
+        return xp.sin(y) / y
+    return sinc
+
+
+def _expit_fallback(xp):
+    def expit(x):
+        """The logistic sigmoid 1 / (1 + exp(-x)) without overflow: each branch of the select
+        sees only the inputs of its own sign (``exp`` of a non-positive number)."""
+        x = _floating_of(xp, x)
+        zero = xp.zeros_like(x)
+        positive = x >= 0
+        e = xp.exp(xp.where(positive, zero, x))
+        return xp.where(positive, 1.0 / (1.0 + xp.exp(-xp.where(positive, x, zero))), e / (1.0 + e))
+    return expit
+
+
+def _logit_fallback(xp):
+    def logit(p):
+        """log(p / (1 - p)): -inf at 0, inf at 1, NaN outside [0, 1]."""
+        p = _floating_of(xp, p)
+        return xp.log(p / (1.0 - p))
+    return logit
+
+
+def _chebyshev_sum(t, coefficients):
+    """Cephes' Chebyshev sum (highest order first, the constant term halved) at ``t`` by
+    Clenshaw's recurrence b_k = t b_(k+1) - b_(k+2) + c_k, the result (b_0 - b_2) / 2: NumPy's
+    steps in its i0, so its values."""
+    current, previous, before = coefficients[0], 0.0, 0.0
+    for coefficient in coefficients[1:]:
+        before, previous = previous, current
+        current = t * previous - before + coefficient
+    return 0.5 * (current - before)
+
+
+def _i0_fallback(xp):
+    def i0(x):
+        """The modified Bessel function of the first kind of order 0, by NumPy's steps: Cephes'
+        expansions of exp(-x) I0(x) on [0, 8] and of exp(-x) sqrt(x) I0(x) beyond, at |x|."""
+        size = xp.abs(_floating_of(xp, x))
+        inside = size <= 8.0  # NaN goes to the far branch, and stays NaN
+        near = xp.where(inside, size, xp.zeros_like(size))
+        far = xp.where(inside, xp.full_like(size, 8.0), size)
+        near_value = xp.exp(near) * _chebyshev_sum(near / 2.0 - 2.0, I0_NEAR)
+        far_value = xp.exp(far) * _chebyshev_sum(32.0 / far - 2.0, I0_FAR) / xp.sqrt(far)
+        return xp.where(inside, near_value, far_value)
+    return i0
+
+
+# Cephes' Chebyshev coefficients of I0 (i0.c), as NumPy's i0 takes them: exp(-x) I0(x) on [0, 8] in
+# T_k(x / 2 - 2), and exp(-x) sqrt(x) I0(x) on [8, inf) in T_k(32 / x - 2); highest order first
+I0_NEAR = (
+    -4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16, 1.715391285555133e-15,
+    -1.1685332877993451e-14, 7.676185498604936e-14, -4.856446783111929e-13, 2.95505266312964e-12,
+    -1.726826291441556e-11, 9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09,
+    -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07, 1.1173875391201037e-06,
+    -4.4167383584587505e-06, 1.6448448070728896e-05, -5.754195010082104e-05, 0.00018850288509584165,
+    -0.0005763755745385824, 0.0016394756169413357, -0.004324309995050576, 0.010546460394594998,
+    -0.02373741480589947, 0.04930528423967071, -0.09490109704804764, 0.17162090152220877,
+    -0.3046826723431984, 0.6767952744094761,
+)
+I0_FAR = (
+    -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17, 3.461222867697461e-17,
+    -2.8276239805165836e-16, -3.425485619677219e-16, 1.7725601330565263e-15, 3.8116806693526224e-15,
+    -9.554846698828307e-15, -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13,
+    7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11, -3.1499165279632416e-11,
+    1.1889147107846439e-11, 4.94060238822497e-10, 3.3962320257083865e-09, 2.266668990498178e-08,
+    2.0489185894690638e-07, 2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943,
+    0.8044904110141088,
+)
+
+
 _FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window_fallback,
               "take_along_axis": _take_along_axis_fallback, "bincount": _bincount_fallback,
-              "fmod": _fmod_fallback, "ldexp": _ldexp_fallback, "spacing": _spacing_fallback}
+              "fmod": _fmod_fallback, "ldexp": _ldexp_fallback, "spacing": _spacing_fallback,
+              "fmax": _nan_skipping_fallback("maximum", "logical_or"),
+              "fmin": _nan_skipping_fallback("minimum", "logical_and"),
+              "float_power": _float_power_fallback, "logaddexp2": _logaddexp2_fallback,
+              "deg2rad": _scaled_fallback(math.pi / 180.0), "rad2deg": _scaled_fallback(180.0 / math.pi),
+              "sinc": _sinc_fallback, "i0": _i0_fallback, "expit": _expit_fallback, "logit": _logit_fallback}
 
 
 def parse_einsum(subscripts, ndims):

@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from . import buffers
-from .backend import (all_finite, device_of, dtype_kind, extra, is_integer_dtype, library_of, namespace,
-                      namespace_dtype, numpy_namespace, reciprocal_power_of_two)
+from .backend import (I0_FAR, I0_NEAR, all_finite, device_of, dtype_kind, extra, is_integer_dtype, library_of,
+                      namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
 from .primitive import Primitive, known
@@ -71,15 +71,19 @@ _SAME_FLOAT = frozenset(getattr(np, name) for name in (
     "add", "subtract", "multiply", "divide", "negative", "positive", "absolute", "square", "sqrt", "cbrt",
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
     "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "power", "maximum", "minimum", "fmax", "fmin",
-    "reciprocal", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor", "ceil", "trunc", "rint"))
+    "reciprocal", "arctan2", "hypot", "copysign", "logaddexp", "logaddexp2", "floor", "ceil", "trunc", "rint",
+    "deg2rad", "rad2deg"))
 
 
-def _from_namespace(function_name, numpy_semantics=None):
+def _from_namespace(function_name, numpy_semantics=None, numpy_function=None):
     """An impl calling ``xp.<function_name>``.  ``numpy_semantics(xp, args)`` adapts
     the arguments where NumPy accepts more than the standard (ints in ``sin``, floats
-    in ``logical_and``); NumPy itself needs no adapting."""
+    in ``logical_and``); NumPy itself needs no adapting.  ``numpy_function``: what NumPy
+    arrays call, where array-api-compat's function of that name is a wrapper with other
+    values or dtypes than NumPy's own (``sign`` of complex numbers, ``clip``)."""
 
-    numpy_function = getattr(numpy_namespace, function_name, None)
+    if numpy_function is None:
+        numpy_function = getattr(numpy_namespace, function_name, None)
     kept = numpy_function in _SAME_FLOAT
     ndarray, least = np.ndarray, buffers.MIN_BYTES
 
@@ -108,7 +112,9 @@ def _from_namespace(function_name, numpy_semantics=None):
         """The library's own function that ``impl`` calls for arguments like ``args``
         (a compiled program calls it directly), or None where ``impl`` adapts them."""
         xp = namespace(*args)
-        return getattr(xp, function_name, None) if numpy_semantics is None or xp is numpy_namespace else None
+        if xp is numpy_namespace:
+            return numpy_function
+        return getattr(xp, function_name, None) if numpy_semantics is None else None
 
     impl.__name__ = function_name
     impl.lower = lower
@@ -172,19 +178,34 @@ def _to_condition(xp, args):
     return [condition, *rest]
 
 
-_ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number, "condition": _to_condition}
+def _to_common(xp, args):
+    """Every argument as an array of the dtype NumPy's promotion gives them all (a Python
+    number weak): the standard's ``clip`` keeps ``x``'s dtype, NumPy's promotes."""
+    arrays = [arg for arg in args if hasattr(arg, "dtype")]
+    common = np.result_type(*[np.dtype(getattr(arg.dtype, "_np_dtype", arg.dtype)) if hasattr(arg, "dtype") else arg
+                              for arg in args])
+    dtype, device = namespace_dtype(xp, common), device_of(arrays[0])
+    return [(arg if arg.dtype == dtype else xp.astype(arg, dtype)) if hasattr(arg, "dtype")
+            else xp.asarray(arg, dtype=dtype, device=device) for arg in args]
 
 
-def _define(name, function_name=None, semantics=None):
-    return elementwise_primitive(name, _from_namespace(function_name or name, _ADAPT.get(semantics)))
+_ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number, "condition": _to_condition,
+          "promote": _to_common}
+
+
+def _define(name, function_name=None, semantics=None, numpy_function=None):
+    return elementwise_primitive(name, _from_namespace(function_name or name, _ADAPT.get(semantics), numpy_function))
 
 # --- unary ------------------------------------------------------------------
 negative = _define("negative")
 positive = _define("positive")
 absolute = _define("absolute", "abs")
-sign = _define("sign", semantics="number")
+sign = _define("sign", semantics="number", numpy_function=np.sign)
+# z / |z| of a complex z (0 at 0; NumPy's at infinities: sign(1 + inf j) is 1j): not piecewise
+# constant, so a primitive of its own with rules (below), where ``sign`` of reals has none
+complex_sign = _define("complex_sign", "sign", numpy_function=np.sign)
 sqrt = _define("sqrt", semantics="floating")
-square = _define("square")
+square = _define("square", semantics="number")  # of booleans int8, as NumPy's
 exp = _define("exp", semantics="floating")
 expm1 = _define("expm1", semantics="floating")
 log = _define("log", semantics="floating")
@@ -207,6 +228,11 @@ floor = _define("floor")
 ceil = _define("ceil")
 trunc = _define("trunc")
 rint = _define("rint", "round")
+# NumPy's own functions where the standard has none (backend.extra's fallbacks elsewhere): their
+# values and dtypes are NumPy's (np.sinc of integers is float64), the rules below their formulas
+sinc = _define("sinc")
+numpy_i0 = _define("numpy_i0", "i0")  # np.i0 (Cephes' expansions); scipy.special.i0 is ``i0`` below
+
 isnan = _define("isnan")
 isinf = _define("isinf")
 isfinite = _define("isfinite")
@@ -303,13 +329,54 @@ _divide_impl.lower = _divide_by_namespace.lower  # a compiled program rewrites d
 divide.impl = _divide_impl
 floor_divide = _define("floor_divide")
 remainder = _define("remainder")
+
+
+def _scaled(function_name):
+    """An impl of NumPy's deg2rad or rad2deg: on float64 and float32 arrays a product by NumPy's
+    own constant in that dtype (its loop's ``x * c``: the same bits, at a SIMD product's speed,
+    ~4 times its loop's), else the library's function (float16: NumPy's rounds through float32)."""
+    by_namespace = _from_namespace(function_name, _to_floating)
+    numpy_function = getattr(np, function_name)
+    factors = {np.dtype(np.float64): float(numpy_function(1.0)),
+               np.dtype(np.float32): numpy_function(np.float32(1.0))}
+
+    def impl(x):
+        if type(x) is np.ndarray:
+            factor = factors.get(x.dtype)
+            if factor is not None:
+                return multiply.impl(x, factor)
+        return by_namespace(x)
+
+    def lower(x):
+        """None for the arrays ``impl`` multiplies (a compiled program calls ``impl``)."""
+        return None if getattr(x, "dtype", None) in factors else by_namespace.lower(x)
+
+    impl.__name__, impl.lower = function_name, lower
+    return impl
+
+
+deg2rad = elementwise_primitive("deg2rad", _scaled("deg2rad"))
+rad2deg = elementwise_primitive("rad2deg", _scaled("rad2deg"))
+
+
 def _power_impl(x, y):
-    """``x ** y``; a small integer (or one half) exponent that leaves ``x``'s floating dtype
-    as it is becomes products (``x**3`` is ``x * x * x``, ``x**-1`` is ``1 / x``,
-    ``x**0.5`` is ``sqrt(x)``): the library's ``pow`` is ~20 times slower, ~70 for a
-    negative base, and rules ask for such powers constantly (d/dx x**4 is 4 x**3)."""
+    """``x ** y``, as NumPy's operator computes it on an array: an exact Python int 2 is
+    ``square`` (of booleans int8, of complex numbers NumPy's square: ``(0-0j)**2`` is
+    ``0-0j``), an int -1 ``reciprocal`` and a float 0.5 ``sqrt`` of floating and complex
+    arrays (the ufunc ``np.power`` takes none of these: engine/numpy/elementwise.py hands
+    it exponents that do not).  A small integer (or one half) exponent that leaves ``x``'s
+    floating dtype as it is becomes products (``x**3`` is ``x * x * x``, ``x**-1`` is
+    ``1 / x``, ``x**0.5`` is ``sqrt(x)``): the library's ``pow`` is ~20 times slower, ~70
+    for a negative base, and rules ask for such powers constantly (d/dx x**4 is 4 x**3);
+    ``x**-2``, ``x**3`` and ``x**4`` are then within an ulp of ``pow``'s, not its bits
+    (tests/test_kernel_choices.py)."""
     exponent = small_exponent(x, y)
     if exponent is None:
+        kind = type(y)
+        if (kind is int or kind is float) and hasattr(x, "dtype") and not isinstance(x, np.generic):
+            shortcut = _operator_shortcut(x, y, kind)
+            if shortcut is not None:
+                return shortcut(x)
         return _pow(x, y)
     xp = namespace(x)
     if exponent == 0.5:
@@ -323,6 +390,16 @@ def _power_impl(x, y):
     return 1 / value if exponent < 0 else value
 
 
+def _operator_shortcut(x, y, kind):
+    """The impl NumPy's ``array ** y`` takes for an exact Python number ``y`` (not a NumPy
+    scalar, not a bool) instead of ``power``, or None."""
+    if kind is int and y == 2:
+        return square.impl
+    if dtype_kind(x.dtype) in "fc" and ((kind is int and y == -1) or (kind is float and y == 0.5)):
+        return _reciprocal if y == -1 else sqrt.impl
+    return None
+
+
 _pow = _from_namespace("pow")
 _SMALL_EXPONENTS = frozenset((-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0))
 
@@ -330,7 +407,8 @@ _SMALL_EXPONENTS = frozenset((-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0))
 def small_exponent(x, y):
     """The exponent ``y`` as a float when ``x ** y`` is computed by products: ``y`` a
     Python number or a 0-d constant in ``_SMALL_EXPONENTS`` that does not change the
-    dtype of a real floating ``x``; else None."""
+    dtype of a real floating ``x``; else None.  One half of float16 only as a Python float
+    (the operator's ``sqrt``): NumPy's float16 ``pow`` is not ``sqrt`` at -0.0 and -inf."""
     if type(y) in (int, float):
         value = y
     elif isinstance(y, (np.ndarray, np.generic)) and y.ndim == 0 and dtype_kind(y.dtype) in "iuf":
@@ -341,10 +419,19 @@ def small_exponent(x, y):
         return None
     if value not in _SMALL_EXPONENTS or not hasattr(x, "dtype") or dtype_kind(x.dtype) != "f":
         return None
+    if value == 0.5 and type(y) is not float and _is_half(x):
+        return None
     return float(value)
 
 
+def _is_half(x):
+    """Whether ``x`` is a float16 array."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and dtype_kind(dtype) == "f" and np.dtype(getattr(dtype, "_np_dtype", dtype)).itemsize == 2
+
+
 power = elementwise_primitive("power", _power_impl)
+float_power = _define("float_power")  # in float64 (complex128): NumPy's own, not a power of float64 values
 equal = _define("equal")
 not_equal = _define("not_equal")
 less = _define("less", semantics="number")
@@ -363,33 +450,17 @@ bitwise_right_shift = _define("bitwise_right_shift", semantics="number")
 atan2 = _define("atan2", semantics="floating")
 hypot = _define("hypot", semantics="floating")
 logaddexp = _define("logaddexp", semantics="floating")
+logaddexp2 = _define("logaddexp2", semantics="floating")
 maximum = _define("maximum", semantics="number")
 minimum = _define("minimum", semantics="number")
 copysign = _define("copysign")
 
 
-def _arrays(xp, *values):
-    """Python scalars as 0-d arrays of the other argument's dtype (for isnan & co)."""
-    reference = next((v for v in values if hasattr(v, "dtype")), None)
-    dtype = None if reference is None else reference.dtype
-    device = None if reference is None else device_of(reference)
-    return [v if hasattr(v, "dtype") else xp.asarray(v, dtype=dtype, device=device) for v in values]
-
-
-def _fmax(x, y):
-    xp = namespace(x, y)
-    x, y = _arrays(xp, x, y)
-    return xp.where(xp.isnan(y), x, xp.where(xp.isnan(x), y, xp.maximum(x, y)))
-
-
-def _fmin(x, y):
-    xp = namespace(x, y)
-    x, y = _arrays(xp, x, y)
-    return xp.where(xp.isnan(y), x, xp.where(xp.isnan(x), y, xp.minimum(x, y)))
-
-
-fmax = elementwise_primitive("fmax", _fmax)
-fmin = elementwise_primitive("fmin", _fmin)
+# the extreme of two values skipping a NaN (NumPy's promotion: fmin of ints and 0.5 is float64)
+fmax = _define("fmax")
+fmin = _define("fmin")
+# NumPy's clip(x, low, high), both bounds given (its values at ties of signed zeros: x's)
+clip = _define("clip", semantics="promote", numpy_function=np.clip)
 
 
 # --- NumPy's floating-point ufuncs (backend.extra: the library's own where it has one) ------------
@@ -785,6 +856,10 @@ _UNARY = {
     asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), False),
     acosh: (lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)), True),
     atanh: (lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))), True),
+    sinc: (lambda x, out: _sinc_slope(x), False),
+    numpy_i0: (lambda x, out: _i0_slope(x), False),
+    deg2rad: (lambda x, out: _PI_OVER_180, False),
+    rad2deg: (lambda x, out: _180_OVER_PI, False),
 }
 
 for _prim, (_derivative, _safe) in _UNARY.items():
@@ -802,9 +877,9 @@ for _prim in (sqrt, cbrt, reciprocal, exp, exp2, expm1, tan, tanh):
     _prim.keeps = _reads(False, True)
 absolute.keeps = _reads(True, True)  # a complex input's rule reads |z| too (real_valued_rules below)
 for _prim in (square, log, log2, log10, log1p, sin, cos, asin, acos, atan, sinh, cosh, asinh, acosh,
-              atanh):
+              atanh, sinc, numpy_i0):
     _prim.keeps = _reads(True, False)
-for _prim in (negative, positive):
+for _prim in (negative, positive, deg2rad, rad2deg):
     _prim.keeps = _reads(False, False)
 
 
@@ -830,6 +905,18 @@ def _complex_exponent_partial(x, out):
     return where.bind(zero, 0.0, multiply.bind(log.bind(where.bind(zero, 1.0, x)), out))
 
 
+def _power_partials(x, y, out):
+    """d/dx x**y = y x**(y - 1); d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real
+    logarithm there), with the complex logarithm of a complex base."""
+    return (
+        lambda: _power_partial(x, y),
+        (lambda: where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out),
+                            0.0)
+         if not _is_complex(out) else _complex_exponent_partial(x, out))
+        if _is_array(y) else None,
+    )
+
+
 _BINARY = {
     add: (lambda x, y, out: (_ONE, _ONE), False),
     add_inplace: (lambda x, y, out: (_ONE, _ONE), False),
@@ -837,14 +924,8 @@ _BINARY = {
     subtract_inplace: (lambda x, y, out: (_ONE, _MINUS_ONE), False),
     multiply: (lambda x, y, out: (y, x), True),
     divide: (lambda x, y, out: (lambda: divide.bind(1.0, y), lambda: negative.bind(divide.bind(out, y))), True),
-    power: (lambda x, y, out: (
-        lambda: _power_partial(x, y),
-        # d/dy x**y = log(x) x**y, taken as 0 where x <= 0 (no real logarithm there)
-        (lambda: where.bind(greater.bind(x, 0), multiply.bind(log.bind(where.bind(greater.bind(x, 0), x, 1.0)), out),
-                            0.0)
-         if not _is_complex(out) else _complex_exponent_partial(x, out))
-        if _is_array(y) else None,
-    ), True),
+    power: (_power_partials, True),
+    float_power: (_power_partials, True),
     atan2: (lambda y, x, out: (
         divide.bind(x, add.bind(_sq(x), _sq(y))),
         negative.bind(divide.bind(y, add.bind(_sq(x), _sq(y)))),
@@ -852,6 +933,8 @@ _BINARY = {
     hypot: (lambda x, y, out: (lambda: divide.bind(x, out), lambda: divide.bind(y, out)), True),
     logaddexp: (lambda x, y, out: (lambda: exp.bind(subtract.bind(x, out)), lambda: exp.bind(subtract.bind(y, out))),
                 False),
+    logaddexp2: (lambda x, y, out: (lambda: exp2.bind(subtract.bind(x, out)),
+                                    lambda: exp2.bind(subtract.bind(y, out))), False),
     maximum: (lambda x, y, out: (_tie_split(x, y, out, True), _tie_split(y, x, out, True)), False),
     minimum: (lambda x, y, out: (_tie_split(x, y, out, False), _tie_split(y, x, out, False)), False),
     fmax: (lambda x, y, out: (
@@ -873,6 +956,20 @@ _BINARY = {
 
 for _prim, (_partials, _safe) in _BINARY.items():
     partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+
+
+def _clip_partials(primals, out):
+    """clip(x, low, high) differentiates as minimum(maximum(x, low), high): 1 inside, 0
+    outside, 1/2 at each tie (JAX's convention, as ``maximum`` and ``minimum``)."""
+    x, low, high = primals
+    inner = maximum.bind(x, low)
+    through = _tie_split(inner, high, out, False)
+    return (lambda: multiply.bind(through, _tie_split(x, low, out, True)),
+            lambda: multiply.bind(through, _tie_split(low, x, out, True)),
+            lambda: _tie_split(high, inner, out, False))
+
+
+partial_rules(clip, _clip_partials)
 
 # what their derivatives read: add and subtract nothing (shapes only); a product the other
 # factor of each factor that receives a cotangent; a quotient the divisor, and the output
@@ -1024,6 +1121,32 @@ def _nonzero_or_one(value):
 real_valued_rules(absolute, lambda z, out: divide.bind(conj.bind(z), _nonzero_or_one(out)))
 
 
+def _complex_sign_jvp(primals, tangents):
+    """s = z / |z| moves by the part of the tangent across s: ds = (t - s Re(conj(s) t)) / |z|
+    (0 at z = 0, where the sign is 0)."""
+    (z,), (tangent,) = primals, tangents
+    out = complex_sign.bind(z)
+    if tangent is None:
+        return out, None
+    size = absolute.bind(z)
+    zero = equal.bind(size, 0)
+    along = real.bind(multiply.bind(conj.bind(out), tangent))
+    moved = divide.bind(subtract.bind(tangent, multiply.bind(out, along)), _nonzero_or_one(size))
+    return out, where.bind(zero, 0.0, moved)
+
+
+def _complex_sign_vjp(g, primals, out):
+    """The transpose of the JVP under Re(w t): (g - Re(g s) conj(s)) / |z|, 0 at z = 0."""
+    (z,) = primals
+    size = absolute.bind(z)
+    along = real.bind(multiply.bind(g, out))
+    cotangent = divide.bind(subtract.bind(g, multiply.bind(along, conj.bind(out))), _nonzero_or_one(size))
+    return (where.bind(equal.bind(size, 0), 0.0, cotangent),)
+
+
+complex_sign.jvp, complex_sign.vjp = _complex_sign_jvp, _complex_sign_vjp
+
+
 def _astype_jvp(primals, tangents, *, dtype):
     out = astype.bind(primals[0], dtype=dtype)
     tangent = tangents[0]
@@ -1081,9 +1204,13 @@ def _special(name, part=None):
             args = [arg if hasattr(arg, "dtype") else cupy.asarray(arg) for arg in args]
         elif library in ("numpy", None):
             import scipy.special as special
-        else:
-            raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
-                                      "(NumPy and CuPy only)")
+        else:  # the library's own, or backend.extra's portable fallback (expit, logit)
+            try:
+                portable = extra(namespace(*arrays), name)
+            except AttributeError:
+                raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
+                                          "(NumPy and CuPy only)") from None
+            return portable(*args)
         computed = getattr(special, name, None)
         if computed is None:
             raise NotImplementedError(f"scipy.special.{name}: {special.__name__} has no {name} for {library} arrays")
@@ -1168,6 +1295,16 @@ riemann_zeta = elementwise_primitive("riemann_zeta", _special("zeta"))  # zeta(x
 lambertw = _special_primitive("lambertw")  # lambertw(z, k, tol): the branch k of W, complex
 
 
+# SciPy's own versions of NumPy's functions, and the logistic function and its inverse: SciPy's
+# values and dtypes (cbrt of float16 is float64 there), the rules of NumPy's
+special_cbrt = elementwise_primitive("special_cbrt", _special("cbrt"))
+special_exp2 = elementwise_primitive("special_exp2", _special("exp2"))
+special_expm1 = elementwise_primitive("special_expm1", _special("expm1"))
+special_log1p = elementwise_primitive("special_log1p", _special("log1p"))
+expit = _special_primitive("expit")
+logit = _special_primitive("logit")
+
+
 def _polygamma_impl(x, *, n):
     return _special("polygamma")(n, x) if n else _special("digamma")(x)
 
@@ -1228,6 +1365,71 @@ _EXPREL_SLOPE = tuple(k / math.factorial(k + 1) for k in range(1, 13))
 # log(z) / (1 - z) = -log1p(e) / e = -sum_k (-e)**k / (k + 1) with e = z - 1, to 1e-17 where |e| < 0.01
 _SPENCE_SLOPE = tuple(-((-1.0) ** k) / (k + 1) for k in range(9))
 _PI_OVER_180 = math.pi / 180.0
+_180_OVER_PI = 180.0 / math.pi
+# sinc'(x) / pi = (y cos y - sin y) / y**2 = y sum_k (-1)**(k+1) 2 (k + 1) y**(2k) / (2k + 3)! with y = pi x,
+# below |y| = 0.01 to 1e-20 of the sum
+_SINC_SLOPE_BELOW = 0.01
+_SINC_SLOPE = tuple((-1) ** (k + 1) * 2 * (k + 1) / math.factorial(2 * k + 3) for k in range(6))
+# I1(x) = x/2 sum_k (x**2 / 4)**k / (k! (k + 1)!), below |x| = 1/2 to 1e-21 of the sum
+_I1_SERIES_BELOW = 0.5
+_I1_SERIES = tuple(1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(9))
+
+
+def _sinc_slope(x):
+    """d/dx sin(pi x) / (pi x) = pi (y cos y - sin y) / y**2 with y = pi x, by its Taylor series
+    where |y| < 0.01 (the quotient cancels there, and is 0/0 at 0): smooth at 0 to every order."""
+    y = multiply.bind(x, math.pi)
+    return multiply.bind(math.pi, _near(
+        y, _SINC_SLOPE_BELOW, lambda y: multiply.bind(y, _series(_sq(y), _SINC_SLOPE)),
+        lambda y: divide.bind(subtract.bind(multiply.bind(y, cos.bind(y)), sin.bind(y)), _sq(y))))
+
+
+def _plus(a, b, sign=1.0):
+    """``a + sign * b`` of Python floats and arrays (a float stays a float)."""
+    if type(a) is float and type(b) is float:
+        return a + sign * b
+    if type(b) is float and b == 0.0:
+        return a
+    return add.bind(a, b) if sign > 0 else subtract.bind(a, b)
+
+
+def _chebyshev_with_slope(t, coefficients):
+    """Cephes' Chebyshev sum at ``t`` (as NumPy's i0 evaluates it) and its derivative in
+    ``t``: Clenshaw's b_k = t b_(k+1) - b_(k+2) + c_k differentiated, b'_k = b_(k+1) + t b'_(k+1)
+    - b'_(k+2), the results (b_0 - b_2) / 2 and (b'_0 - b'_2) / 2."""
+    current, previous, before = coefficients[0], 0.0, 0.0
+    slope, slope_previous, slope_before = 0.0, 0.0, 0.0
+    for coefficient in coefficients[1:]:
+        before, previous = previous, current
+        slope_before, slope_previous = slope_previous, slope
+        scaled_slope = 0.0 if type(slope_previous) is float and slope_previous == 0.0 else multiply.bind(
+            t, slope_previous)
+        slope = _plus(_plus(previous, scaled_slope), slope_before, -1.0)
+        current = add.bind(_plus(multiply.bind(t, previous), before, -1.0), coefficient)
+    return (multiply.bind(0.5, _plus(current, before, -1.0)),
+            multiply.bind(0.5, _plus(slope, slope_before, -1.0)))
+
+
+def _i0_slope(x):
+    """d/dx of NumPy's i0 (:data:`numpy_i0`), I1(x) to rounding, as the derivative of the
+    expansions it evaluates at a = |x| (so that no other special function is needed): on
+    [0, 8] d/da e**a C(a/2 - 2) = e**a (C + C'/2), beyond d/da e**a C(32/a - 2) / sqrt(a) =
+    e**a / sqrt(a) (C (1 - 1/(2a)) - 32 C' / a**2), times sign(x); below |x| = 1/2 the Taylor
+    series of I1 (so that every derivative is right at 0 too)."""
+    size = absolute.bind(x)
+    inside = less_equal.bind(size, 8.0)  # NaN goes to the far branch, and stays NaN
+    near = where.bind(inside, size, 0.0)
+    far = where.bind(inside, 8.0, size)
+    value, slope = _chebyshev_with_slope(subtract.bind(divide.bind(near, 2.0), 2.0), I0_NEAR)
+    near_slope = multiply.bind(exp.bind(near), add.bind(value, multiply.bind(slope, 0.5)))
+    value, slope = _chebyshev_with_slope(subtract.bind(divide.bind(32.0, far), 2.0), I0_FAR)
+    far_slope = multiply.bind(divide.bind(exp.bind(far), sqrt.bind(far)), subtract.bind(
+        multiply.bind(value, subtract.bind(1.0, divide.bind(0.5, far))),
+        divide.bind(multiply.bind(slope, 32.0), _sq(far))))
+    central = less.bind(size, _I1_SERIES_BELOW)
+    small = where.bind(central, x, 0.0)
+    series = multiply.bind(multiply.bind(small, 0.5), _series(multiply.bind(_sq(small), 0.25), _I1_SERIES))
+    return where.bind(central, series, multiply.bind(sign.bind(x), where.bind(inside, near_slope, far_slope)))
 
 
 def _exprel_slope(u):
@@ -1354,6 +1556,12 @@ _SPECIAL_UNARY = {
     sine_integral: (lambda x, out: _quotient_at_origin(sin.bind(x), x, 1.0), False),
     cosine_integral: (lambda x, out: divide.bind(cos.bind(x), x), True),
     riemann_zeta: (lambda x, out: None, False),  # no closed form: engine/numpy/special.py refuses it
+    special_cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
+    special_exp2: (lambda x, out: multiply.bind(out, _LN2), False),
+    special_expm1: (lambda x, out: add.bind(out, 1.0), False),
+    special_log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
+    expit: (lambda x, out: multiply.bind(out, expit.bind(negative.bind(x))), False),  # expit(x) expit(-x)
+    logit: (lambda p, out: divide.bind(1.0, multiply.bind(p, subtract.bind(1.0, p))), True),  # inf at 0 and 1
 }
 _SPECIAL_BINARY = {
     gammainc: (lambda a, x, out: (None, _lower_gamma_density(a, x)), True),

@@ -32,16 +32,18 @@ __all__ = ["as_dtype", "clip", "floating"]
 UFUNCS.update({
     np.add: ew.add, np.subtract: ew.subtract, np.multiply: ew.multiply,
     np.divide: ew.divide, np.floor_divide: ew.floor_divide, np.remainder: ew.remainder,
-    np.power: ew.power, np.negative: ew.negative, np.positive: ew.positive,
-    np.absolute: ew.absolute, np.fabs: ew.absolute, np.sqrt: ew.sqrt,
+    np.negative: ew.negative, np.positive: ew.positive,
+    np.absolute: ew.absolute, np.sqrt: ew.sqrt,
     np.cbrt: ew.cbrt, np.square: ew.square, np.reciprocal: ew.reciprocal,
     np.exp: ew.exp, np.exp2: ew.exp2, np.expm1: ew.expm1, np.log: ew.log,
     np.log2: ew.log2, np.log10: ew.log10, np.log1p: ew.log1p, np.logaddexp: ew.logaddexp,
+    np.logaddexp2: ew.logaddexp2, np.deg2rad: ew.deg2rad, np.radians: ew.deg2rad, np.rad2deg: ew.rad2deg,
+    np.degrees: ew.rad2deg,
     np.sin: ew.sin, np.cos: ew.cos, np.tan: ew.tan, np.arcsin: ew.asin,
     np.arccos: ew.acos, np.arctan: ew.atan, np.arctan2: ew.atan2, np.hypot: ew.hypot,
     np.sinh: ew.sinh, np.cosh: ew.cosh, np.tanh: ew.tanh, np.arcsinh: ew.asinh,
     np.arccosh: ew.acosh, np.arctanh: ew.atanh, np.floor: ew.floor, np.ceil: ew.ceil,
-    np.rint: ew.rint, np.trunc: ew.trunc, np.isnan: ew.isnan, np.isinf: ew.isinf,
+    np.trunc: ew.trunc, np.isnan: ew.isnan, np.isinf: ew.isinf,
     np.isfinite: ew.isfinite, np.signbit: ew.signbit, np.copysign: ew.copysign,
     np.maximum: ew.maximum, np.minimum: ew.minimum, np.fmax: ew.fmax, np.fmin: ew.fmin,
     np.equal: ew.equal, np.not_equal: ew.not_equal, np.less: ew.less,
@@ -81,14 +83,56 @@ def floating(x):
     return ew.astype.bind(x, dtype=namespace_dtype(namespace(x), np_dtype))
 
 
-@implements_ufunc(np.deg2rad, np.radians)
-def _deg2rad(x):
-    return ew.multiply.bind(floating(x), np.pi / 180)
+def _numpy_dtype(dtype):
+    return np.dtype(getattr(dtype, "_np_dtype", dtype))
 
 
-@implements_ufunc(np.rad2deg, np.degrees)
-def _rad2deg(x):
-    return ew.multiply.bind(floating(x), 180 / np.pi)
+def _loop_dtypes(ufunc, *inputs):
+    """The input dtypes (NumPy's) of the loop NumPy's ``ufunc`` runs on ``inputs``: arrays by
+    their dtypes, Python numbers weak (``np.arctan2(0, booleans)`` computes in float64, as
+    0 makes the booleans int64; of int8 in float16)."""
+    signature = tuple(_numpy_dtype(value.dtype) if hasattr(value, "dtype")
+                      else np.dtype(np.bool_) if isinstance(value, bool) else type(value) for value in inputs)
+    return ufunc.resolve_dtypes(signature + (None,) * ufunc.nout)[:ufunc.nin]
+
+
+def _in_loop_dtypes(ufunc, *inputs):
+    """``inputs`` with each array cast to the dtype of NumPy's loop (Python numbers as they are:
+    the loop casts them)."""
+    dtypes = _loop_dtypes(ufunc, *inputs)
+    return tuple(as_dtype(value, dtype) for value, dtype in zip(inputs, dtypes))
+
+
+@implements_ufunc(np.fabs)
+def _fabs(x):
+    """|x| in NumPy's floating loop of fabs (integers as float64, booleans as float16)."""
+    if kind(x) == "c":
+        raise TypeError("ufunc 'fabs' not supported for the input types, and the inputs could not be safely "
+                        "coerced to any supported types according to the casting rule ''safe''")
+    return ew.absolute.bind(floating(x))
+
+
+@implements_ufunc(np.rint)
+def _rint(x):
+    """Rounding to the nearest integer in NumPy's floating loop of rint (integers as float64)."""
+    return ew.rint.bind(floating(x))
+
+
+@implements_ufunc(np.power)
+def _power(x, y):
+    """The ufunc ``np.power``: the power primitive computes ``x ** y`` as NumPy's operator
+    does, with shortcuts for Python exponents (``square`` for 2, of booleans int8); the ufunc
+    takes none, so a Python exponent reaches it as NumPy's loop reads it: a complex one
+    beside complex ``x``, booleans as the loop's integers, one half of float16 as float16."""
+    if hasattr(x, "dtype") and type(y) in (int, float):
+        k = kind(x)
+        if k == "c":
+            y = complex(y)
+        elif k == "b":
+            x = _in_loop_dtypes(np.power, x, y)[0]
+        elif type(y) is float and y == 0.5 and _numpy_dtype(x.dtype).itemsize == 2 and k == "f":
+            y = np.float16(y)
+    return ew.power.bind(x, y)
 
 
 def _at_least_double(x):
@@ -100,43 +144,29 @@ def _at_least_double(x):
     return x if x.dtype == wide else ew.astype.bind(x, dtype=wide)
 
 
-@implements_ufunc(np.logaddexp2)
-def _logaddexp2(x, y):
-    """log2(2**x + 2**y) = logaddexp(x ln 2, y ln 2) / ln 2."""
-    x, y = floating(x), floating(y)
-    return ew.divide.bind(ew.logaddexp.bind(ew.multiply.bind(x, _LN2), ew.multiply.bind(y, _LN2)), _LN2)
-
-
-_LN2 = math.log(2.0)
-
-
 @implements_ufunc(np.float_power)
 def _float_power(x, y):
-    return ew.power.bind(_at_least_double(x), _at_least_double(y))
+    """NumPy's float_power, on its operands in float64 (complex128): so that a derivative has
+    the output's dtype too."""
+    return ew.float_power.bind(_at_least_double(x), _at_least_double(y))
 
 
 @implements_ufunc(np.heaviside)
 def _heaviside(x, h0):
     """0 below zero, 1 above, ``h0`` at zero, NaN at NaN: a selection, so the derivative
     is 0 in ``x`` and an indicator of ``x == 0`` in ``h0``."""
-    if not hasattr(x, "dtype"):  # a number beside an array h0 takes h0's floating type (a weak scalar)
-        xp = namespace(h0)
-        dtype = h0.dtype if dtype_kind(h0.dtype) in "fc" else xp.float64
-        x = xp.asarray(x, dtype=dtype, device=device_of(h0))
-    x = floating(x)
+    x, h0 = _in_loop_dtypes(np.heaviside, x, h0)  # NumPy's: heaviside(booleans, 0.5) is float64
+    if not hasattr(x, "dtype"):  # a number beside an array h0: an array of the loop's dtype
+        x = namespace(h0).asarray(x, dtype=h0.dtype, device=device_of(h0))
     at_zero = ew.where.bind(ew.equal.bind(x, 0), h0, x)
     return ew.where.bind(ew.greater.bind(x, 0), 1, ew.where.bind(ew.less.bind(x, 0), 0, at_zero))
 
 
 @implements_ufunc(np.sign)
 def _sign(x):
-    """The sign; of a complex number z / |z| (0 at 0), which is not piecewise constant:
-    a composition, so that it differentiates."""
-    if kind(x) != "c":
-        return ew.sign.bind(x)
-    size = ew.absolute.bind(x)
-    zero = ew.equal.bind(size, 0)
-    return ew.where.bind(zero, 0, ew.divide.bind(x, ew.where.bind(zero, 1, size)))
+    """The sign; of a complex number z / |z| (0 at 0), which is not piecewise constant: a
+    primitive of its own, which differentiates."""
+    return (ew.complex_sign if kind(x) == "c" else ew.sign).bind(x)
 
 
 @implements_ufunc(np.divmod)
@@ -183,7 +213,16 @@ def _where(condition, x=NO_VALUE, y=NO_VALUE):
 
 
 def clip(x, lower=None, upper=None):
-    """``clip`` as the composition of maximum and minimum (None leaves a side open)."""
+    """NumPy's ``clip``: its own kernel with both bounds (the values at ties of signed zeros
+    are NumPy's), ``maximum`` or ``minimum`` with one, as NumPy's clip calls them (None leaves
+    a side open); a Python int bound beyond an integer dtype's range is left out, as NumPy
+    leaves it."""
+    if hasattr(x, "dtype") and kind(x) in "iu":
+        info = np.iinfo(_numpy_dtype(x.dtype))
+        lower = None if type(lower) is int and lower <= info.min else lower
+        upper = None if type(upper) is int and upper >= info.max else upper
+    if lower is not None and upper is not None:
+        return ew.clip.bind(x, lower, upper)
     if lower is not None:
         x = ew.maximum.bind(x, lower)
     if upper is not None:
@@ -193,25 +232,9 @@ def clip(x, lower=None, upper=None):
 
 @implements(np.sinc)
 def _sinc(x):
-    """sin(pi x) / (pi x), 1 at 0.  Near 0 its Taylor polynomial (to x**8, exact to
-    rounding there) stands in for the quotient, so that every derivative is right at
-    and around 0 (the quotient's would be 0/0); elsewhere the quotient of a safe input."""
-    x = floating(asarray(x))
-    y = ew.multiply.bind(x, math.pi)
-    near_zero = ew.less.bind(ew.absolute.bind(y), _SINC_SERIES_BELOW)
-    safe = ew.where.bind(near_zero, 1.0, y)
-    quotient = ew.divide.bind(ew.sin.bind(safe), safe)
-    square = ew.multiply.bind(y, y)
-    series = 0.0
-    for coefficient in _SINC_SERIES:  # Horner's rule in y**2
-        series = ew.add.bind(ew.multiply.bind(series, square), coefficient)
-    return ew.where.bind(near_zero, series, quotient)
-
-
-# sin(y) / y = sum_k (-1)**k y**(2k) / (2k + 1)!; below |y| = 0.01 the terms from y**10 on
-# are under 1e-23 of the sum
-_SINC_SERIES_BELOW = 0.01
-_SINC_SERIES = tuple((-1) ** k / math.factorial(2 * k + 1) for k in reversed(range(5)))
+    """sin(pi x) / (pi x), 1 at 0: NumPy's own (its values, and float64 for integers), with
+    a derivative right at and around 0 (the primitive's rule)."""
+    return ew.sinc.bind(asarray(x))
 
 
 @implements(np.select)
@@ -327,7 +350,7 @@ def _angle(z, deg=False):
     real input, 0 or pi, a constant)."""
     z = asarray(z)
     if kind(z) != "c":  # atan2(0, x): pi where the sign bit is set, NaN at NaN (constants)
-        x = floating(z)
+        x = _in_loop_dtypes(np.arctan2, 0, z)[1]  # as NumPy's: of booleans float64, of int8 float16
         sign_angle = ew.where.bind(ew.signbit.bind(x), full_like.bind(x, fill_value=np.pi), zeros_like.bind(x))
         angle = ew.where.bind(ew.isnan.bind(x), full_like.bind(x, fill_value=np.nan), sign_angle)
     else:
@@ -355,7 +378,13 @@ def _astype(x, dtype, /, *, copy=True, device=None):
 @implements(np.isclose)
 def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     """``|a - b| <= atol + rtol |b|`` where ``b`` is finite, and wherever ``a == b`` (equal
-    infinities), as NumPy."""
+    infinities), as NumPy: ``b`` first in its floating type (``np.result_type(b, 1.0)``: an
+    integer or boolean one float64, so that ``a - b`` neither wraps around nor subtracts
+    booleans)."""
+    if hasattr(b, "dtype") and kind(b) in "biu":
+        b = as_dtype(b, np.result_type(_numpy_dtype(b.dtype), 1.0))
+    elif type(b) is int:
+        b = float(b)
     with np.errstate(invalid="ignore"):  # inf - inf, as NumPy's
         difference = ew.absolute.bind(ew.subtract.bind(a, b))
     close = ew.less_equal.bind(difference, ew.add.bind(atol, ew.multiply.bind(rtol, ew.absolute.bind(b))))
@@ -394,74 +423,15 @@ def _fix(x, out=None):
 
 @implements(np.i0)
 def _i0(x):
-    """The modified Bessel function of the first kind of order 0, by Cephes' Chebyshev expansions
-    (as NumPy): of exp(-x) I0(x) for ``|x| <= 8`` and of exp(-x) sqrt(x) I0(x) beyond, in float64
-    unless ``x`` is floating already.  A composition, so its derivative is the expansion's
-    (I1(x) to rounding); each branch runs on a safe input where the other is selected.  Below
-    ``|x| = 1/2`` the Taylor polynomial in x**2 (exact to rounding there) stands in, so that every
-    derivative is right at 0 too (through ``|x|`` the second would be 0, not 1/2)."""
+    """The modified Bessel function of the first kind of order 0: NumPy's i0 (Cephes' Chebyshev
+    expansions), in float64 unless ``x`` is floating already; its derivative I1(x) is the
+    derivative of the same expansions (the primitive's rule)."""
     x = asarray(x)
     if kind(x) == "c":
         raise TypeError("numpy.i0: i0 not supported for complex values")
     if kind(x) != "f":
         x = as_dtype(x, np.dtype(np.float64)) if hasattr(x, "dtype") else float(x)
-    size = ew.absolute.bind(x)
-    inside = ew.less_equal.bind(size, 8.0)  # NaN goes to the far branch, and stays NaN
-    near = ew.where.bind(inside, size, 0.0)
-    far = ew.where.bind(inside, 8.0, size)
-    near_value = ew.multiply.bind(ew.exp.bind(near),
-                                  _chebyshev(ew.subtract.bind(ew.divide.bind(near, 2.0), 2.0), _I0_NEAR))
-    far_series = _chebyshev(ew.subtract.bind(ew.divide.bind(32.0, far), 2.0), _I0_FAR)
-    far_value = ew.divide.bind(ew.multiply.bind(ew.exp.bind(far), far_series), ew.sqrt.bind(far))
-    central = ew.less.bind(size, _I0_SERIES_BELOW)
-    small = ew.where.bind(central, x, 0.0)
-    quarter_square = ew.multiply.bind(ew.multiply.bind(small, small), 0.25)
-    series = _I0_SERIES[0]
-    for coefficient in _I0_SERIES[1:]:  # Horner's rule in x**2 / 4
-        series = ew.add.bind(ew.multiply.bind(series, quarter_square), coefficient)
-    return ew.where.bind(central, series, ew.where.bind(inside, near_value, far_value))
-
-
-# I0(x) = sum_k (x**2 / 4)**k / (k!)**2; below |x| = 1/2 the terms from k = 9 on are under 1e-21
-# of the sum
-_I0_SERIES_BELOW = 0.5
-_I0_SERIES = tuple(1.0 / math.factorial(k) ** 2 for k in reversed(range(9)))
-
-
-def _chebyshev(t, coefficients):
-    """Cephes' Chebyshev sum (highest order first, the constant term halved) at ``t``, by
-    Clenshaw's recurrence b_k = t b_(k+1) - b_(k+2) + c_k and the result (b_0 - b_2) / 2."""
-    current, previous, before = coefficients[0], None, None
-    for coefficient in coefficients[1:]:
-        before, previous = previous, current
-        step = ew.multiply.bind(t, previous)
-        if before is not None:  # b_(k+2) = 0 at the first step: x - 0.0 is x, bit for bit
-            step = ew.subtract.bind(step, before)
-        current = ew.add.bind(step, coefficient)
-    return ew.multiply.bind(0.5, ew.subtract.bind(current, before))
-
-
-# Cephes' Chebyshev coefficients of I0 (i0.c): exp(-x) I0(x) on [0, 8] in T_k(x / 2 - 2), and
-# exp(-x) sqrt(x) I0(x) on [8, inf) in T_k(32 / x - 2); highest order first
-_I0_NEAR = (
-    -4.4153416464793395e-18, 3.3307945188222384e-17, -2.431279846547955e-16, 1.715391285555133e-15,
-    -1.1685332877993451e-14, 7.676185498604936e-14, -4.856446783111929e-13, 2.95505266312964e-12,
-    -1.726826291441556e-11, 9.675809035373237e-11, -5.189795601635263e-10, 2.6598237246823866e-09,
-    -1.300025009986248e-08, 6.046995022541919e-08, -2.670793853940612e-07, 1.1173875391201037e-06,
-    -4.4167383584587505e-06, 1.6448448070728896e-05, -5.754195010082104e-05, 0.00018850288509584165,
-    -0.0005763755745385824, 0.0016394756169413357, -0.004324309995050576, 0.010546460394594998,
-    -0.02373741480589947, 0.04930528423967071, -0.09490109704804764, 0.17162090152220877,
-    -0.3046826723431984, 0.6767952744094761,
-)
-_I0_FAR = (
-    -7.233180487874754e-18, -4.830504485944182e-18, 4.46562142029676e-17, 3.461222867697461e-17,
-    -2.8276239805165836e-16, -3.425485619677219e-16, 1.7725601330565263e-15, 3.8116806693526224e-15,
-    -9.554846698828307e-15, -4.150569347287222e-14, 1.54008621752141e-14, 3.8527783827421426e-13,
-    7.180124451383666e-13, -1.7941785315068062e-12, -1.3215811840447713e-11, -3.1499165279632416e-11,
-    1.1889147107846439e-11, 4.94060238822497e-10, 3.3962320257083865e-09, 2.266668990498178e-08,
-    2.0489185894690638e-07, 2.8913705208347567e-06, 6.889758346916825e-05, 0.0033691164782556943,
-    0.8044904110141088,
-)
+    return ew.numpy_i0.bind(x)
 
 
 @implements(np.real_if_close)

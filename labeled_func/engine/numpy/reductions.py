@@ -70,16 +70,39 @@ def mean(x, axis=None, keepdims=False, dtype=None):
 
 def var(x, axis=None, keepdims=False, ddof=0, dtype=None):
     x = _float(_cast(x, dtype))
-    if dtype_kind(x.dtype) == "c":  # mean |x - mean|^2: the variances of the two parts, summed
-        return ew.add.bind(var(ew.real.bind(x), axis, keepdims, ddof), var(ew.imag.bind(x), axis, keepdims, ddof))
+    if dtype_kind(x.dtype) == "c":
+        return _complex_var(x, axis, keepdims, ddof)
     return reduce(kr.reduce_var, x, axis, keepdims, correction=ddof)
 
 
 def std(x, axis=None, keepdims=False, ddof=0, dtype=None):
     x = _float(_cast(x, dtype))
     if dtype_kind(x.dtype) == "c":
-        return ew.sqrt.bind(var(x, axis, keepdims, ddof))
+        return ew.sqrt.bind(_complex_var(x, axis, keepdims, ddof))
     return reduce(kr.reduce_std, x, axis, keepdims, correction=ddof)
+
+
+def _complex_var(x, axis, keepdims, ddof):
+    """mean |x - mean|^2 of complex values by NumPy's steps, so its bits: the mean a complex
+    quotient by the count (of complex64 computed in complex128, as NumPy divides by an intp),
+    the squares of the parts of each deviation summed, their sum divided by max(n - ddof, 0)."""
+    size = kcore.reduced_size(x, normalize_axis(axis, x.ndim))
+    deviation = ew.subtract.bind(x, _divide_by_count(total(x, axis, True), size))
+    parts = ew.real.bind(deviation), ew.imag.bind(deviation)
+    squares = ew.add.bind(ew.multiply.bind(parts[0], parts[0]), ew.multiply.bind(parts[1], parts[1]))
+    return ew.divide.bind(total(squares, axis, keepdims), max(size - ddof, 0))
+
+
+def _divide_by_count(total_, count):
+    """``total_ / count`` as NumPy divides a sum by an intp count: a complex64 sum in
+    complex128 (NumPy's promotion of complex64 with int64), cast back; else in its dtype (a
+    real quotient rounded twice, through float64, is the same number)."""
+    if np.dtype(getattr(total_.dtype, "_np_dtype", total_.dtype)) != np.complex64:
+        return ew.divide.bind(total_, count)
+    xp = namespace(total_)
+    wide = ew.astype.bind(total_, dtype=xp.complex128)
+    count = ew.astype.bind(count, dtype=xp.float64) if hasattr(count, "dtype") else count
+    return ew.astype.bind(ew.divide.bind(wide, count), dtype=total_.dtype)
 
 
 def largest(x, axis=None, keepdims=False):
@@ -149,29 +172,33 @@ def _nanprod(x, axis=None, keepdims=False, dtype=None):
 def _nanmean(x, axis=None, keepdims=False, dtype=None):
     x = _float(_cast(x, dtype))
     filled, mask = _replace_nan(x, 0)
-    return ew.divide.bind(total(filled, axis, keepdims), _count(mask, x, axis, keepdims))
+    return _divide_by_count(total(filled, axis, keepdims), _count(mask, x, axis, keepdims))
 
 
 def _nanvar(x, axis=None, keepdims=False, ddof=0, dtype=None):
+    """NumPy's nanvar: the deviations from the mean of the values that are not NaN (0 where
+    NaN), squared (a complex one times its conjugate, NumPy's complex product), summed and
+    divided by ``count - ddof``: NaN where that is not positive."""
     x = _float(_cast(x, dtype))
     filled, mask = _replace_nan(x, 0)
     count = _count(mask, x, axis, True)
-    deviation = ew.subtract.bind(filled, ew.divide.bind(total(filled, axis, True), count))
+    deviation = ew.subtract.bind(filled, _divide_by_count(total(filled, axis, True), count))
     if mask is not None:
         deviation = ew.where.bind(mask, 0, deviation)
     squares = total(_squared_size(deviation), axis, keepdims)
     if not keepdims and mask is not None:
         count = kcore.squeeze.bind(count, axis=normalize_axis(axis, x.ndim))
-    if ddof:
-        count = ew.maximum.bind(ew.subtract.bind(count, ddof), 0)
-    return ew.divide.bind(squares, count)
+    if not ddof:
+        return ew.divide.bind(squares, count)
+    freedom = ew.subtract.bind(count, ddof)
+    return ew.where.bind(ew.less_equal.bind(freedom, 0), math.nan, ew.divide.bind(squares, freedom))
 
 
 def _squared_size(x):
-    """|x|^2, real also for complex x."""
+    """|x|^2, real also for complex x: ``Re(x conj(x))``, NumPy's product (which can round
+    otherwise than the squares of the parts summed)."""
     if dtype_kind(x.dtype) == "c":
-        parts = ew.real.bind(x), ew.imag.bind(x)
-        return ew.add.bind(ew.multiply.bind(parts[0], parts[0]), ew.multiply.bind(parts[1], parts[1]))
+        return ew.real.bind(ew.multiply.bind(x, ew.conj.bind(x)))
     return ew.multiply.bind(x, x)
 
 
@@ -185,15 +212,28 @@ def _nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):
 
 
 def _nan_extreme(extreme, fill):
+    """nanmax / nanmin: the extreme of the values that are not NaN (NaNs replaced by ``fill``,
+    which no value passes: of complex values both parts infinite, as they compare in order);
+    where a slice is all NaN, NaN, and of complex values the slice's first element, as NumPy's
+    fmax / fmin reduction leaves it (its imaginary part kept)."""
+
     def reduction(x, axis=None, keepdims=False):
-        filled, mask = _replace_nan(x, fill)
+        complex_ = dtype_kind(x.dtype) == "c"
+        filled, mask = _replace_nan(x, complex(fill, fill) if complex_ else fill)
         out = extreme(filled, axis, keepdims)
         if mask is None:
             return out
         all_nan = reduce(kr.reduce_all, mask, axis, keepdims)
-        return ew.where.bind(all_nan, math.nan, out)
+        return ew.where.bind(all_nan, _first_of(x, axis, keepdims) if complex_ else math.nan, out)
 
     return reduction
+
+
+def _first_of(x, axis, keepdims):
+    """The first element of each slice along ``axis`` (None: all axes)."""
+    axes = normalize_axis(axis, x.ndim)
+    first = slice(0, 1) if keepdims else 0
+    return getitem_static(x, tuple(first if a in axes else slice(None) for a in range(x.ndim)))
 
 
 _nanmax = _nan_extreme(largest, -math.inf)
@@ -724,24 +764,31 @@ def median(x, axis=None, keepdims=False, skip_nan=False):
         low = kr.take_along_axis.bind(ordered, ew.floor_divide.bind(top, 2), axis=last)
         high = kr.take_along_axis.bind(ordered, ew.floor_divide.bind(ew.add.bind(top, 1), 2), axis=last)
         odd = ew.equal.bind(ew.remainder.bind(count, 2), 1)
-        value = ew.where.bind(odd, low, _mean_of_two(low, high))
+        value = ew.where.bind(odd, _mean_of_one(low), _mean_of_two(low, high))
         value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
         value = kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
     else:
         low = getitem_static(ordered, (Ellipsis, (size - 1) // 2))
-        value = low if size % 2 else _mean_of_two(low, getitem_static(ordered, (Ellipsis, size // 2)))
+        value = _mean_of_one(low) if size % 2 else _mean_of_two(low, getitem_static(ordered, (Ellipsis, size // 2)))
         value = ew.where.bind(kr.reduce_any.bind(nan, axis=(last,), keepdims=False), math.nan, value)
     return kcore.reshape.bind(value, shape=out_shape)
 
 
+def _mean_of_one(a):
+    """``np.mean`` of one value, as NumPy's median takes it: its sum starts at +0.0, so -0.0
+    becomes 0.0 (every other value stays as it is)."""
+    return ew.add.bind(a, 0.0)
+
+
 def _mean_of_two(a, b):
-    """``np.mean`` of two values: their sum halved (float16 summed in float32, as NumPy)."""
+    """``np.mean`` of two values: their sum (from +0.0: of -0.0 and -0.0 it is 0.0) halved
+    (float16 summed in float32, as NumPy)."""
     if dtype_kind(a.dtype) == "f" and np.dtype(getattr(a.dtype, "_np_dtype", a.dtype)).itemsize == 2:
         xp = namespace(a)
         wide = namespace_dtype(xp, np.float32)
-        total_ = ew.add.bind(ew.astype.bind(a, dtype=wide), ew.astype.bind(b, dtype=wide))
+        total_ = ew.add.bind(ew.add.bind(ew.astype.bind(a, dtype=wide), ew.astype.bind(b, dtype=wide)), 0.0)
         return ew.astype.bind(ew.divide.bind(total_, 2.0), dtype=a.dtype)
-    return ew.divide.bind(ew.add.bind(a, b), 2.0)
+    return ew.divide.bind(ew.add.bind(ew.add.bind(a, b), 0.0), 2.0)
 
 
 def _median_handler(skip_nan):
