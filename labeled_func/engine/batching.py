@@ -20,7 +20,7 @@ from labeled_func_kernels.primitive import bottom, known
 
 from .errors import DynamicShapeError, UnsupportedOperationError
 from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
-                    traced_by)
+                    recorded_equal, traced_by)
 from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
@@ -224,19 +224,35 @@ def register_equality_checks(checks, merges=()):
     _MERGES.update(merges)
 
 
-def _agreed_equality(tracer, frame):
-    """The answer every example gives to an equality check asked from ``frame``, or None
-    (not such a check, the examples disagree outside a merge, or the values are unknown)."""
+def equality_check(frame):
+    """The frame of a registered equality check among ``frame`` and its callers (up to
+    ``_CHECK_DEPTH``), or None."""
     for _ in range(_CHECK_DEPTH):
         if frame is None:
             return None
         if frame.f_code in _EQUALITY_CHECKS:
-            break
+            return frame
         frame = frame.f_back
-    else:
+    return None
+
+
+def compared_equal(check):
+    """Whether the two arrays an equality check (its first two arguments) compares hold the
+    same values by construction (one recorded array and its copies: :func:`recorded_equal`),
+    which answers it where the values are not known (under lf.jit)."""
+    names = check.f_code.co_varnames[:2]
+    arrays = [check.f_locals.get(name) for name in names]
+    return len(arrays) == 2 and recorded_equal(*arrays)
+
+
+def _agreed_equality(tracer, frame):
+    """The answer every example gives to an equality check asked from ``frame``, or None
+    (not such a check, the examples disagree outside a merge, or the values are unknown)."""
+    frame = equality_check(frame)
+    if frame is None or tracer.ndim != 0 or not tracer._level.alive:
         return None
-    if tracer.ndim != 0 or not known(tracer) or not tracer._level.alive:
-        return None
+    if not known(tracer):
+        return True if compared_equal(frame) else None
     raw = bottom(tracer)  # every example of every vmap level
     xp = namespace(raw)
     if bool(xp.all(raw)):

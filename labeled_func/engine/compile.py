@@ -29,6 +29,7 @@ import functools
 import math
 import string
 import struct
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -49,7 +50,7 @@ try:  # the field's fused-expression evaluator: without it, programs run unfused
 except ImportError:  # pragma: no cover - a dependency
     numexpr = _NUMEXPR_TYPE = None
 
-from .batching import BatchTracer
+from .batching import BatchTracer, compared_equal, equality_check
 from .errors import UnsupportedOperationError
 from .forward import JVPTracer
 from .reverse import VJPTracer
@@ -87,7 +88,7 @@ class JitLevel(Level):
 
     name = "jit"
     abstract = True
-    __slots__ = ("program", "_slots", "_seen", "_reads")
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied")
 
     def __init__(self):
         super().__init__()
@@ -95,6 +96,19 @@ class JitLevel(Level):
         self._slots = 0
         self._seen = {}  # (callable, params, refs) -> slot: common subexpressions
         self._reads = None  # while a loop's body is recorded: slot -> value of the traced values read
+        self._copied = {}  # slot of a copy -> slot of the array it copies (the first of a chain)
+
+    def same_values(self, a, b):
+        """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
+        equal at every run, whatever they are)."""
+        if type(a) is not JitTracer or type(b) is not JitTracer or a._level is not self or b._level is not self:
+            return a is b
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            return False
+        for tracer in (a, b):
+            if tracer._view is not None:
+                refresh_view(tracer)
+        return self._copied.get(a._slot, a._slot) == self._copied.get(b._slot, b._slot)
 
     # --- values -------------------------------------------------------------------------------
     def new_slot(self):
@@ -191,6 +205,8 @@ class JitLevel(Level):
             self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
+        if prim is kcore.copy and type(refs[0]) is int:
+            self._copied[slot] = self._copied.get(refs[0], refs[0])
         result = JitTracer(self, out, slot)
         if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
             result._view = make_view(prim, args, params, out)
@@ -382,6 +398,10 @@ class JitTracer(PrimalTracer):
         self._cell = None
 
     def _concrete(self, what):
+        if what == "bool" and self._level.alive:  # xarray asking whether two coordinates are equal
+            check = equality_check(sys._getframe(2))
+            if check is not None and compared_equal(check):
+                return True
         return unknown_value_policy(self, what, JIT_WORDS)
 
     def __repr__(self):

@@ -65,6 +65,11 @@ class Level:
     def process(self, prim, args, params):  # pragma: no cover - every level overrides
         raise NotImplementedError
 
+    def same_values(self, a, b):
+        """Whether two tracers of this (abstract) level hold the same values by construction,
+        whatever the values (one recorded array and its copies); only ``a is b`` here."""
+        return a is b
+
     def process_custom_jvp(self, fun, rule, arrays):
         """A call of a function with a custom JVP rule (see :func:`bind_custom_jvp`); a
         level that does not differentiate just runs the function."""
@@ -104,6 +109,19 @@ def active(level):
     finally:
         level.alive = False
         _STACK.reset(token)
+
+
+def recorded_equal(a, b):
+    """Whether ``a`` and ``b`` hold the same values by construction: the same array, or at an
+    abstract level (lf.jit's recording, whose values stand for every later call's) copies of
+    one recorded array, under the same tracers of the levels above it."""
+    while a is not b:
+        if not (isinstance(a, Traced) and isinstance(b, Traced)) or a._level is not b._level:
+            return False
+        if a._level.abstract:
+            return a._level.same_values(a, b)
+        a, b = a._value, b._value
+    return True
 
 
 def current_levels():
