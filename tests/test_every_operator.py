@@ -428,55 +428,76 @@ def _central(call, x, direction):
     return call(x + h * direction), call(x - h * direction), h, tolerance
 
 
-def _check_ndarray(case, transform):
+def _check(case, transform, plain_argument, run, same_message):
+    """``case`` under ``transform``: the plain call's own error (type and message: ``same_message``
+    compares them), the documented error, or the transform's result against its oracle (``run``)."""
     call = case.call
     if case.like_plain:
         with pytest.raises(Exception) as plain:
-            call(X)
+            call(plain_argument)
         with pytest.raises(type(plain.value)) as traced:
-            _run_ndarray(call, transform)
+            run(call, transform)
         assert type(traced.value) is type(plain.value)
-        assert str(traced.value).startswith(str(plain.value)), (str(traced.value), str(plain.value))
+        assert same_message(str(traced.value), str(plain.value)), (str(traced.value), str(plain.value))
         assert "Tracer" not in str(traced.value)
         return
     if transform in case.raises:
         error, match = case.raises[transform]
         with pytest.raises(error, match=match):
-            _run_ndarray(call, transform)
+            run(call, transform)
         return
-    _run_ndarray(call, transform, check=True)
+    run(call, transform, check=True)
+
+
+def _check_ndarray(case, transform):
+    _check(case, transform, X, _run_ndarray, str.startswith)
+
+
+def _run(call, transform, check, argument, later, direction, vmapped):
+    """``call`` under ``transform`` (``vmapped(call, check)``: its vmap, against the loop),
+    checked against its oracle where ``check``: the plain call, central differences."""
+    if transform == "vmap":
+        vmapped(call, check)
+    elif transform == "jit":
+        jitted = lf.jit(call)
+        first = jitted(argument)
+        second = jitted(later)
+        if check:
+            _assert_close(first, call(argument))
+            _assert_close(second, call(later))
+    elif transform == "grad":
+        gradient, aux = lf.grad(lambda a: (_loss(call(a), a), call(a)), has_aux=True)(argument)
+        if check:
+            _assert_close(aux, call(argument))
+            if isinstance(argument, xr.DataArray):
+                assert gradient.dims == argument.dims and gradient.name == argument.name
+            plus, minus, h, tolerance = _central(call, argument, direction)
+            slope = (_loss(plus, argument) - _loss(minus, argument)) / (2 * h)
+            np.testing.assert_allclose(float(np.sum(gradient * direction)), float(slope),
+                                       rtol=tolerance, atol=tolerance)
+    else:
+        out, tangent = lf.jvp(call, (argument,), (direction,))
+        if check:
+            _assert_close(out, call(argument))
+            plus, minus, h, tolerance = _central(call, argument, direction)
+            for t, p, m, o in zip(_leaves(tangent), _leaves(plus), _leaves(minus), _leaves(out)):
+                t_values = np.asarray(getattr(t, "values", t))
+                if _floating(o):
+                    expected = (np.asarray(getattr(p, "values", p)) - np.asarray(getattr(m, "values", m))) / (2 * h)
+                    nan = np.isnan(expected)  # constant NaNs (shift, where): a tangent of NaN or 0
+                    assert np.all(np.isnan(t_values[nan]) | (t_values[nan] == 0))
+                    np.testing.assert_allclose(t_values[~nan], expected[~nan], rtol=tolerance, atol=tolerance)
+                elif t is not None:
+                    assert not np.any(t_values), "a tangent of an integer or boolean output"
 
 
 def _run_ndarray(call, transform, check=False):
-    if transform == "vmap":
+    def vmapped(call, check):
         out = lf.vmap(call, in_dims=0)(BATCH)
         if check:
             _assert_close(out, _stacked([call(x) for x in BATCH]))
-    elif transform == "jit":
-        jitted = lf.jit(call)
-        first = jitted(X)
-        second = jitted(X2)
-        if check:
-            _assert_close(first, call(X))
-            _assert_close(second, call(X2))
-    elif transform == "grad":
-        gradient, aux = lf.grad(lambda a: (_loss(call(a), a), call(a)), has_aux=True)(X)
-        if check:
-            _assert_close(aux, call(X))
-            plus, minus, h, tolerance = _central(call, X, DIRECTION)
-            slope = (_loss(plus, X) - _loss(minus, X)) / (2 * h)
-            np.testing.assert_allclose(np.sum(gradient * DIRECTION), slope, rtol=tolerance, atol=tolerance)
-    else:
-        out, tangent = lf.jvp(call, (X,), (DIRECTION,))
-        if check:
-            _assert_close(out, call(X))
-            plus, minus, h, tolerance = _central(call, X, DIRECTION)
-            for t, p, m, o in zip(_leaves(tangent), _leaves(plus), _leaves(minus), _leaves(out)):
-                if _floating(o):
-                    expected = (np.asarray(p) - np.asarray(m)) / (2 * h)
-                    np.testing.assert_allclose(np.asarray(t), expected, rtol=tolerance, atol=tolerance)
-                elif t is not None:
-                    assert not np.any(np.asarray(t)), "a tangent of an integer or boolean output"
+
+    _run(call, transform, check, X, X2, DIRECTION, vmapped)
 
 
 def _params(table):
@@ -875,58 +896,16 @@ def test_the_dataarray_walk_leaves_no_member_out():
 
 
 def _check_dataarray(case, transform):
-    call = case.call
-    if case.like_plain:
-        with pytest.raises(Exception) as plain:
-            call(D)
-        with pytest.raises(type(plain.value)) as traced:
-            _run_dataarray(call, transform)
-        assert type(traced.value) is type(plain.value)
-        assert str(traced.value) == str(plain.value)
-        return
-    if transform in case.raises:
-        error, match = case.raises[transform]
-        with pytest.raises(error, match=match):
-            _run_dataarray(call, transform)
-        return
-    _run_dataarray(call, transform, check=True)
+    _check(case, transform, D, _run_dataarray, str.__eq__)
 
 
 def _run_dataarray(call, transform, check=False):
-    if transform == "vmap":
+    def vmapped(call, check):
         out = lf.vmap(call, dim="sample")(D_BATCH)
         if check:
             assert_same(out, loop_vmap(call, "sample", D_BATCH))
-    elif transform == "jit":
-        jitted = lf.jit(call)
-        first = jitted(D)
-        second = jitted(D2)
-        if check:
-            _assert_close(first, call(D))
-            _assert_close(second, call(D2))
-    elif transform == "grad":
-        gradient, aux = lf.grad(lambda d: (_loss(call(d), d), call(d)), has_aux=True)(D)
-        if check:
-            _assert_close(aux, call(D))
-            assert gradient.dims == D.dims and gradient.name == D.name
-            plus, minus, h, tolerance = _central(call, D, DIRECTION_D)
-            slope = (_loss(plus, D) - _loss(minus, D)) / (2 * h)
-            np.testing.assert_allclose(float((gradient * DIRECTION_D).sum()), float(slope),
-                                       rtol=tolerance, atol=tolerance)
-    else:
-        out, tangent = lf.jvp(call, (D,), (DIRECTION_D,))
-        if check:
-            _assert_close(out, call(D))
-            plus, minus, h, tolerance = _central(call, D, DIRECTION_D)
-            for t, p, m, o in zip(_leaves(tangent), _leaves(plus), _leaves(minus), _leaves(out)):
-                t_values = np.asarray(getattr(t, "values", t))
-                if _floating(o):
-                    expected = (np.asarray(getattr(p, "values", p)) - np.asarray(getattr(m, "values", m))) / (2 * h)
-                    nan = np.isnan(expected)  # constant NaNs (shift, where): a tangent of NaN or 0
-                    assert np.all(np.isnan(t_values[nan]) | (t_values[nan] == 0))
-                    np.testing.assert_allclose(t_values[~nan], expected[~nan], rtol=tolerance, atol=tolerance)
-                elif t is not None:
-                    assert not np.any(t_values), "a tangent of an integer or boolean output"
+
+    _run(call, transform, check, D, D2, DIRECTION_D, vmapped)
 
 
 @pytest.mark.parametrize("case, transform", _params(DATAARRAY) + _params(DATAARRAY_REFUSED))

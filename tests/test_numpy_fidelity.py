@@ -15,6 +15,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
+from test_numpy_breadth_elementwise import assert_same_bits
 
 sp = pytest.importorskip("scipy.special")
 
@@ -48,24 +49,6 @@ def quiet(function, *args, **kwargs):
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return function(*args, **kwargs)
-
-
-def assert_same_bits(actual, expected):
-    """Same dtype and shape, NaN where NumPy has NaN, every other element bit for bit (the
-    signs of zeros too); complex numbers part by part."""
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
-    assert actual.shape == expected.shape, (actual.shape, expected.shape)
-    if expected.dtype.kind == "c":
-        assert_same_bits(actual.real.copy(), expected.real.copy())
-        assert_same_bits(actual.imag.copy(), expected.imag.copy())
-        return
-    if expected.dtype.kind == "f":
-        nan = np.isnan(expected)
-        np.testing.assert_array_equal(np.isnan(actual), nan)
-        actual, expected = np.where(nan, 0, actual), np.where(nan, 0, expected)
-        np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))
-    np.testing.assert_array_equal(actual, expected)
 
 
 def assert_numpys(function, *arrays):
