@@ -888,7 +888,7 @@ def known_open(case):
     strict xfail in tests/test_jit_contract_found.py): a write into an argument laid out
     with negative or skipping strides (the program's value of it is contiguous, and NumPy's
     SIMD loops may round a transcendental function of it otherwise), or into ``x.real`` /
-    ``x.imag`` of a complex argument (not a view in the program)."""
+    ``x.imag`` of a complex argument (refused under lf.jit: not a view in the program)."""
     if not case.writes_into_arguments or case.wrapping not in ("jit", "jit_vmap"):
         return False
     if any(line in ("v = v.real", "v = v.imag") for line in case.body):

@@ -20,10 +20,13 @@ import sys
 import numpy as np
 
 from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import shape as ks
-from labeled_func_kernels.backend import library_of
+from labeled_func_kernels.backend import dtype_kind, library_of
 from labeled_func_kernels.primitive import bottom
+
+from .errors import UnsupportedOperationError
 
 __all__ = ["VIEW_PRIMITIVES", "READ_ONLY_VIEW_PRIMITIVES", "make_view", "refresh_view", "assign_value",
            "static_slice"]
@@ -32,7 +35,12 @@ __all__ = ["VIEW_PRIMITIVES", "READ_ONLY_VIEW_PRIMITIVES", "make_view", "refresh
 # Views NumPy makes read-only: reading one after its base was written sees the new values
 # (it is regenerated like any view), writing into one raises NumPy's ValueError.
 READ_ONLY_VIEW_PRIMITIVES = frozenset((kcore.broadcast_to, ks.matrix_diagonal, ks.sliding_window_view))
-VIEW_PRIMITIVES = frozenset((ki.getitem, kcore.transpose, kcore.reshape, kcore.squeeze, kcore.expand_dims)) | READ_ONLY_VIEW_PRIMITIVES
+# Views of a complex array's parts (x.real, x.imag): reading one after its base was written sees
+# the new values; writing into one is refused (the levels hold the part as a new array, and
+# writing it back into the complex base is not supported), instead of silently not reaching it.
+PART_VIEW_PRIMITIVES = frozenset((ew.real, ew.imag))
+VIEW_PRIMITIVES = (frozenset((ki.getitem, kcore.transpose, kcore.reshape, kcore.squeeze, kcore.expand_dims))
+                   | READ_ONLY_VIEW_PRIMITIVES | PART_VIEW_PRIMITIVES)
 
 
 class VersionCell:
@@ -65,6 +73,8 @@ def make_view(prim, args, params, out):
     if type(below) is not np.ndarray and _without_views(below):
         return None
     shape = tuple(x._value.shape)
+    if prim in PART_VIEW_PRIMITIVES and dtype_kind(x.dtype) != "c":
+        return None  # the real part of a real array is the array itself (its tracer)
     if prim is ki.getitem:
         if len(args) > 1:
             return None  # index arrays: a copy
@@ -136,6 +146,12 @@ def refresh_view(tracer):
 def write_view(level, dest, src):
     """``dest[...] = src`` for a view ``dest``: write into its base, functionally."""
     view = dest._view
+    parts = [prim.name for prim, _, _ in view.ops if prim in PART_VIEW_PRIMITIVES]
+    if parts:
+        raise UnsupportedOperationError(
+            f"writing into x.{parts[0]} of a complex value traced by lf.{level.label or level.name}: the transform "
+            f"holds x.{parts[0]} as an array of its own, so the write would not reach x. Write the complex value "
+            f"anew instead, e.g. x = x + v (for x.real += v) or x = x + 1j * v (for x.imag += v).")
     read_only = [prim.name for prim, _, _ in view.ops if prim in READ_ONLY_VIEW_PRIMITIVES]
     if read_only:
         raise ValueError(f"assignment destination is read-only: a view made by {read_only[0]}, which "
