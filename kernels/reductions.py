@@ -20,7 +20,7 @@ import numpy as np
 from . import elementwise as ew
 from .backend import device_of, extra, namespace, numpy_namespace
 from .core import (axes_last, axis_reduction, broadcast_batch, differentiable_input, expand_dims, keep_reduced,
-                   linear_rules, moveaxis, reduce_sum, reduced_size, reshape, unreduce)
+                   linear_rules, moveaxis, reduce_sum, reduced_size, reshape, shifted, unreduce)
 from .creation import zeros_like
 from .indexing import getitem_static, index_add, pad, split_key
 from .primitive import Primitive
@@ -28,7 +28,7 @@ from .shape import flip
 
 __all__ = [
     "reduce_sum", "reduce_prod", "reduce_mean", "reduce_var", "reduce_std", "reduce_max", "reduce_min",
-    "reduce_any", "reduce_all", "argmax", "argmin", "cumsum", "cumprod", "sort", "argsort",
+    "reduce_nanmax", "reduce_nanmin", "reduce_any", "reduce_all", "argmax", "argmin", "cumsum", "cumprod", "sort", "argsort",
     "take_along_axis", "searchsorted", "bincount",
 ]
 
@@ -69,6 +69,36 @@ reduce_std = _reduction_rules(axis_reduction("reduce_std", "std"),
                               lambda x, out, *, axis, correction=0: _std_partial(x, out, axis, correction), safe=True)
 reduce_max = _reduction_rules(axis_reduction("reduce_max", "max"), lambda x, out, *, axis: _tie_share(x, out, axis))
 reduce_min = _reduction_rules(axis_reduction("reduce_min", "min"), lambda x, out, *, axis: _tie_share(x, out, axis))
+def _nan_extreme_reduction(name, ufunc, fill):
+    """max / min of the values that are not NaN (NaN where a slice is all NaN), real dtypes:
+    on NumPy its ``fmax`` / ``fmin`` reduction, the kernel of ``np.nanmax`` / ``np.nanmin`` (their
+    bits, the sign of a zero at a tie included, whatever the layout or the values: no NaN
+    check picks another kernel); the library's ``nanmax`` / ``nanmin`` where it has one; else
+    the NaNs replaced by ``fill``, which no value passes."""
+
+    def impl(x, *, axis, keepdims):
+        if type(x) is np.ndarray:
+            return ufunc.reduce(x, axis=axis, keepdims=keepdims)
+        xp = namespace(x)
+        own = getattr(xp, ufunc.__name__.replace("f", "nan", 1), None)  # nanmax, nanmin
+        if own is not None:
+            return own(x, axis=axis, keepdims=keepdims)
+        missing = xp.isnan(x)
+        extreme = getattr(xp, ufunc.__name__[1:])  # max, min
+        out = extreme(xp.where(missing, xp.asarray(fill, dtype=x.dtype, device=device_of(x)), x),
+                      axis=axis, keepdims=keepdims)
+        nan = xp.asarray(float("nan"), dtype=x.dtype, device=device_of(x))
+        return xp.where(xp.all(missing, axis=axis, keepdims=keepdims), nan, out)
+
+    def batch(axis_size, values, batched, *, axis, keepdims):
+        return prim.bind(values[0], axis=shifted(axis), keepdims=keepdims), True
+
+    prim = Primitive(name, impl, batch)
+    return _reduction_rules(prim, lambda x, out, *, axis: _tie_share(x, out, axis))
+
+
+reduce_nanmax = _nan_extreme_reduction("reduce_nanmax", np.fmax, -float("inf"))
+reduce_nanmin = _nan_extreme_reduction("reduce_nanmin", np.fmin, float("inf"))
 reduce_any = axis_reduction("reduce_any", "any")
 reduce_all = axis_reduction("reduce_all", "all")
 

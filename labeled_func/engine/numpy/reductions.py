@@ -25,7 +25,7 @@ from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype
                                           namespace, namespace_dtype, normalize_axis)
 from labeled_func_kernels.creation import full_like
 from labeled_func_kernels.indexing import getitem_static
-from labeled_func_kernels.primitive import Traced
+from labeled_func_kernels.primitive import Traced, differentiated
 from labeled_func_kernels.shape import flip, stack
 
 from ..errors import UnsupportedOperationError
@@ -136,12 +136,15 @@ def _scan(prim, x, axis=None, dtype=None):
 # --- the nan* forms: mask, replace, reduce ------------------------------------------------------
 def _replace_nan(x, value):
     """``x`` with NaNs replaced by ``value``, and the NaN mask (None when there is none:
-    skipping the mask then saves whole passes over the data, and changes no result).  On a
-    GPU the mask is applied without that look, which would wait for the device."""
+    skipping the mask then saves whole passes over the data, and changes no value).  On a
+    GPU the mask is applied without that look, which would wait for the device; under a
+    derivative too: the masked computation is another graph, whose cotangents a reverse pass
+    adds up in another order, and lf.jit records the masked one (it cannot look), so a
+    gradient takes it eagerly too (the same bits jitted or not)."""
     if is_integer_dtype(x.dtype):
         return x, None
     mask = ew.isnan.bind(x)
-    if not looking_waits(mask) and not any_true(mask):
+    if not looking_waits(mask) and not differentiated((x,)) and not any_true(mask):
         return x, None
     return ew.where.bind(mask, value, x), mask
 
@@ -211,20 +214,22 @@ def _nanstd(x, axis=None, keepdims=False, ddof=0, dtype=None):
     return ew.where.bind(flat, 0.0, ew.sqrt.bind(ew.where.bind(flat, 1.0, variance)))
 
 
-def _nan_extreme(extreme, fill):
-    """nanmax / nanmin: the extreme of the values that are not NaN (NaNs replaced by ``fill``,
-    which no value passes: of complex values both parts infinite, as they compare in order);
-    where a slice is all NaN, NaN, and of complex values the slice's first element, as NumPy's
-    fmax / fmin reduction leaves it (its imaginary part kept)."""
+def _nan_extreme(extreme, skipping, fill):
+    """nanmax / nanmin: of real values the ``skipping`` primitive (NumPy's fmax / fmin
+    reduction, np.nanmax's own kernel: its bits on every path, a tie of signed zeros
+    included); of complex values the extreme of those that are not NaN (NaNs replaced by
+    ``fill``, both parts infinite, which no value passes as they compare in order), and where
+    a slice is all NaN its first element, as NumPy's fmax / fmin reduction leaves it (its
+    imaginary part kept)."""
 
     def reduction(x, axis=None, keepdims=False):
-        complex_ = dtype_kind(x.dtype) == "c"
-        filled, mask = _replace_nan(x, complex(fill, fill) if complex_ else fill)
+        if dtype_kind(x.dtype) != "c":
+            return reduce(skipping, x, axis, keepdims)
+        mask = ew.isnan.bind(x)  # masked on every path (not only where a NaN is seen), so that
+        filled = ew.where.bind(mask, complex(fill, fill), x)  # lf.jit's program has the same bits
         out = extreme(filled, axis, keepdims)
-        if mask is None:
-            return out
         all_nan = reduce(kr.reduce_all, mask, axis, keepdims)
-        return ew.where.bind(all_nan, _first_of(x, axis, keepdims) if complex_ else math.nan, out)
+        return ew.where.bind(all_nan, _first_of(x, axis, keepdims), out)
 
     return reduction
 
@@ -236,8 +241,8 @@ def _first_of(x, axis, keepdims):
     return getitem_static(x, tuple(first if a in axes else slice(None) for a in range(x.ndim)))
 
 
-_nanmax = _nan_extreme(largest, -math.inf)
-_nanmin = _nan_extreme(smallest, math.inf)
+_nanmax = _nan_extreme(largest, kr.reduce_nanmax, -math.inf)
+_nanmin = _nan_extreme(smallest, kr.reduce_nanmin, math.inf)
 
 
 def nan_mask(x, where=True):
