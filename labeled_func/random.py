@@ -294,7 +294,6 @@ def settle_draws(trace):
     """After the traced function returned: the draws from generators the call made become
     constants of the program, and a default generator seeded by the call is left, after each
     run, in the state the call leaves it in (as the function leaves it)."""
-    global _generator
     for holder in trace.holders.values():
         if sys.getrefcount(holder.generator) > _HELD_ONCE:
             continue  # held elsewhere: it lives across calls, each run draws from it
