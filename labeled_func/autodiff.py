@@ -31,6 +31,7 @@ from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
 from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
                      tangent_of, traced_by)
+from .engine.errors import InplaceError
 from .named import mapped_names
 from .ravel import element_attrs, element_labels, ravel
 from .units import derivative_attrs, divide_units, reject_quantities
@@ -567,7 +568,9 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
                         [primal_of(a, level) for a in output.arrays], aux_arrays.arrays)
 
         basis = _eye(sum(sizes), arrays)
+        guard = _AliasGuard(func, args, kwargs, positions, slots, name)
         columns, primals, aux_arrays = vmap(push_row, in_dims=(0,), randomness=randomness)(basis)
+        guard.check()
         output = seen["output"]
         if holomorphic:
             _check_complex(name, holomorphic, outputs=_output_labels(output))
@@ -719,6 +722,7 @@ class _Reverse:
         self.parameters = [_parameter(func, i) for i in positions]
         self.labels = _labeled(func, positions, self.slots)
         self.arrays = [a for slot in self.slots for a in slot.arrays]
+        guard = _AliasGuard(func, args, kwargs, positions, self.slots, name)
         self.level = level = VJPLevel()
         level.label = name
         with active(level):
@@ -731,6 +735,7 @@ class _Reverse:
                                             zip(slot.arrays, self.nodes[k:k + count])])
                 k += count
             output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
+            guard.check()
             self.output = _strip_coords(output, level)
             self.primal_output = _strip(self.output, level, name, "output")
             self.aux = _strip(aux, level, name)
@@ -862,6 +867,71 @@ def _check_complex(name, holomorphic, outputs=(), inputs=()):
                     f"{name}: {label} is complex ({array.dtype}); {name} pushes forward real directions only. "
                     "Pass holomorphic=True for a holomorphic function, use lf.jacrev (a real output) or "
                     "lf.jvp, or differentiate with respect to the real and imaginary parts as real arguments")
+
+
+class _AliasGuard:
+    """Differentiated arrays whose memory another argument shares, which the transform does
+    not trace (``f(x, x)`` differentiated in ``x`` only): the function may write into that
+    memory through the other argument (``y *= 2``), behind the transform's back, and the
+    derivative would then be computed at the written values (a tape reads its inputs when it
+    runs backwards; a tangent misses the write). Such arrays are compared, after the call, with
+    what they held before (a copy is made only where memory is shared): InplaceError where
+    they were written. Nothing to do in the usual case."""
+
+    def __init__(self, func, args, kwargs, positions, slots, name):
+        self.name = name
+        self.watched = []
+        if len(args) + len(kwargs) < 2:
+            return
+        others = [(_label(func, i), arg) for i, arg in enumerate(args) if i not in positions]
+        others += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+        others = [(label, array) for label, value in others for array in _arrays_in(value)]
+        if not others:
+            return
+        for i, slot in zip(positions, slots):
+            for array in slot.arrays:
+                other = next((label for label, b in others if _shares_memory(array, b)), None)
+                if other is not None:
+                    self.watched.append((_label(func, i), other, array, _held(array)))
+
+    def check(self):
+        for label, other, array, before in self.watched:
+            if not _still_holds(array, before):
+                raise InplaceError(
+                    f"{self.name}: the function writes into the memory of {label} through {other}, "
+                    f"which shares it and which {self.name} does not differentiate: the derivative would be "
+                    f"computed at the written values. Pass a copy as {other} (x.copy()), or write into a copy "
+                    "inside the function.")
+
+
+def _arrays_in(value):
+    """The data arrays of a pytree of arrays and labeled values (to compare memory with)."""
+    arrays = []
+    for leaf in optree.tree_leaves(value):
+        if isinstance(leaf, (xr.DataArray, xr.Variable)):
+            arrays.append(leaf.data)
+        elif isinstance(leaf, xr.Dataset):
+            arrays.extend(variable.data for variable in leaf.data_vars.values())
+        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            arrays.append(leaf)
+    return arrays
+
+
+def _shares_memory(a, b):
+    if type(a) is np.ndarray and type(b) is np.ndarray:
+        return bool(np.may_share_memory(a, b))
+    return a is b  # a traced array (lf.jit's): shared as the same object
+
+
+def _held(array):
+    """What ``array`` holds now: a copy of a NumPy array; the value a tracer stands for."""
+    return array.copy() if type(array) is np.ndarray else (array._value, getattr(array, "_slot", None))
+
+
+def _still_holds(array, before):
+    if type(array) is np.ndarray:
+        return array.tobytes() == before.tobytes()
+    return array._value is before[0] and getattr(array, "_slot", None) == before[1]
 
 
 def _label(func, i):
