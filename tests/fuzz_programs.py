@@ -891,10 +891,22 @@ def known_open(case):
     ``x.imag`` of a complex argument (refused under lf.jit: not a view in the program)."""
     if case.wrapping in ("jit", "jit_vmap") and _writes_into_a_part(case.body):
         return True  # refused with UnsupportedOperationError, where NumPy writes through the view
+    if case.wrapping == "jit" and _writes_after(case.body, "v = v.imag"):
+        return True  # x.imag of a real array is a constant: a traced value written into what is made
+        # from it goes into a plain array (InplaceError), where NumPy writes into a fresh array
     if not case.writes_into_arguments or case.wrapping not in ("jit", "jit_vmap"):
         return False
     specs = [spec for call in case.calls for spec in (call.x, call.y) if not isinstance(spec, str)]
     return any(data.layout in ("R", "S") for spec in specs for data in _array_specs(spec))
+
+
+def _writes_after(body, line):
+    """Whether ``body`` writes in place into ``v`` after ``line``."""
+    return line in body and any(_is_write(later) for later in body[body.index(line) + 1:])
+
+
+def _is_write(line):
+    return line.startswith("v[") or line.split(" ", 2)[1:2] in (["+="], ["-="], ["*="], ["/="])
 
 
 def _writes_into_a_part(body):
@@ -906,7 +918,7 @@ def _writes_into_a_part(body):
             part = True
         elif line.startswith("v = "):
             part = False  # a new value
-        elif part and (line.startswith("v[") or line.split(" ", 2)[1:2] in (["+="], ["-="], ["*="], ["/="])):
+        elif part and _is_write(line):
             return True
     return False
 
@@ -950,8 +962,11 @@ def check_case(case, fused=False):
                 assert re.search(r"'[xy]'", str(error)), f"{where}: the InplaceError names no argument: {error}"
             continue
         if error is not None and case.wrapping in ("jit_grad", "jit_vmap_grad") and isinstance(
-                error, lf.InplaceError) and _overlapping(call) and case.writes_into_arguments:
-            continue  # under grad the writes are functional: refusing the overlapping arguments is allowed too
+                error, lf.InplaceError) and call.y_reads_x and case.writes_into_arguments:
+            # under grad the writes are functional: refusing overlapping arguments is allowed too, and
+            # a write into x's memory through y (grad's alias guard, which lf.jit applies to every later
+            # call: it cannot see that this call's write left the values as they were, NaN + 0.5)
+            continue
         if error is not None:
             raise AssertionError(f"{where}: lf.jit raised where the eager call returned: {error!r}") from error
         assert_same(got, expected, fused=fused, where=f"{where}: output")
