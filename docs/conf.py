@@ -16,14 +16,21 @@ project = "labeled_func"
 author = "labeled_func contributors"
 release = version = labeled_func.__version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "example_figures"]
+# sphinx.ext.mathjax renders the `$...$` / `$$...$$` formulas of the pages (MyST's dollarmath) with
+# MathJax, loaded from its CDN (`mathjax_path`'s default): a reader offline sees the TeX source.
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.mathjax",
+              "sphinx_copybutton", "example_figures"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 # included by performance.md and limitations.md
 exclude_patterns = ["_build", "_figures", "performance_table.md", "supported_table.md"]
 
 nitpicky = False
-myst_enable_extensions = ["deflist"]  # "term\n: definition" lists (performance.md)
+myst_enable_extensions = [
+    "deflist",  # "term\n: definition" lists (performance.md)
+    "dollarmath",  # $inline$ and $$display$$ maths (sensitivity_salib.md)
+    "amsmath",  # \begin{align} ... \end{align} blocks
+]
 myst_heading_anchors = 3  # [text](page.md#a-heading) links resolve
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
@@ -43,7 +50,27 @@ example_figures_scripts = [
 ]
 example_figures_dir = "_figures"
 
-# xarray's theme: long code lines scroll instead of being cut
+# The copy button of code blocks copies the code without its prompts (`>>> `, `... ` of the
+# doctests, `$ ` of shell commands) and without the output lines that follow them.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
+
+# xarray's theme. The navbar shows the sections of index.md's toctree (Installation, User
+# guide, Reference, Gallery, Examples, Contributing), none hidden under a "More" menu;
+# the left sidebar shows the whole page tree on every page (_templates/sidebar-nav-full.html:
+# the theme's own sidebar shows only the pages under the current section, empty for a
+# page without subpages); _static/custom.css widens the text and wraps long code lines.
 html_theme = "pydata_sphinx_theme"
-html_theme_options = {"navigation_with_keys": False, "show_toc_level": 2}
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "header_links_before_dropdown": 8,
+    "show_nav_level": 2,  # the sections' pages unfolded in the sidebar
+    "navigation_depth": 2,  # pages, not their headings (those are in the right-hand TOC)
+}
+html_sidebars = {"**": ["sidebar-nav-full.html"]}
+templates_path = ["_templates"]
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_title = f"labeled_func {release}"
