@@ -15,8 +15,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
+# on every core (pytest-xdist): the fuzzers are derandomized, a failure reproduces with -p no:xdist
 test: $(STAMP)
-	$(PY) -m pytest -q tests --doctest-modules labeled_func kernels
+	$(PY) -m pytest -q -n auto tests --doctest-modules labeled_func kernels
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import io
 import operator
 import pickle
@@ -877,9 +878,18 @@ def _plotted(d):
 
 def _dataarray_members():
     """Public names and dunders (private helpers, ``_name``, are not members one calls; nor is
-    ``__slotnames__``, copyreg's cache, set on the class once anything copied or pickled one)."""
+    ``__slotnames__``, copyreg's cache, set on the class once anything copied or pickled one;
+    nor an accessor another library registers when it is imported, as pint-xarray's ``.pint``:
+    the set must not depend on what ran before in the process)."""
     return {name for name in dir(xr.DataArray) if (not name.startswith("_") or
-            (name.startswith("__") and name.endswith("__"))) and name != "__slotnames__"}
+            (name.startswith("__") and name.endswith("__"))) and name != "__slotnames__"
+            and not _foreign_accessor(name)}
+
+
+def _foreign_accessor(name):
+    found = inspect.getattr_static(xr.DataArray, name, None)
+    accessor = getattr(found, "_accessor", None)  # xarray's registration wraps the accessor class
+    return isinstance(accessor, type) and not accessor.__module__.startswith(("labeled_func", "xarray"))
 
 
 def test_the_dataarray_walk_leaves_no_member_out():
