@@ -14,7 +14,7 @@ from .loops import checkpoint, scan
 from .ravel import ravel
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
-                     RandomnessError, TransformError, UnsupportedOperationError)
+                     RandomnessError, RetraceWarning, TransformError, UnsupportedOperationError)
 from .vmap import vmap
 
 __version__ = "0.1.0"
@@ -25,5 +25,5 @@ __all__ = [
     "sensitivity",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
-    "EscapedTracerError", "UnsupportedOperationError",
+    "EscapedTracerError", "UnsupportedOperationError", "RetraceWarning",
 ]

@@ -90,8 +90,9 @@ def dataarray_holding(da, variable):
                        indexes=dict(da._indexes))
 
 
-def holding(variable, data):
-    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape.
+def holding(variable, data, dims=None):
+    """``variable.copy(deep=False, data=data)`` for an array ``data`` of its shape (of
+    ``dims``, where given: ``variable`` less a dim).
 
     xarray converts nothing of a duck array (a tracer, a CuPy array) nor of a NumPy array
     of numbers: those skip its checks (``fastpath``); NumPy scalars, objects and dates go
@@ -101,7 +102,8 @@ def holding(variable, data):
     else:
         fast = not isinstance(data, np.generic) and (
             hasattr(data, "__array_function__") or hasattr(data, "__array_namespace__"))
-    return xr.Variable(variable.dims, data, variable._attrs, variable._encoding, fastpath=fast)
+    return xr.Variable(variable.dims if dims is None else dims, data, variable._attrs, variable._encoding,
+                       fastpath=fast)
 
 
 def dataarray_like(da, new_variable, drop=(), extra=None, extra_indexes=None):

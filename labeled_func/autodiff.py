@@ -4,16 +4,15 @@ hessian, linearize.
 Gradients mirror the differentiated argument (a DataArray keeps its dims, coords and
 name; a Dataset its variables); Jacobians carry the output's dims followed by the
 argument's, a clashing argument dim renamed with ``wrt_suffix``.  A derivative's attrs
-are its own (``units`` out / in, ``long_name``; see ``units.py``), never the argument's.
+are its own (``units`` out / in where certain, ``long_name``; see ``units.py``), never the argument's.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 import numbers
 import weakref
 from collections.abc import Callable
-from typing import Any, Literal, NamedTuple, Optional
+from typing import Any, Literal
 
 import numpy as np
 import optree
@@ -27,6 +26,7 @@ from labeled_func_kernels.backend import device_of, dtype_kind, lazy_namespace, 
 from labeled_func_kernels.indexing import getitem_static
 
 from .assemble import coord_variables, joined_labels, merged_arrays
+from ._wrapping import transformed
 from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
 from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
@@ -34,7 +34,8 @@ from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward,
 from .engine.errors import InplaceError
 from .named import mapped_names
 from .ravel import element_attrs, element_labels, ravel
-from .units import derivative_attrs, divide_units, reject_quantities
+from .units import (Inputs, derivative_attrs, derivative_units, label_output, reject_quantities,
+                    second_derivative_attrs)
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]
@@ -47,9 +48,10 @@ def grad(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_au
 
     The gradient has the structure of the argument: a DataArray with the same dims,
     coords and name, a Dataset with the same variables, tuples and dicts alike.  Its
-    attrs are its own, not the argument's: where the output or the argument carries
-    attrs, ``units`` (output units / argument units, ``"K-1"``) and a ``long_name``
-    (see :mod:`labeled_func.units`; the same for every derivative transform).  The
+    attrs are its own, not the argument's: a ``long_name`` and, where certain, ``units``
+    (output units / argument units, ``"K-1"``), from what ``func`` set on its output
+    itself, never from attrs xarray passed on from an input (see
+    :mod:`labeled_func.units`; the same for every derivative transform).  The
     output must be real; of a complex argument z = x + iy the gradient is
     dL/dx - i dL/dy, as in JAX.  ``holomorphic=True`` (complex arguments and output)
     gives the complex derivative f'(z) of a holomorphic ``func``.
@@ -112,7 +114,8 @@ def grad(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_au
         g, value = _grad_and_value(func, argnums, has_aux, "grad", holomorphic)(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return functools.wraps(func, updated=())(gradient)
+    return transformed(gradient, func, "grad",
+                       (("argnums", argnums, 0), ("has_aux", has_aux, False), ("holomorphic", holomorphic, False)))
 
 
 def grad_and_value(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
@@ -172,11 +175,12 @@ def _grad_and_value(func, argnums, has_aux, name, holomorphic=False):
         node = node_of(value, run.level)
         seeds = [] if node is None else [(node, kc.ones_like.bind(primal_of(value, run.level)))]
         grads = run.pull(seeds)
-        output_name, output_attrs = _described(out, func)
-        result = run.mirror(grads, lambda wrt, attrs: _derivative_attrs(output_name, output_attrs, wrt, attrs))
+        output = _described(out, func, args, kwargs)
+        result = run.mirror(grads, lambda wrt, attrs: derivative_attrs(output, wrt, attrs))
         return result, ((run.primal_output, run.aux) if has_aux else run.primal_output)
 
-    return functools.wraps(func, updated=())(gradient_and_value)
+    return transformed(gradient_and_value, func, name,
+                       (("argnums", argnums, 0), ("has_aux", has_aux, False), ("holomorphic", holomorphic, False)))
 
 
 def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
@@ -470,10 +474,13 @@ def _jacrev(func, argnums, has_aux, chunk_size, wrt_suffix, name, holomorphic=Fa
                 for column, array in zip(columns, run.arrays)
             ])
             start += size
-        result = _label_jacobian(output, run.slots, blocks, _Naming(wrt_suffix, func, positions), run.single)
+        naming = _Naming(wrt_suffix, func, positions, inputs=Inputs((args, kwargs), func))
+        result = _label_jacobian(output, run.slots, blocks, naming, run.single)
         return (result, run.aux) if has_aux else result
 
-    return functools.wraps(func, updated=())(jacobian)
+    return transformed(jacobian, func, name, (("argnums", argnums, 0), ("has_aux", has_aux, False),
+                                              ("chunk_size", chunk_size, None), ("wrt_suffix", wrt_suffix, "_wrt"),
+                                              ("holomorphic", holomorphic, False)))
 
 
 def jacfwd(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_aux: bool = False,
@@ -585,14 +592,17 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
                                           reverse=False))
                 start += size
             blocks.append(row)
-        naming = _Naming(wrt_suffix, func, positions, second=name == "hessian")
+        naming = _Naming(wrt_suffix, func, positions, second=name == "hessian", inputs=Inputs((args, kwargs), func))
         result = _label_jacobian(output, slots, blocks, naming, isinstance(argnums, int))
         if has_aux:
             aux = seen["aux"].rebuild([getitem_static(a, (0,)) for a in aux_arrays])
             return result, aux
         return result
 
-    return functools.wraps(func, updated=())(jacobian)
+    return transformed(jacobian, func, name, (("argnums", argnums, 0), ("has_aux", has_aux, False),
+                                              ("randomness", randomness, "error"), ("wrt_suffix", wrt_suffix, "_wrt"),
+                                              ("holomorphic", holomorphic, False)),
+                       display=func.__wrapped__ if name == "hessian" else func)  # hessian: jacfwd of its jacrev
 
 
 def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, wrt_suffix: str = "_wrt",
@@ -689,26 +699,26 @@ def _hessian_matrix(func, argnums, suffix, holomorphic):
                     f"hessian(as_matrix=True): the function must return a scalar (a loss), but it returned "
                     f"{'dims ' + str(out.dims) if isinstance(out, xr.DataArray) else 'shape ' + str(tuple(out.shape))}; "
                     "reduce it, or call lf.hessian without as_matrix")
-            seen["output"] = _described(out, func)
+            seen["output"] = _described(out, func, args, kwargs)
             return out
 
         values = hessian(of_vector, 0, holomorphic=holomorphic)(flat)
         labels = np.array(element_labels(args[position]), dtype=str)
-        (name, out_attrs) = seen["output"]
+        output = seen["output"]
         parameter = _parameter(func, position)
         described = element_attrs(args[position])
         attrs = {}
-        if out_attrs or any(described):  # as for every derivative: attrs where the inputs have some
-            attrs["long_name"] = (f"second derivative of {name.beside(parameter) or 'the output'} "
-                                  f"with respect to {parameter}")
-            units = {divide_units(out_attrs.get("units"), a.get("units"), b.get("units"))
+        if output.described or any(described):  # as for every derivative (units.py)
+            attrs["long_name"] = f"second derivative of {output.text} with respect to {parameter}"
+            units = {derivative_units(output.units, a.get("units"), b.get("units"))
                      for a in described for b in described}
             if len(units) == 1 and None not in units:
                 attrs["units"] = units.pop()
         dims = ("param", "param" + suffix)
         return xr.DataArray(values, dims=dims, coords={dims[0]: labels, dims[1]: labels}, attrs=attrs)
 
-    return functools.wraps(func, updated=())(matrix)
+    return transformed(matrix, func, "hessian", (("argnums", argnums, 0), ("wrt_suffix", suffix, "_wrt"),
+                                                ("holomorphic", holomorphic, False), ("as_matrix", True, False)))
 
 
 # --- one reverse pass ---------------------------------------------------------------------
@@ -797,33 +807,13 @@ def _wrt_name(parameter, path, leaf):
     return parameter + "".join(f"[{k!r}]" for k in path)
 
 
-def _described(output, func):
-    """``(name, attrs)`` of a function's output, for the attrs of its derivatives: a
-    DataArray's name (``None`` if it has none) and attrs, and the function's name as a
-    fallback (``None`` for a lambda)."""
-    name, attrs = (output.name, dict(output.attrs)) if isinstance(output, xr.DataArray) else (None, {})
-    return _OutputName(None if name is None else str(name), _function_name(func)), attrs
-
-
-def _function_name(func):
-    name = getattr(func, "__name__", None)
-    return name if isinstance(name, str) and name.isidentifier() else None
-
-
-class _OutputName(NamedTuple):
-    """An output's name and a fallback: xarray passes names on through arithmetic, so an
-    output named like the argument (``(x ** 2).sum()`` is named ``x``) is named by the
-    function instead."""
-
-    name: Optional[str]
-    fallback: Optional[str]
-
-    def beside(self, wrt):
-        return self.name if self.name is not None and self.name != wrt else self.fallback
-
-
-def _derivative_attrs(output_name, output_attrs, wrt, wrt_attrs, of_derivative=False):
-    return derivative_attrs(output_name.beside(wrt), output_attrs, wrt, wrt_attrs, of_derivative=of_derivative)
+def _described(output, func, args, kwargs):
+    """What the derivatives of ``func``'s ``output`` may say of it: its
+    :class:`~labeled_func.units.OutputLabel`, only what ``func`` set itself counting
+    (names and attrs equal to those of ``args``, ``kwargs`` or what ``func`` reaches
+    may be xarray's passing them on; see ``units.py``)."""
+    name, attrs = (output.name, output.attrs) if isinstance(output, xr.DataArray) else (None, {})
+    return label_output(name, attrs, Inputs((args, kwargs), func), func)
 
 
 def _labeled(func, positions, slots):
@@ -866,7 +856,7 @@ def _check_complex(name, holomorphic, outputs=(), inputs=()):
                 raise TypeError(
                     f"{name}: {label} is complex ({array.dtype}); {name} pushes forward real directions only. "
                     "Pass holomorphic=True for a holomorphic function, use lf.jacrev (a real output) or "
-                    "lf.jvp, or differentiate with respect to the real and imaginary parts as real arguments")
+                    "lf.jvp, or differentiate with respect to the real and imaginary parts as real arguments.")
 
 
 class _AliasGuard:
@@ -1097,12 +1087,23 @@ class _Naming:
     names of the differentiated parameters, the function's name, and ``second``: the
     output is itself a first derivative (the outer Jacobian of a Hessian)."""
 
-    def __init__(self, suffix, func, positions, second=False):
+    def __init__(self, suffix, func, positions, second=False, inputs=None):
         self.suffix = suffix
         self.hidden = mapped_names()
         self.parameters = [_parameter(func, i) for i in positions]
-        self.function = _function_name(func)
+        self.function = func
         self.second = second
+        self.inputs = inputs if inputs is not None else Inputs()
+
+    def attrs(self, out_leaf, wrt, wrt_attrs):
+        """The attrs of the derivative of ``out_leaf`` (a DataArray, or an unlabeled
+        0-d value) with respect to ``wrt``: of a first derivative's (made here) for a
+        Hessian, else of an output that only says what the function set (units.py)."""
+        labeled = isinstance(out_leaf, xr.DataArray)
+        if self.second:
+            return second_derivative_attrs(out_leaf.attrs if labeled else {}, wrt, wrt_attrs)
+        name, attrs = (out_leaf.name, out_leaf.attrs) if labeled else (None, {})
+        return derivative_attrs(label_output(name, attrs, self.inputs, self.function), wrt, wrt_attrs)
 
 
 def _label_jacobian(output, slots, blocks, naming, single):
@@ -1163,11 +1164,8 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
         in_leaf = xr.DataArray(0.0)
     if isinstance(out_leaf, xr.DataArray):
         out_dims, out_coords = tuple(out_leaf.dims), coord_variables(out_leaf)
-        out_name, out_attrs = _OutputName(None if out_leaf.name is None else str(out_leaf.name),
-                                          naming.function), out_leaf.attrs
     elif getattr(out_leaf, "ndim", 0) == 0:
         out_dims, out_coords = (), {}
-        out_name, out_attrs = _OutputName(None, naming.function), {}
     else:
         return block
     in_coords = coord_variables(in_leaf)
@@ -1187,7 +1185,7 @@ def _block(out_leaf, in_leaf, block, naming, wrt):
         taken.add(new)
         renamed[dim] = new
     in_dims = tuple(renamed[d] for d in in_leaf.dims)
-    attrs = _derivative_attrs(out_name, out_attrs, wrt, in_leaf.attrs, of_derivative=naming.second)
+    attrs = naming.attrs(out_leaf, wrt, in_leaf.attrs)
     labeled = joined_labels(block, out_dims + in_dims, attrs, out_leaf if isinstance(out_leaf, xr.DataArray) else None,
                             in_leaf, renamed, shared)
     if labeled is not None:

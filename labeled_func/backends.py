@@ -21,7 +21,9 @@ __all__ = ["check_one_backend", "data_arrays"]
 
 
 def check_one_backend(leaves, labels, *, transform=None):
-    """Raise ``ValueError`` when the arrays in ``leaves`` come from two array libraries.
+    """Raise ``ValueError`` when the arrays in ``leaves`` come from two array libraries,
+    and ``UnsupportedOperationError`` (``units.reject_quantities``'s, saying to call
+    ``.pint.dequantify()``) where one is a pint Quantity or a Dask array of Quantities.
 
     Parameters
     ----------
@@ -53,6 +55,8 @@ def check_one_backend(leaves, labels, *, transform=None):
             library = _library(array)
             if library is None:
                 continue
+            if library == "pint":  # a Quantity (pint-xarray), or Dask chunks of them: the policy error
+                _reject_quantity(array, where, transform)
             if first is None:
                 first = (library, where)
             elif library != first[0]:
@@ -83,11 +87,11 @@ def data_arrays(value, label):
 
 
 def _library(array):
-    """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array."""
-    array = bottom(array)  # an enclosing transform's value: the array it stands for
-    meta = getattr(array, "_meta", None)  # a Dask array: the library of its chunks
-    if meta is not None and library_of(array) == "dask":
-        array = meta
+    """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array;
+    "pint" for a pint Quantity (never an array-API array: see :func:`_reject_quantity`)."""
+    array = _chunk_type(bottom(array))  # an enclosing transform's value: the array it stands for
+    if library_of(array) == "pint":
+        return "pint"
     if not is_array(array):
         return None
     try:
@@ -95,3 +99,20 @@ def _library(array):
     except TypeError:  # not an array-API array (e.g. an unknown duck array): not ours to judge
         return None
     return namespace_library(xp)
+
+
+def _chunk_type(array):
+    """A Dask array's chunk type (its ``_meta``), other arrays themselves."""
+    meta = getattr(array, "_meta", None)
+    if meta is not None and library_of(array) == "dask":
+        return meta
+    return array
+
+
+def _reject_quantity(array, where, transform):
+    """The policy error of ``units.reject_quantities`` for the Quantity ``array`` (or a Dask
+    array of Quantity chunks), found at ``where`` of a call of ``transform``."""
+    from .units import reject_quantities  # units imports this module
+
+    quantity = _chunk_type(bottom(array))
+    reject_quantities([quantity], [where], transform=transform or "labeled_func")

@@ -28,6 +28,7 @@ from typing import Any
 import optree
 import xarray as xr
 
+from ._wrapping import call_repr
 from .engine import Tracer, bind_custom_jvp, bind_custom_vjp, differentiated
 from .flat import FlatArrays, match_arrays, replace_arrays
 
@@ -78,6 +79,9 @@ class custom_jvp:
         self.fun = fun
         self.rule = None
         functools.update_wrapper(self, fun)
+
+    def __repr__(self) -> str:
+        return call_repr("lf.custom_jvp", self.fun)
 
     def defjvp(self, rule: Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, Any]]
                ) -> Callable[[tuple[Any, ...], tuple[Any, ...]], tuple[Any, Any]]:
@@ -166,6 +170,9 @@ class custom_vjp:
         self.fwd = None
         self.bwd = None
         functools.update_wrapper(self, fun)
+
+    def __repr__(self) -> str:
+        return call_repr("lf.custom_vjp", self.fun)
 
     def defvjp(self, fwd: Callable[..., tuple[Any, Any]], bwd: Callable[[Any, Any], tuple[Any, ...]]) -> None:
         """Set the forward and backward rules.

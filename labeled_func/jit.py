@@ -12,9 +12,10 @@ import collections
 import copy
 import functools
 import inspect
+import logging
 import numbers
-import struct
 import threading
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,21 +27,36 @@ from xarray.core.options import OPTIONS as XARRAY_OPTIONS
 
 from . import dask as lazy
 from . import random as lf_random
+from ._wrapping import call_repr
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels
 from .engine.compile import JitLevel, JitTracer
 from .engine.errors import InplaceError, RandomnessError
+from .errors import RetraceWarning
 from .flat import replace_arrays
+from .jit_signature import (RESULT_OPTIONS as _RESULT_OPTIONS, Signature as _Signature, differences as _differences,
+                            same_coordinate as _same_coordinate, same_value, scalar_key as _scalar_key)
 from .named import tree_nodes
+from .units import reject_quantities
 from .vmap import zero_d_index_error
 
-__all__ = ["jit", "CACHE_SIZE"]
+__all__ = ["jit", "CACHE_SIZE", "WARN_AFTER_TRACES"]
 
 CACHE_SIZE = 32
 """Programs kept per jitted function (the least recently used is dropped)."""
 
+WARN_AFTER_TRACES = 8
+"""The default of ``lf.jit``'s ``warn_after_traces``."""
 
-def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), keep_buffers: bool = False) -> Jitted:
+REASONS_KEPT = 100
+"""Reasons of traces that ``explain()`` keeps per jitted function (the latest)."""
+
+logger = logging.getLogger("labeled_func.jit")
+"""Logs each trace of a jitted function with its reason, at DEBUG."""
+
+
+def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), keep_buffers: bool = False,
+        warn_after_traces: int | None = WARN_AFTER_TRACES) -> Jitted:
     """``func`` compiled: traced once per signature, then replayed.
 
     The first call runs ``func`` on traced arrays and records the primitives it applies
@@ -87,18 +103,28 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
         system must zero and map (about a quarter of a long time-stepping gradient's
         replay). The price: that memory (the peak of one run's scratch) stays held
         between calls, while the jitted function keeps the program. Off by default.
+    warn_after_traces : int or None
+        Warn (``lf.RetraceWarning``, with the reason) when ``func`` is traced more than
+        this many times: at the trace that passes it, then each time the traces beyond it
+        double; None never warns.  Every trace is logged with its reason on the logger
+        ``labeled_func.jit`` (DEBUG).
 
     Returns
     -------
     Jitted
-        A callable with ``func``'s signature and name; ``.traces`` counts the traces.
+        A callable with ``func``'s signature and name; ``.traces`` counts the traces, and
+        ``.explain()`` says why each one happened: what differed from the nearest signature
+        already compiled (the argument by its parameter name, the variable or coordinate,
+        and what changed: a dtype, a shape, attrs, a number's value or type...).
 
     Raises
     ------
     ValueError
-        ``static_argnames`` names a parameter that ``func`` does not have.
+        ``static_argnames`` names a parameter that ``func`` does not have;
+        ``warn_after_traces`` is negative.
     TypeError
-        ``keep_buffers`` is not a bool. When called: an argument that is neither an array, a labeled value, a number, a
+        ``keep_buffers`` is not a bool, ``warn_after_traces`` not an int or None. When
+        called: an argument that is neither an array, a labeled value, a number, a
         string nor None (name it in ``static_argnames``), or an unhashable static
         argument.
     lf.DataDependentControlFlowError
@@ -126,21 +152,33 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
     [0.0, 0.1875, 0.75, 1.6875, 3.0]
     >>> per_sample(x + 1).values.tolist()  # the same signature: replayed
     [3.0, 4.6875, 6.75, 9.1875, 12.0]
+    >>> _ = per_sample(x.astype("float32"))  # another dtype: traced again
+    >>> per_sample.explain()
+    lf.jit(lf.vmap(lf.grad(<lambda>), dim='sample')): traced 2 times, 2 programs kept
+    trace 1: the first call
+    trace 2: argument 'v': dtype float64 -> float32 (against trace 1)
     """
     if isinstance(static_argnames, str):
         static_argnames = (static_argnames,)
     if not isinstance(keep_buffers, (bool, np.bool_)):
         raise TypeError(f"lf.jit: keep_buffers must be True or False, not {keep_buffers!r}")
-    return Jitted(func, tuple(static_argnames), bool(keep_buffers))
+    if warn_after_traces is not None:
+        if not isinstance(warn_after_traces, numbers.Integral) or isinstance(warn_after_traces, (bool, np.bool_)):
+            raise TypeError(f"lf.jit: warn_after_traces must be an int or None, not {warn_after_traces!r}")
+        if warn_after_traces < 0:
+            raise ValueError(f"lf.jit: warn_after_traces must be 0 or more, not {warn_after_traces!r}")
+        warn_after_traces = int(warn_after_traces)
+    return Jitted(func, tuple(static_argnames), bool(keep_buffers), warn_after_traces)
 
 
 class Jitted:
     """A function with its recorded programs, one per signature."""
 
-    def __init__(self, func, static_argnames, keep_buffers=False):
+    def __init__(self, func, static_argnames, keep_buffers=False, warn_after_traces=WARN_AFTER_TRACES):
         self.func = func
         self.static_argnames = static_argnames
         self.keep_buffers = keep_buffers
+        self.warn_after_traces = warn_after_traces
         try:
             self.signature = inspect.signature(func)
         except (TypeError, ValueError):
@@ -158,6 +196,8 @@ class Jitted:
         self.tracing = threading.Lock()
         self.blocks = weakref.WeakKeyDictionary()  # vmap level -> its Dask blocks, jitted
         self.traces = 0  # how many times the function was traced (for tests and curiosity)
+        self.reasons = collections.deque(maxlen=REASONS_KEPT)  # (trace number, why it traced)
+        self.dropped = collections.deque(maxlen=CACHE_SIZE)  # the signatures of programs dropped from the cache
         functools.update_wrapper(self, func, updated=())
 
     def __call__(self, *args, **kwargs):
@@ -172,10 +212,26 @@ class Jitted:
             with self.tracing:  # one trace per signature, however many threads ask at once
                 compiled = self._cached(call)
                 if compiled is None:
-                    compiled, result = self._trace(call)
-                    self._store(call, compiled)
-                    return result
+                    return self._trace_and_store(call)
         return compiled.outputs.build(compiled.run(call))
+
+    def _trace_and_store(self, call):
+        """A call that traces: its result; its program stored, with the reason it traced."""
+        signature = _Signature.of(call)
+        reason = self._reason(signature)
+        before = self.traces
+        try:
+            compiled, result = self._trace(call)
+        except BaseException as error:
+            if self.traces != before:  # counted, then refused (InplaceError): no program kept
+                self.reasons.append((self.traces, f"{reason}; the trace raised {type(error).__name__}"))
+            raise
+        compiled.signature = signature
+        if signature is not None:
+            signature.number = self.traces
+        self._store(call, compiled)
+        self._traced(self.traces, reason)
+        return result
 
     def _cached(self, call):
         """The program of ``call``'s signature: among those of its key, the one whose labels
@@ -195,7 +251,9 @@ class Jitted:
             self.cache[key] = compiled
             self.variants.setdefault(call.key, []).append(key)
             while len(self.cache) > CACHE_SIZE:
-                dropped, _ = self.cache.popitem(last=False)
+                dropped, program = self.cache.popitem(last=False)
+                if program.signature is not None:
+                    self.dropped.append(program.signature)
                 variants = self.variants[dropped[0]]
                 variants.remove(dropped)
                 if not variants:
@@ -207,16 +265,85 @@ class Jitted:
         with self.lock:
             jitted = self.blocks.get(mapped)
             if jitted is None:
-                jitted = self.blocks[mapped] = Jitted(block, (), self.keep_buffers)
+                jitted = self.blocks[mapped] = Jitted(block, (), self.keep_buffers, self.warn_after_traces)
             return jitted
 
     def __getstate__(self):  # to a Dask worker: the function, not its programs or locks
-        return {"func": self.func, "static_argnames": self.static_argnames, "keep_buffers": self.keep_buffers}
+        return {"func": self.func, "static_argnames": self.static_argnames, "keep_buffers": self.keep_buffers,
+                "warn_after_traces": self.warn_after_traces}
 
     def __setstate__(self, state):
-        self.__init__(state["func"], state["static_argnames"], state.get("keep_buffers", False))
+        self.__init__(state["func"], state["static_argnames"], state.get("keep_buffers", False),
+                      state.get("warn_after_traces", WARN_AFTER_TRACES))
+
+    # --- why a call traced: computed when tracing only (a replay never comes here) ---------------
+    def _reason(self, signature):
+        """Why ``signature``'s call traces: its differences from the nearest signature whose
+        program is kept (the fewest differences; the most recently used of equals)."""
+        if self.traces == 0:
+            return "the first call"
+        if signature is None:
+            return "(the reason could not be told)"
+        try:
+            with self.lock:
+                kept = [program.signature for program in reversed(self.cache.values())
+                        if program.signature is not None]
+            best = None
+            for old in kept:
+                if best is not None and len(_differences(old, signature, labels=False)) > len(best[1]):
+                    continue  # more differences in the key alone: not nearer
+                found = _differences(old, signature)
+                if best is None or len(found) < len(best[1]):
+                    best = (old, found)
+            for old in reversed(self.dropped):  # traced before, dropped since (CACHE_SIZE programs kept)
+                if not _differences(old, signature):
+                    return (f"the signature of trace {old.number}, whose program was dropped: lf.jit keeps the "
+                            f"{CACHE_SIZE} programs used last (labeled_func.jit.CACHE_SIZE)")
+            if best is None:
+                return "no program kept (the traces before raised)"
+            if not best[1]:
+                return f"no difference found from the signature of trace {best[0].number}"
+            return f"{'; '.join(best[1])} (against trace {best[0].number})"
+        except Exception as error:  # noqa: BLE001 - a reason that cannot be told must not fail the call
+            return f"(the reason could not be told: {type(error).__name__}: {error})"
+
+    def _traced(self, number, reason):
+        """Keep, log and (past ``warn_after_traces``) warn the reason of trace ``number``."""
+        self.reasons.append((number, reason))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s: trace %d: %s", self._shown(), number, reason)
+        limit = self.warn_after_traces
+        if limit is not None and number > limit and (number - limit) & (number - limit - 1) == 0:
+            warnings.warn(RetraceWarning(
+                f"{self._shown()} was traced {number} times (more than warn_after_traces={limit}), each time "
+                f"running the function itself, under xarray. Trace {number}: {reason}. The jitted function's "
+                ".explain() gives every reason; see docs/jit.md, 'Why a call traces again'."),
+                stacklevel=4)
+
+    def explain(self) -> str:
+        """Why the function was traced each time: the first call, then for each later trace
+        what differed from the nearest signature already compiled (the latest
+        ``REASONS_KEPT`` reasons; the Dask block programs after)."""
+        kept = len(self.cache)
+        lines = [f"{self._shown()}: " + (f"traced {self.traces} time{'s' if self.traces != 1 else ''}, "
+                                         f"{kept} program{'s' if kept != 1 else ''} kept"
+                                         if self.traces else "not traced yet")]
+        if self.reasons and self.reasons[0][0] > 1:
+            lines.append(f"(the reasons of traces 1 to {self.reasons[0][0] - 1} are no longer kept)")
+        lines += [f"trace {number}: {reason}" for number, reason in self.reasons]
+        with self.lock:
+            blocks = list(self.blocks.values())
+        for k, jitted in enumerate(blocks):
+            lines.append(f"Dask blocks of a lazy vmap ({k + 1} of {len(blocks)}): " + jitted.explain())
+        return _Explanation("\n".join(lines))
+
+    def _shown(self):
+        return call_repr("lf.jit", self.func)
 
     def _trace(self, call):
+        # a pint Quantity: the policy error, before any kernel sees it (traced calls only:
+        # a Quantity's signature is never cached, so a replay never meets one)
+        reject_quantities(call.leaves, [call._where(path) for path in call.paths], transform="lf.jit")
         level = JitLevel()
         level.label = "jit"
         drew_from_numpy = lf_random.numpy_state()
@@ -256,10 +383,21 @@ class Jitted:
         return compiled, outputs.build(outputs.values)
 
     def __repr__(self):
-        return f"<lf.jit of {getattr(self.func, '__name__', self.func)!r}: {len(self.cache)} program(s)>"
+        return call_repr("lf.jit", self.func, (("static_argnames", self.static_argnames, ()),
+                                                ("keep_buffers", self.keep_buffers, False),
+                                                ("warn_after_traces", self.warn_after_traces, WARN_AFTER_TRACES)))
+
+
+class _Explanation(str):
+    """``explain()``'s text, which the interpreter shows as text (not a quoted string)."""
+
+    def __repr__(self):
+        return str(self)
 
 
 class _Compiled:
+    signature = None  # the traced call's _Signature (explain())
+
     def __init__(self, call, program, outputs, written=()):
         self.program = program
         self.outputs = outputs
@@ -322,45 +460,6 @@ def _labels(*variables):
     return tuple(part for variable in variables for part in (variable.attrs, variable.encoding))
 
 
-def _same_coordinate(a, b):
-    """Whether two coordinate variables hold the same labels: values (NaN as NaN, the sign
-    of a zero), attrs and encoding (their dims, shapes and dtypes are in the key)."""
-    if not (a.equals(b) and same_value(a.attrs, b.attrs) and same_value(a.encoding, b.encoding)):
-        return False
-    if a.dtype.kind in "fc":  # equals() holds 0.0 == -0.0
-        return bool(np.array_equal(np.signbit(a.values.real), np.signbit(b.values.real)))
-    return True
-
-
-def same_value(a, b):
-    """Whether ``a`` and ``b`` are the same value of the same type, to the bit: what a
-    program may return as it was when traced (attrs, encodings). Containers are compared
-    item by item, floats by their bits (``0.0`` is not ``-0.0``, NaN is NaN)."""
-    if a is b:
-        return True
-    kind = type(a)
-    if kind is not type(b):
-        return False
-    if kind is dict:
-        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
-    if kind in (list, tuple):
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
-    if kind in (float, complex) or isinstance(a, np.generic):
-        return _scalar_key(a) == _scalar_key(b)
-    if isinstance(a, np.ndarray):
-        if a.dtype != b.dtype or a.shape != b.shape:
-            return False
-        if a.dtype.kind in "fc":
-            return bool(np.array_equal(a, b, equal_nan=True)
-                        and np.array_equal(np.signbit(a.real), np.signbit(b.real))
-                        and np.array_equal(np.signbit(a.imag), np.signbit(b.imag)))
-        return bool(np.array_equal(a, b))
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):  # no single truth value: only the object itself matches
-        return False
-
-
 # --- a call: its signature, its arrays, and how to rebuild its arguments -----------------------------
 class _Call:
     def __init__(self, jitted, args, kwargs):
@@ -404,8 +503,12 @@ class _Call:
             return f"argument {path[0]!r}" + "".join(f"[{k!r}]" for k in path[1:])
         kind, rest = path[0], path[1:]
         if kind == 0:
-            names = list(self.jitted.signature.parameters) if self.jitted.signature is not None else []
-            label = f"argument {names[rest[0]]!r}" if rest[0] < len(names) else f"argument {rest[0]}"
+            parameters = self.jitted.signature.parameters.values() if self.jitted.signature is not None else ()
+            positional = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+            rest_of = [p.name for p in parameters if p.kind is p.VAR_POSITIONAL]  # *args: argument 'args'[0]...
+            k = rest[0]
+            label = (f"argument {positional[k]!r}" if k < len(positional) else
+                     f"argument {rest_of[0]!r}[{k - len(positional)}]" if rest_of else f"argument {k}")
         else:
             label = f"keyword argument {rest[0]!r}"
         return label + "".join(f"[{k!r}]" for k in rest[1:])
@@ -496,12 +599,6 @@ def _dtype_key(dtype):
     return dtype if isinstance(dtype, np.dtype) else str(dtype)
 
 
-# xarray's options that change what an operation returns (keep_attrs, arithmetic_join, the
-# libraries it reduces with...); the display and file options change nothing a function returns
-_RESULT_OPTIONS = tuple(name for name in XARRAY_OPTIONS if not name.startswith(
-    ("display_", "cmap_", "file_", "warn_", "netcdf_", "facetgrid_")))
-
-
 def _xarray_options():
     """The values of xarray's options that change results (``xr.set_options(keep_attrs=True)``
     around a call changes its outputs' attrs)."""
@@ -516,24 +613,6 @@ def _aliasing(arrays):
     first = {}
     pattern = tuple(first.setdefault(id(array), k) for k, array in enumerate(arrays))
     return None if len(first) == len(arrays) else pattern
-
-
-def _scalar_key(value):
-    """A Python number, string, None or NumPy scalar as a key: its type and exact value (a
-    float's bits: ``0.0`` and ``-0.0`` are two keys, every NaN is one; ``1``, ``1.0`` and
-    ``True`` are three), so that a program never stands for another's constants."""
-    kind = type(value)
-    if kind is float:
-        return kind, struct.pack("<d", value) if value == value else b"nan"
-    if kind is complex:
-        return kind, _scalar_key(value.real), _scalar_key(value.imag)
-    if isinstance(value, np.generic):
-        if value.dtype.kind == "f":
-            return kind, _scalar_key(float(value))
-        if value.dtype.kind == "c":
-            return kind, _scalar_key(complex(value))
-        return kind, value.item()
-    return kind, value
 
 
 def _static_key(name, value):

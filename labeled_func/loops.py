@@ -14,7 +14,6 @@ the loop of ``scan`` runs in Python, one step after the other.
 """
 from __future__ import annotations
 
-import functools
 import numbers
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +22,8 @@ import numpy as np
 import optree
 import xarray as xr
 
+from ._wrapping import transformed
+from .assemble import dataarray_like, dataset_like, holding
 from .engine import bind_checkpoint
 from .flat import replace_arrays
 
@@ -79,7 +80,6 @@ def checkpoint(func: Callable[..., Any]) -> Callable[..., Any]:
     if not callable(func):
         raise TypeError(f"lf.checkpoint: func must be callable, got {type(func).__name__}")
 
-    @functools.wraps(func)
     def checkpointed(*args, **kwargs):
         inputs = _Arrays((args, kwargs), "the arguments")
         seen = []
@@ -94,7 +94,7 @@ def checkpoint(func: Callable[..., Any]) -> Callable[..., Any]:
         outs = bind_checkpoint(run, inputs.arrays)
         return seen[0].rebuild(outs)
 
-    return checkpointed
+    return transformed(checkpointed, func, "checkpoint")
 
 
 def scan(step: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None, length: int | None = None, *,
@@ -119,14 +119,16 @@ def scan(step: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
         The first carry.  Each step must return a carry of the same structure, with the same
         dims (in any order: they are put back in ``init`` 's), shapes and dtypes.
     xs : pytree, optional
-        Sliced at each step: DataArrays and Datasets along ``dim`` (the dim is gone in ``x``;
-        its coordinate value stays as a scalar coordinate), arrays along axis 0.  None:
+        Sliced at each step: DataArrays and Datasets along ``dim`` (the dim and the
+        coordinates along it are gone in ``x``: they label the stacked ``ys``; to read a
+        step's coordinate value, put it in ``xs``, e.g. ``(forcing, forcing.time)``), arrays
+        along axis 0.  None:
         ``x`` is None and ``length`` gives the number of steps.
     length : int, optional
         The number of steps; needed when ``xs`` is None, checked against ``xs`` otherwise.
     dim : str
         The dim of ``xs`` to loop over, and the new (first) dim of the stacked labeled
-        outputs, with the coordinate of ``xs`` along it when there is one.  Arrays are
+        outputs, with the coordinates of ``xs`` along it (of dims ``(dim,)``).  Arrays are
         stacked along a new axis 0.
     checkpoint_every : int, optional
         Cut the loop into runs of this many steps, each one :func:`checkpoint` ed: reverse
@@ -178,13 +180,14 @@ def scan(step: Callable[[Any, Any], tuple[Any, Any]], init: Any, xs: Any = None,
     every = _checkpoint_every(checkpoint_every)
     loop = _Loop(step, init, dim)
     carry, ys = init, []
+    stepped = _without_step_coordinates(xs, dim)
     if every is None:
-        carry, ys = loop.run(init, xs, 0, steps)
+        carry, ys = loop.run(init, stepped, 0, steps)
     else:
         segment = checkpoint(loop.run)
         for start in range(0, steps, every):
             stop = min(start + every, steps)
-            carry, part = segment(carry, _slice(xs, dim, slice(start, stop)), start, stop - start)
+            carry, part = segment(carry, _slice(stepped, dim, slice(start, stop)), start, stop - start)
             ys.extend(part)
     return carry, _stack(ys, xs, dim)
 
@@ -276,6 +279,8 @@ def _same_kind(new, old, name, index):
             if b.dtype != a.dtype:
                 fail(f"{which}dtype {a.dtype} at the start, {b.dtype} after the step (cast init, or the "
                      "step's result, with .astype)", TypeError)
+        if all(b.dims == a.dims for _, a, b in variables):
+            return new  # in order already: a transpose would only copy the labels
         return new.transpose(*old.dims)
     if isinstance(new, (xr.DataArray, xr.Dataset)):
         fail(f"{type(old).__name__} at the start, {type(new).__name__} after the step", TypeError)
@@ -338,11 +343,28 @@ def _checkpoint_every(every):
     return int(every)
 
 
+def _without_step_coordinates(xs, dim):
+    """``xs`` without its coordinates along ``dim``, which one step's ``x`` does not hold:
+    as a scalar coordinate, a step's ``time`` would label every value the step computes
+    from ``x``, and so the carry, with the step it came from (or with none, where xarray
+    drops two that disagree: the last carry's coordinates followed the parity of the
+    number of steps), and xarray would merge it at every operation of the step (a
+    quarter of a bucket model's time).  Dropped once, not sliced at every step."""
+    def strip(leaf):
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            along = [name for name, c in leaf.coords.items() if dim in c.dims]
+            return leaf.drop_vars(along) if along else leaf
+        return leaf
+
+    return None if xs is None else optree.tree_map(strip, xs, none_is_leaf=True)
+
+
 def _slice(xs, dim, key):
     """``xs`` at step ``key`` (an int) or steps ``key`` (a slice) along ``dim`` / axis 0."""
     def take(leaf):
         if isinstance(leaf, (xr.DataArray, xr.Dataset)):
-            return leaf.isel({dim: key})
+            stepped = _at_step(leaf, dim, key) if isinstance(key, numbers.Integral) else None
+            return leaf.isel({dim: key}) if stepped is None else stepped
         if _is_array(leaf):
             return leaf[key]
         return leaf
@@ -350,36 +372,54 @@ def _slice(xs, dim, key):
     return None if xs is None else optree.tree_map(take, xs, none_is_leaf=True)
 
 
+def _at_step(leaf, dim, index):
+    """``leaf.isel({dim: index})`` of a DataArray or Dataset without coordinates along
+    ``dim``, put together from its parts (xarray's isel checks and copies what is known
+    here: a third of a cheap step's time); None where they do not fit."""
+    def at(var):
+        if dim not in var.dims:
+            return var
+        axis = var.dims.index(dim)
+        return holding(var, var.data[(slice(None),) * axis + (index,)], var.dims[:axis] + var.dims[axis + 1:])
+
+    if isinstance(leaf, xr.DataArray):
+        return dataarray_like(leaf, at(leaf.variable))
+    return dataset_like(leaf, {name: at(var) for name, var in leaf._variables.items() if dim in var.dims})
+
+
 # --- ys: stacked along dim --------------------------------------------------------------------------
 def _stack(ys, xs, dim):
-    coordinate = _coordinate(xs, dim)
+    coordinates = _coordinates(xs, dim)
     treedef = optree.tree_structure(ys[0], none_is_leaf=True)
     columns = zip(*[treedef.flatten_up_to(y) for y in ys])
-    return optree.tree_unflatten(treedef, [_stack_leaf(list(column), dim, coordinate) for column in columns])
+    return optree.tree_unflatten(treedef, [_stack_leaf(list(column), dim, coordinates) for column in columns])
 
 
-def _stack_leaf(values, dim, coordinate):
+def _stack_leaf(values, dim, coordinates):
     first = values[0]
     if first is None:
         return None
     if isinstance(first, xr.Dataset):
-        return xr.Dataset({v: _stack_leaf([value[v] for value in values], dim, coordinate) for v in first.data_vars},
+        return xr.Dataset({v: _stack_leaf([value[v] for value in values], dim, coordinates) for v in first.data_vars},
                           attrs=first.attrs)
     if isinstance(first, xr.DataArray):
-        data = np.stack([value.transpose(*first.dims).data for value in values])
-        coords = {name: c.variable for name, c in first.coords.items() if name != dim}
-        if coordinate is not None:
-            coords[dim] = coordinate
+        data = np.stack([(value if value.dims == first.dims else value.transpose(*first.dims)).data
+                         for value in values])
+        coords = {name: c.variable for name, c in first.coords.items() if name != dim and name not in coordinates}
+        coords.update(coordinates)
         return xr.DataArray(data, dims=(dim, *first.dims), coords=coords, name=first.name, attrs=first.attrs)
     return np.stack([np.asarray(v) if isinstance(v, numbers.Number) else v for v in values])
 
 
-def _coordinate(xs, dim):
-    """The coordinate of ``xs`` along ``dim`` (the first leaf that has one), or None."""
+def _coordinates(xs, dim):
+    """The coordinates of ``xs`` along ``dim`` alone (the index and any other coordinate of
+    dims ``(dim,)``, of the first leaf that has some): {name: Variable}."""
     for leaf in optree.tree_leaves(xs, none_is_leaf=True):
-        if isinstance(leaf, (xr.DataArray, xr.Dataset)) and dim in leaf.coords:
-            return leaf.coords[dim].variable
-    return None
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            found = {name: c.variable for name, c in leaf.coords.items() if c.dims == (dim,)}
+            if found:
+                return found
+    return {}
 
 
 # --- pytrees as flat lists of arrays ----------------------------------------------------------------

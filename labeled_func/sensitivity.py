@@ -20,7 +20,8 @@ import xarray as xr
 from labeled_func_kernels.backend import namespace
 
 from .autodiff import jacfwd, jacrev, vjp
-from .units import divide_units
+from .backends import check_one_backend
+from .units import Inputs, derivative_units, label_output
 from .vmap import vmap
 
 __all__ = ["dgsm", "local"]
@@ -50,8 +51,9 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     model : callable
         With a Dataset of samples: maps ONE example's parameters (a Dataset of 0-d
         variables) to a scalar or a DataArray of outputs.  With an array of samples:
-        a model written for SALib, that maps an ``(n, D)`` array to ``n`` outputs; it
-        is called on one row at a time, an array of shape ``(1, D)``.
+        a model written for SALib, that maps an ``(n, D)`` array to ``n`` outputs (an
+        array, or a DataArray, of ``n`` values); it is called on one row at a time, an
+        array of shape ``(1, D)``.
     samples : xarray.Dataset or array of shape (N, D)
         One data variable per parameter, each along ``dim``; or SALib's sample matrix
         (plain random or quasi-random points, not a ``finite_diff`` design), with
@@ -94,7 +96,12 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     Raises
     ------
     ValueError
-        For samples, bounds, problems or options it cannot use, naming the argument.
+        For samples, bounds, problems or options it cannot use, naming the argument
+        (SALib's problem dict given as ``bounds=`` points to ``problem=``), or a model
+        output that is not one DataArray or scalar per example (n outputs for a SALib
+        model: an array, or a DataArray, of shape (n,)).
+    UnsupportedOperationError
+        A sample variable holds a pint Quantity: call ``.pint.dequantify()`` first.
 
     Notes
     -----
@@ -124,6 +131,7 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     >>> result.ST_bound.round(1).values.tolist()   # S_T = 0.89 and 0.11: the bounds hold
     [1.1, 0.2]
     """
+    check_one_backend([samples], ["samples"], transform="sensitivity.dgsm")  # pint Quantities: the policy error
     samples, model, names, dists = _inputs(model, samples, dim, bounds, problem)
     _check_options(num_resamples, conf_level, seed, mode, chunk_size)
     lazy = bool(samples.chunks)
@@ -169,7 +177,7 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     result["vi_conf"] = z * resampled["vi"].std("resample", ddof=1)
     if dists is not None:
         result["ST_bound"] = result["vi"] * poincare / variance
-    return _labelled(xr.Dataset(result), samples, outputs, names)
+    return _labelled(xr.Dataset(result), samples, outputs, names, model)
 
 
 _LONG_NAMES = {
@@ -180,21 +188,23 @@ _LONG_NAMES = {
 }
 
 
-def _labelled(result, samples, outputs, names):
+def _labelled(result, samples, outputs, names, model):
     """Each variable's long_name and units: the indices are dimensionless ("1"); ``vi`` and its
     spread are in (output units / parameter units)^2, one per parameter, so their units are a
-    coordinate along ``param`` (``vi_units``) where the output or a parameter has units."""
-    out_units = getattr(outputs, "attrs", {}).get("units")
-    per_param = [divide_units(f"{out_units} {out_units}" if out_units else None,
-                              samples[name].attrs.get("units"), samples[name].attrs.get("units"))
+    coordinate along ``param`` (``vi_units``) where all are certain: the output's units are its
+    own (set by the model, not passed on from a sample variable; see ``units.py``) and every
+    parameter has units."""
+    out_units = label_output(None, getattr(outputs, "attrs", {}), Inputs((samples,), model)).units
+    per_param = [derivative_units(f"{out_units} {out_units}" if out_units else None,
+                                  samples[name].attrs.get("units"), samples[name].attrs.get("units"))
                  for name in names]
     for name in list(result.data_vars):
         attrs = {"long_name": _LONG_NAMES.get(name, name)}
         if name in ("dgsm", "dgsm_conf", "ST_bound"):
             attrs["units"] = "1"
         result[name].attrs = attrs
-    if any(units is not None for units in per_param):
-        result = result.assign_coords(vi_units=("param", [units or "1" for units in per_param]))
+    if per_param and None not in per_param:
+        result = result.assign_coords(vi_units=("param", per_param))
     return result
 
 
@@ -229,6 +239,9 @@ def local(model: Callable[[xr.Dataset], Any], params: xr.Dataset, *, normalize: 
     ValueError
         ``params`` is not a Dataset, ``mode`` is not one of the three, or the model
         returns something other than one DataArray or scalar (a Dataset, a tuple).
+    UnsupportedOperationError
+        A parameter holds a pint Quantity (before the model runs): call
+        ``.pint.dequantify()`` first.
 
     Examples
     --------
@@ -244,9 +257,10 @@ def local(model: Callable[[xr.Dataset], Any], params: xr.Dataset, *, normalize: 
     if not isinstance(params, xr.Dataset):
         raise ValueError("sensitivity.local: params must be a Dataset with one variable per parameter")
     _check_mode(mode, "local")
+    check_one_backend([params], ["params"], transform="sensitivity.local")  # before the model runs
     output = model(params) if normalize or mode == "auto" else None
     if isinstance(output, (xr.Dataset, xr.DataTree)) or not (output is None or isinstance(output, xr.DataArray)
-                                                             or np.ndim(output) == 0):
+                                                             or (_is_value(output) and np.ndim(output) == 0)):
         raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar), "
                          f"not a {type(output).__name__}")
     if mode == "auto":
@@ -254,10 +268,12 @@ def local(model: Callable[[xr.Dataset], Any], params: xr.Dataset, *, normalize: 
         mode = "forward" if parameter_size < int(np.prod(np.shape(output))) else "reverse"
     jacobian = (jacfwd if mode == "forward" else jacrev)(model)(params)
     if not isinstance(jacobian, xr.Dataset):
-        raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar)")
+        raise ValueError("sensitivity.local: the model must return one DataArray (or a scalar), not a "
+                         f"{type(jacobian).__name__}")
     if not normalize:
         return jacobian
-    what = getattr(output, "name", None) or "the output"
+    what = label_output(getattr(output, "name", None), getattr(output, "attrs", {}), Inputs((params,), model),
+                        model).text  # what the model set itself, else its name (units.py)
     return xr.Dataset({
         name: (jacobian[name] * _along_wrt_dims(params[name], jacobian[name]) / output).assign_attrs(
             units="1", long_name=f"elasticity of {what} with respect to {name}")
@@ -269,6 +285,8 @@ def _inputs(model, samples, dim, bounds, problem):
     """(samples as a Dataset, the model of one example, the names, {name: (dist, params)} or None)."""
     if bounds is not None and problem is not None:
         raise ValueError("sensitivity.dgsm: give bounds= or problem=, not both")
+    if bounds is not None:
+        _check_bounds(bounds)
     names, dists = _read_problem(problem) if problem is not None else (None, None)
     if isinstance(samples, xr.Dataset):
         missing = [name for name, var in samples.data_vars.items() if dim not in var.dims]
@@ -301,18 +319,47 @@ def _inputs(model, samples, dim, bounds, problem):
                      f"(N, D) array with problem=; got {type(samples).__name__}")
 
 
+def _check_bounds(bounds):
+    """``bounds`` is ``{name: (low, high)}``; SALib's problem dict or bounds list say where they go."""
+    if isinstance(bounds, Mapping) and "names" in bounds and "bounds" in bounds:
+        raise ValueError(
+            "sensitivity.dgsm: bounds= got SALib's problem dict (with 'names' and 'bounds'); pass it as "
+            "problem=problem instead (bounds= takes {name: (low, high)}, one entry per parameter)")
+    if not isinstance(bounds, Mapping):
+        salib = (" For SALib's list of [low, high] pairs, pass problem={'names': [...], 'bounds': [...]} "
+                 "instead." if isinstance(bounds, (list, tuple)) or hasattr(bounds, "shape") else "")
+        raise ValueError(f"sensitivity.dgsm: bounds must be a dict {{name: (low, high)}} with one entry per "
+                         f"parameter, not a {type(bounds).__name__}.{salib}")
+
+
 def _interval(pair, name):
-    values = tuple(float(v) for v in pair)
-    if not (len(values) == 2 and values[1] > values[0]):
+    values = _numbers(pair)
+    if not (values is not None and len(values) == 2 and values[1] > values[0]):
         raise ValueError(f"sensitivity.dgsm: bounds[{name!r}] = {pair!r} must be (low, high) with low < high")
     return values
+
+
+def _numbers(pair):
+    """``pair`` as a tuple of floats, or None where it is not a sequence of numbers."""
+    if isinstance(pair, (str, bytes)):
+        return None
+    try:
+        return tuple(float(v) for v in pair)
+    except (TypeError, ValueError):
+        return None
 
 
 def _read_problem(problem):
     """SALib's problem dict as (names, {name: (dist, params)})."""
     if not isinstance(problem, dict) or "names" not in problem or "bounds" not in problem:
+        hint = ""
+        if isinstance(problem, Mapping) and problem and all(_numbers(v) is not None for v in problem.values()):
+            hint = "; a dict {name: (low, high)} goes to bounds= instead"
         raise ValueError("sensitivity.dgsm: problem must be SALib's dict with 'names' and 'bounds' "
-                         "(and optionally 'dists', 'num_vars')")
+                         f"(and optionally 'dists', 'num_vars'){hint}")
+    if isinstance(problem["names"], str):
+        raise ValueError(f"sensitivity.dgsm: problem['names'] is the string {problem['names']!r}; give a list "
+                         "of names, one per parameter")
     names, bounds = list(problem["names"]), list(problem["bounds"])
     dists = list(problem.get("dists") or ["unif"] * len(names))
     if "groups" in problem and problem["groups"] is not None:
@@ -329,7 +376,10 @@ def _read_problem(problem):
         if dist not in SALIB_DISTS:
             raise ValueError(f"sensitivity.dgsm: problem['dists'] has {dist!r} for {name!r}; SALib's "
                              f"distributions are {SALIB_DISTS}")
-        params = tuple(float(v) for v in params)
+        given, params = params, _numbers(params)
+        if params is None:
+            raise ValueError(f"sensitivity.dgsm: problem['bounds'] for {name!r} is {given!r}; give a pair "
+                             "of numbers ((low, high) for 'unif', (mean, std) for 'norm')")
         if dist == "unif" and not (len(params) == 2 and params[1] > params[0]):
             raise ValueError(f"sensitivity.dgsm: problem['bounds'] for {name!r} is {params}; a uniform "
                              "parameter needs (low, high) with low < high")
@@ -344,16 +394,34 @@ def _row_model(model, names):
     """A SALib model (an (n, D) array to n outputs) as the model of one example."""
     def one_row(example):
         row = np.stack([example[name].data for name in names])
-        output = model(np.reshape(row, (1, len(names))))
-        if np.size(output) != 1:
-            raise ValueError(
-                "sensitivity.dgsm: with an array of samples the model is called as SALib's models are, on "
-                f"an (n, D) array (here one row, shape (1, {len(names)})), and must return n outputs; it "
-                f"returned shape {np.shape(output)}"
-            )
-        return xr.DataArray(np.reshape(output, ()))
+        return _row_output(model(np.reshape(row, (1, len(names)))), len(names))
 
     return one_row
+
+
+_ROW_CALL = ("sensitivity.dgsm: with an array of samples the model is called as SALib's models are, on an "
+             "(n, D) array (here one row, shape (1, {d})), and must return n outputs")
+_ROW_FIX = ": an array of shape (n,), or a DataArray of n values"
+
+
+def _row_output(output, d):
+    """A SALib model's output for one row as a 0-d DataArray: an array or a number, or a
+    DataArray (its data, with its name and attrs), of one value."""
+    name, attrs = None, {}
+    if isinstance(output, (xr.DataArray, xr.Variable)):
+        if output.size != 1:
+            raise ValueError(f"{_ROW_CALL.format(d=d)}; it returned a {type(output).__name__} with dims "
+                             f"{dict(output.sizes)}. Return n outputs{_ROW_FIX}")
+        name, attrs, output = getattr(output, "name", None), dict(output.attrs), output.data
+    elif isinstance(output, (xr.Dataset, xr.DataTree)):
+        raise ValueError(f"{_ROW_CALL.format(d=d)}; it returned a {type(output).__name__}: return one of its "
+                         "variables (e.g. model(X)['y'])")
+    elif not _is_value(output):
+        raise ValueError(f"{_ROW_CALL.format(d=d)}; it returned a {type(output).__name__}. Return an array "
+                         "(np.stack a list of outputs), or a DataArray of n values")
+    elif np.size(output) != 1:
+        raise ValueError(f"{_ROW_CALL.format(d=d)}; it returned shape {np.shape(output)}. Return n outputs{_ROW_FIX}")
+    return xr.DataArray(np.reshape(output, ()), name=name, attrs=attrs)
 
 
 def _check_options(num_resamples, conf_level, seed, mode, chunk_size):
@@ -409,6 +477,12 @@ def _checked_output(output, names):
             "DataArray (or a scalar), e.g. lambda p: model(p)['y']"
         )
     if not isinstance(output, xr.DataArray):
+        if not _is_value(output):
+            raise ValueError(
+                f"sensitivity.dgsm: the model returned a {type(output).__name__}; return one DataArray "
+                "(or a scalar) per example: for several outputs, one DataArray with an output dim "
+                "(xr.concat([...], dim='output'))"
+            )
         if np.ndim(output):
             raise ValueError(
                 "sensitivity.dgsm: the model returned an array without dims for one example; "
@@ -423,6 +497,12 @@ def _checked_output(output, names):
             "output dim (output.rename(...)) or the parameter"
         )
     return output
+
+
+def _is_value(output):
+    """An array or a number: what np.ndim reads without converting (a list of traced
+    values would be converted, inside our own call)."""
+    return (hasattr(output, "shape") and hasattr(output, "dtype")) or isinstance(output, (int, float, complex, np.generic))
 
 
 def _squares(partials, names, dim):

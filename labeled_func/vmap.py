@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import functools
 import inspect
 import types
 from collections.abc import Callable, Sequence
@@ -15,6 +14,7 @@ import xarray as xr
 
 from . import dask as lazy
 from . import random as lf_random
+from ._wrapping import transformed
 from .backends import check_one_backend
 from .engine import BatchLevel, active, batch_value, current_levels, traced_by
 from .engine.errors import RandomnessError, UnsupportedOperationError
@@ -89,6 +89,9 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     RandomnessError
         A draw of ``lf.random`` or NumPy's global random state under
         ``randomness="error"``.
+    UnsupportedOperationError
+        When called, before the function runs: an argument holds a pint Quantity
+        (pint-xarray; call ``.pint.dequantify()`` first), Dask-backed or not.
     TransformError
         The policy errors of the function's body (see docs/limitations.md):
         ``DataDependentControlFlowError``, ``ItemError``, ``InplaceError``,
@@ -126,11 +129,9 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
         inner = _Mapped(inner, func, level_dim, level_in_dims,
                         chunk_size=chunk_size if k == 0 else None, allow_rechunk=allow_rechunk, **options)
 
-    @functools.wraps(func, updated=())
-    def mapped(*args, **kwargs):
-        return inner(*args, **kwargs)
-
-    return mapped
+    return transformed(inner, func, "vmap", (
+        ("dim", dim, None), ("in_dims", in_dims, None), ("out_dims", out_dims, 0), ("randomness", randomness, "error"),
+        ("chunk_size", chunk_size, None), ("axis_size", axis_size, None), ("allow_rechunk", allow_rechunk, True)))
 
 
 def _split_levels(dim, in_dims):
@@ -277,6 +278,7 @@ class _Mapped:
         along the mapped dim (outputs get the caller's back): their values travel instead,
         chunked like the data, as one more argument that each block takes off again."""
         plan = self._planned(args, kwargs, carrying=False)
+        check_one_backend(plan.leaves, plan.labels, transform="vmap")  # before any graph is built
         examples = self._examples(plan, None)
         if not any(examples):
             return lazy.vmap_lazy(self, args, kwargs)

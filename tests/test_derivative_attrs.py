@@ -2,8 +2,10 @@
 units of derivatives"), and pint Quantities refused.
 
 Oracle for the units: the rule "output units / argument units" worked out by hand in
-CF/UDUNITS notation for each case (K-1 for a dimensionless loss of a temperature in K,
-m s-1 for metres per second, ...); every transform must give the same answer.
+CF/UDUNITS notation for each case (K-1 for a loss that says it is dimensionless,
+``units="1"``, of a temperature in K, m s-1 for metres per second, ...); every transform
+must give the same answer.  Which output attrs count (only those the function set itself)
+is tested in test_derivative_labels.py.
 """
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
-from labeled_func.units import derivative_attrs, divide_units
+from labeled_func.units import OutputLabel, derivative_attrs, divide_units
 
 TEMPERATURE = {"units": "K", "standard_name": "air_temperature", "long_name": "Air temperature",
                "valid_range": [150.0, 350.0], "_FillValue": -999.0}
@@ -23,8 +25,8 @@ def temperature():
 
 
 def loss(T):
-    """A dimensionless loss: its attrs dropped (xarray would pass T's on)."""
-    return (((T - 285.0) / 10.0) ** 2).sum().drop_attrs()
+    """A dimensionless loss that says so: T's attrs (xarray passes them on) dropped, units "1"."""
+    return (((T - 285.0) / 10.0) ** 2).sum().drop_attrs().assign_attrs(units="1")
 
 
 def speed(T):
@@ -61,7 +63,7 @@ def test_divide_units(numerator, denominators, expected):
 
 def test_no_units_anywhere_gives_no_units():
     assert divide_units(None, None) is None
-    assert "units" not in derivative_attrs("f", {"note": "x"}, "x", {"long_name": "x"})
+    assert "units" not in derivative_attrs(OutputLabel("f", None, True), "x", {"long_name": "x"})
 
 
 # --- per transform ---------------------------------------------------------------------------------
@@ -89,13 +91,14 @@ def test_grad_of_an_output_with_units():
 def test_an_output_named_like_the_argument_is_named_by_the_function():
     # xarray passes names on: ((T - 285) ** 2).sum() is named "T" too
     g = lf.grad(lambda T: ((T - 285.0) ** 2).sum().drop_attrs())(temperature())
-    assert g.attrs["long_name"] == "derivative of the output with respect to T"
+    assert g.attrs == {"long_name": "derivative of the output with respect to T"}  # no units: none known
 
 
-def test_output_units_come_from_the_outputs_attrs_as_xarray_left_them():
-    # xarray keeps T's attrs through the arithmetic: the output says K, so d/dT says 1
+def test_output_units_that_xarray_passed_on_are_not_used():
+    # xarray keeps T's attrs through the arithmetic: the output says K, T's units, which
+    # may be the truth (here) or not ((T ** 2).mean() says K too): no units
     g = lf.grad(lambda T: T.mean())(temperature())
-    assert g.attrs["units"] == "1"
+    assert g.attrs == {"long_name": "derivative of the output with respect to T"}
 
 
 def test_vmap_of_grad_gives_the_same_attrs_as_grad():
@@ -128,15 +131,16 @@ def test_datasets_of_parameters_get_units_per_variable_and_keep_their_own_attrs(
                     "c": ((), 1.0)}, attrs={"title": "parameters"})
 
     def cost(p):
-        return (p["T"] * p.t * p.c).sum().drop_attrs()
+        return (p["T"] * p.t * p.c).sum().drop_attrs().assign_attrs(units="1")
 
     g = lf.grad(cost)(p)
     assert g.attrs == {"title": "parameters"}  # the Dataset's provenance, not a quantity
     assert_derivative_attrs(g["T"], "K-1", "derivative of cost with respect to T")
     assert_derivative_attrs(g["t"], "s-1", "derivative of cost with respect to t")
-    assert g["c"].attrs == {}  # nothing described: nothing to say
+    # c has no units: the derivative's are not known (a missing units is no "1")
+    assert g["c"].attrs == {"long_name": "derivative of cost with respect to c"}
 
-    jac = lf.jacrev(lambda p: (p["T"] * p.t).rename("y").drop_attrs())(p)
+    jac = lf.jacrev(lambda p: (p["T"] * p.t).rename("y").drop_attrs().assign_attrs(units="1"))(p)
     assert jac["T"].attrs["units"] == "K-1" and jac["t"].attrs["units"] == "s-1"
 
 
@@ -155,11 +159,11 @@ def test_vjp_cotangents_carry_no_attrs():
 
 def test_hessian_as_matrix_units():
     p = xr.Dataset({"a": ((), 1.0, {"units": "m"}), "b": ((), 2.0, {"units": "m"})})
-    h = lf.hessian(lambda p: (p.a * p.b ** 2).drop_attrs(), as_matrix=True)(p)
-    assert h.attrs == {"units": "m-2", "long_name": "second derivative of the output with respect to p"}
+    h = lf.hessian(lambda p: (p.a * p.b ** 2).drop_attrs().assign_attrs(units="m3"), as_matrix=True)(p)
+    assert h.attrs == {"units": "m", "long_name": "second derivative of the output with respect to p"}
     mixed = p.assign(b=p.b.assign_attrs(units="s"))
-    h = lf.hessian(lambda p: (p.a * p.b ** 2).drop_attrs(), as_matrix=True)(mixed)
-    assert "units" not in h.attrs  # m-2, m-1 s-1 and s-2: no one unit
+    h = lf.hessian(lambda p: (p.a * p.b ** 2).drop_attrs().assign_attrs(units="m s2"), as_matrix=True)(mixed)
+    assert "units" not in h.attrs  # m-1 s2, s and 1: no one unit
 
 
 # --- pint ----------------------------------------------------------------------------------------------
@@ -216,5 +220,7 @@ def test_real_pint_xarray_quantities_raise_and_dequantified_ones_carry_units():
     q = T.pint.quantify()
     with pytest.raises(lf.UnsupportedOperationError, match=r"dequantify"):
         lf.grad(loss)(q)
-    g = lf.grad(loss)(q.pint.dequantify())
-    assert g.attrs["units"] == "K-1"
+    plain = q.pint.dequantify()
+    kelvin = plain.attrs["units"]  # pint's name for K: "kelvin" (pint-xarray writes pint's format)
+    g = lf.grad(loss)(plain)
+    assert g.attrs["units"] == f"{kelvin}-1"

@@ -186,7 +186,8 @@ def test_a_new_signature_traces_again_and_the_same_does_not():
     jitted(x, 2.0)                                          # a Python number is part of the signature
     jitted(x, 2.0)
     assert jitted.traces == 8
-    assert float(jitted(x, scale=3.0)[1]) == pytest.approx(3 * np.sin(1.0))
+    with pytest.warns(lf.RetraceWarning, match="traced 9 times"):  # past warn_after_traces=8
+        assert float(jitted(x, scale=3.0)[1]) == pytest.approx(3 * np.sin(1.0))
     assert jitted.traces == 9
 
 

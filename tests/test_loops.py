@@ -47,9 +47,53 @@ def central_difference(f, x, direction, eps=1e-6):
 def explicit_loop(step, init, xs, dim):
     carry, ys = init, []
     for i in range(xs.sizes[dim]):
-        carry, y = step(carry, xs.isel({dim: i}))
+        carry, y = step(carry, xs.isel({dim: i}, drop=True))
         ys.append(y)
     return carry, ys
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+def test_a_step_sees_no_coordinate_along_dim_so_the_carry_holds_none_whatever_the_number_of_steps(steps):
+    # Kept as a scalar coordinate, a step's time labelled the carry, which xarray dropped
+    # where two disagreed: the last carry had time=30 after 3 steps and nothing after 2.
+    xs = xr.DataArray(RNG.random((steps, 2)), dims=("time", "site"),
+                      coords={"time": np.arange(steps) * 10, "doy": ("time", np.arange(steps) + 100),
+                              "site": ["a", "b"]})
+    seen = []
+
+    def step(carry, x):
+        seen.append(set(x.coords))
+        return carry + x, carry * x
+
+    carry, ys = lf.scan(step, xr.DataArray(np.zeros(2), dims="site", coords={"site": ["a", "b"]}), xs, dim="time")
+    assert seen == [{"site"}] * steps
+    assert set(carry.coords) == {"site"}
+    assert ys.time.values.tolist() == xs.time.values.tolist() and ys.doy.values.tolist() == xs.doy.values.tolist()
+    np.testing.assert_allclose(carry, xs.sum("time"))
+
+
+@pytest.mark.parametrize("kind", ["dataarray", "dataset"])
+def test_a_step_sees_xs_isel_without_the_coordinates_along_dim(kind):
+    # one step's x is put together from its parts: it must be xarray's own slice
+    xs = xr.Dataset({"rain": (("time", "site"), RNG.random((3, 2)), {"units": "mm"}),
+                     "fixed": ("site", [1.0, 2.0], {"long_name": "no time"}),
+                     "flag": ("time", np.array([1, 0, 1], dtype=np.int8))},
+                    coords={"time": [10, 20, 30], "doy": ("time", [100, 101, 102]), "site": ["a", "b"],
+                            "lat": ("site", [45.0, 46.0], {"units": "degrees_north"})},
+                    attrs={"title": "forcing"})
+    xs = xs.rain if kind == "dataarray" else xs
+    seen = []
+    lf.scan(lambda c, x: (c, seen.append(x)), xr.DataArray(0.0), xs, dim="time")
+    for i, x in enumerate(seen):
+        xr.testing.assert_identical(x, xs.isel(time=i, drop=True))
+        assert list(x.coords) == list(xs.isel(time=i, drop=True).coords)
+
+
+def test_a_step_reads_its_coordinate_value_when_xs_holds_it():
+    xs = xr.DataArray([1.0, 2.0, 3.0], dims="time", coords={"time": [10.0, 20.0, 30.0]})
+    carry, ys = lf.scan(lambda c, x: (c + x[0] * x[1], x[1]), xr.DataArray(0.0), (xs, xs.time), dim="time")
+    assert float(carry) == 1.0 * 10 + 2.0 * 20 + 3.0 * 30
+    assert ys.values.tolist() == [10.0, 20.0, 30.0]
 
 
 @pytest.mark.parametrize("every", [None, 1, 3, 7, 50])

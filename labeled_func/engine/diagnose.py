@@ -697,14 +697,16 @@ def call_site(frame=None):
     """The :class:`Site` of the current call stack (from ``frame``, default: the caller)."""
     frame = sys._getframe(1) if frame is None else frame
     libraries = []  # innermost first
-    user = None
+    user = api = None
     for _ in range(_MAX_FRAMES):
         if frame is None:
             break
         package = _package(frame)
         if package in _LIBRARIES:
             libraries.append(frame)
-        elif package not in _OURS and package not in _STDLIB:
+        elif package in _OURS:
+            api = frame  # the outermost one before the user's: the function the user called
+        elif package not in _STDLIB:
             user = frame
             break
         frame = frame.f_back
@@ -718,6 +720,10 @@ def call_site(frame=None):
     known = _KNOWN.get(library, _PLAIN)
     owner = _owner(entry)
     options = {}
+    if _called_by_us(entry, libraries[-1]):
+        # our own code called the library (np.reshape of what the user's model returned), not
+        # the user's line: say so, and name the function of ours that the user called
+        options["internal"] = _api_name(api)
     if owner in known.aliases:  # x.loc[...]
         owner, options["accessor"] = known.aliases[owner]
     names = entry.f_code.co_varnames[: entry.f_code.co_argcount + entry.f_code.co_kwonlyargcount]
@@ -745,6 +751,35 @@ def call_site(frame=None):
                                         _owner(frame), _code_name(frame)))
     return Site(library, owner, _code_name(entry), entry.f_globals.get("__name__", ""),
                 options, tuple(through), location)
+
+
+def _called_by_us(entry, outermost):
+    """Whether the library call ``entry`` (``outermost``: the outermost library frame around
+    it, a decorator's wrapper perhaps) was made by labeled_func's own code: the frame that
+    calls it is ours and calls it by its name (``np.reshape(...)``), not a function the user
+    handed over (``self.func(...)``, where the user's function is a library's)."""
+    caller = outermost.f_back
+    if caller is None or _package(caller) not in _OURS:
+        return False
+    code = caller.f_code
+    if not 0 <= caller.f_lasti < len(code.co_code) or code.co_code[caller.f_lasti] not in _CALL_OPS:
+        return False
+    return _callee(code, caller.f_lasti) in {_code_name(entry), _code_name(outermost)}
+
+
+def _api_name(frame):
+    """``"lf.sensitivity.dgsm"``, ``"lf.vmap"``: the public function of ours that ``frame``
+    runs (or the module of one: a transform's wrapper), else ``"labeled_func"``."""
+    if frame is None:
+        return "labeled_func"
+    module = frame.f_globals.get("__name__") or ""
+    name = frame.f_code.co_name
+    top = sys.modules.get("labeled_func")
+    public = set(getattr(top, "__all__", ()))
+    tail = module.partition(".")[2]
+    if name in getattr(sys.modules.get(module), "__all__", ()):
+        return f"lf.{name}" if name in public else f"lf.{tail}.{name}"
+    return f"lf.{tail}" if tail in public else "labeled_func"
 
 
 def _code_name(frame):
@@ -828,6 +863,9 @@ def _head(site, verb):
     scipy.interpolate.interp1d, which needs NumPy arrays"`` or ``"at model.py:12"``."""
     if site.user_wrote_it:
         return f"at {site.location}" if site.location else ""
+    internal = site.options.get("internal")
+    if internal is not None:  # our own call: the user's line is the call of our function
+        return f"inside {internal}" + (f" (called from {site.location})" if site.location else "")
     text = f"inside {_describe(site)}"
     if site.location:
         text += f" (called from {site.location})"
@@ -856,6 +894,10 @@ def _describe(site):
 def _advice(site, default, kind):
     if site.user_wrote_it:
         return default
+    internal = site.options.get("internal")
+    if internal is not None:
+        return (f"{internal} itself called {_describe(site)} on a traced value there, not your code: "
+                "a bug of labeled_func. Please report it, with this traceback.")
     advice = _ADVICE.get(site.library)
     if advice is not None:
         text = advice(site, kind)
