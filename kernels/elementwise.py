@@ -530,7 +530,7 @@ def _safe_multiply_impl(g, d):
 
 
 # The NaN-safe product in CUDA C ({0} the cotangent, {1} the partial), for CuPy's
-# ElementwiseKernel: here, and in the kernels lf.jit fuses (engine/compile.py).  On a GPU,
+# ElementwiseKernel: here, and in the kernels lf.jit fuses (engine/compiler/fusion.py).  On a GPU,
 # deciding on the values (all_finite) waits for every kernel queued before it: the CPU stops
 # queueing work ahead of the GPU, and a gradient's time becomes the sum of the two instead
 # of the larger.

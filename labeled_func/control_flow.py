@@ -20,7 +20,7 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.primitive import known
 
 from .engine import any_example_true, is_batched
-from .engine.compile import recording_of
+from .engine.compiler import recording_of
 from .flat import replace_arrays
 
 __all__ = ["cond", "while_loop"]
@@ -181,7 +181,7 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
 
 def _recorded_loop(cond_fn, body_fn, value, level):
     """The loop as one node of lf.jit's recording ``level``: the condition and the body
-    are recorded on the arrays of ``value`` (see ``engine.compile.record_while_loop``).
+    are recorded on the arrays of ``value`` (see ``engine.compiler.loops.record_while_loop``).
     Where the condition is mapped, the body's step is selected per example (the examples
     already done keep their value) and the node loops while any example runs."""
     paths, leaves, treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)

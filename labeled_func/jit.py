@@ -1,7 +1,7 @@
 """``lf.jit``: trace a function once, replay it without xarray.
 
 The first call with a given signature runs the function under the compiler level
-(``engine/compile.py``), which records the primitives it applies; the outputs' labels
+(``engine/compiler/``), which records the primitives it applies; the outputs' labels
 (dims, coords, attrs, names) are kept as a template.  Later calls with the same
 signature replay the recorded program on the new arrays and put the results back in
 the template: the function is not called, and no xarray operation runs inside.
@@ -30,7 +30,7 @@ from . import random as lf_random
 from ._wrapping import call_repr
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels
-from .engine.compile import JitLevel, JitTracer
+from .engine.compiler import JitLevel, JitTracer
 from .engine.errors import InplaceError, RandomnessError
 from .errors import RetraceWarning
 from .flat import replace_arrays

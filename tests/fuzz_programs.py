@@ -53,7 +53,7 @@ try:  # works with and without a tests/__init__.py
 except ImportError:  # pragma: no cover
     from tests.opinfo import OP_DB, elementwise_samples
 
-compile_module = importlib.import_module("labeled_func.engine.compile")
+thresholds = importlib.import_module("labeled_func.engine.compiler.thresholds")
 
 WRAPPINGS = ("jit", "jit_vmap", "jit_grad", "jit_vmap_grad")
 DIMS = ("a", "b", "c")
@@ -865,14 +865,14 @@ def _strides(spec):
 @contextlib.contextmanager
 def fusing_everything():
     """Fusion (numexpr) and buffer reuse at every size: the thresholds of the replay at 0."""
-    saved = {name: getattr(compile_module, name) for name in FUSION_THRESHOLDS}
+    saved = {name: getattr(thresholds, name) for name in FUSION_THRESHOLDS}
     try:
         for name in saved:
-            setattr(compile_module, name, 0)
+            setattr(thresholds, name, 0)
         yield
     finally:
         for name, value in saved.items():
-            setattr(compile_module, name, value)
+            setattr(thresholds, name, value)
 
 
 def _outcome(function, args):

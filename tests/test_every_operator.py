@@ -346,7 +346,7 @@ def test_absent_on_purpose(name):
     import inspect
 
     from labeled_func.engine.batching import BatchTracer
-    from labeled_func.engine.compile import JitTracer
+    from labeled_func.engine.compiler import JitTracer
     from labeled_func.engine.forward import JVPTracer
     from labeled_func.engine.reverse import VJPTracer
     from labeled_func.engine.tracer import Tracer

@@ -428,7 +428,7 @@ def test_dask_outside_the_vmap_stays_lazy_and_random_draws_match_the_unjitted_gr
 
 
 # --- fusion ---------------------------------------------------------------------------------------------
-compile_module = importlib.import_module("labeled_func.engine.compile")
+thresholds = importlib.import_module("labeled_func.engine.compiler.thresholds")
 
 
 def close(got, expected, tolerance=1e-12):
@@ -447,8 +447,8 @@ def close(got, expected, tolerance=1e-12):
 
 def fused_programs_agree(op, dtype, close_enough, monkeypatch):
     """vmap of every sample of ``op`` jitted with every tree fused (even tiny arrays)."""
-    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)
-    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(thresholds, "FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(thresholds, "CHEAP_FUSE_MIN_SIZE", 0)
     for sample, (first, second) in batches(op, dtype):
         mapped = lf.vmap(with_arrays(op, sample), in_dims=(0,) * len(first))
         try:

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 from labeled_func_kernels import elementwise as ew
-from labeled_func.engine import compile as jit_compile
-from labeled_func.engine.compile import Constant, Fusable, Node, Program, cuda_source
+from labeled_func.engine.compiler import expressions, fusion
+from labeled_func.engine.compiler.fusion import Fusable, cuda_source
+from labeled_func.engine.compiler.nodes import Constant, Node
+from labeled_func.engine.compiler.program import Program
 
 CC = shutil.which("cc") or shutil.which("gcc")
 pytestmark = pytest.mark.skipif(CC is None, reason="no C compiler to check the CUDA C expressions on the CPU")
@@ -87,13 +89,13 @@ def operands(prim, rng):
 
 
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 2e-6)])
-@pytest.mark.parametrize("prim", list(jit_compile._CUDA_EXPRESSIONS), ids=lambda p: p.name)
+@pytest.mark.parametrize("prim", list(expressions._CUDA_EXPRESSIONS), ids=lambda p: p.name)
 def test_each_cuda_expression_computes_what_numpy_does(prim, dtype, tolerance, tmp_path):
     args = [a.astype(dtype) if a.dtype != BOOL else a for a in operands(prim, np.random.default_rng(0))]
     with np.errstate(invalid="ignore"):  # safe_multiply's oracle: 0 * inf before the mask
         expected = prim.impl(*args)
     names = [f"v{k}" for k in range(len(args))]
-    expression = jit_compile._CUDA_EXPRESSIONS[prim].format(*names)
+    expression = expressions._CUDA_EXPRESSIONS[prim].format(*names)
     dtypes = [a.dtype.type if a.dtype != BOOL else bool for a in args]
     kernel = c_kernel(*cuda_source(expression, names, dtypes, expected.dtype), tmp_path,
                       f"{prim.name}_{np.dtype(dtype).name}")
@@ -103,7 +105,7 @@ def test_each_cuda_expression_computes_what_numpy_does(prim, dtype, tolerance, t
 
 
 def test_every_numexpr_primitive_has_a_cuda_expression():
-    assert set(jit_compile._CUDA_EXPRESSIONS) == set(jit_compile._EXPRESSIONS)
+    assert set(expressions._CUDA_EXPRESSIONS) == set(expressions._EXPRESSIONS)
 
 
 def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
@@ -116,7 +118,7 @@ def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
         compiled.append(expression)
         return c_kernel(*cuda_source(expression, names, dtypes, out), tmp_path, f"tree{len(compiled)}")
 
-    monkeypatch.setattr(jit_compile, "cuda_kernel", kernel)
+    monkeypatch.setattr(fusion, "cuda_kernel", kernel)
 
     def build():
         program = Program()

@@ -18,14 +18,15 @@ from test_jit import DIFFERENTIABLE, STATIC_SHAPES, close, fused_programs_agree,
 from test_jit import test_jit_of_vmap_of_grad_replays_what_it_computes as grad_case
 from test_jit import test_jit_of_vmap_replays_what_vmap_computes as vmap_case
 
-compile_module = importlib.import_module("labeled_func.engine.compile")
+thresholds = importlib.import_module("labeled_func.engine.compiler.thresholds")
+program_module = importlib.import_module("labeled_func.engine.compiler.program")
 replay_module = importlib.import_module("labeled_func.engine.replay")
 
 
 @pytest.fixture
 def every_buffer_recycled(monkeypatch):
     """Results of any size are written into buffers passed on from dead arrays."""
-    monkeypatch.setattr(compile_module, "POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(thresholds, "POOL_MIN_BYTES", 0)
 
 
 @pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES])
@@ -227,8 +228,8 @@ def test_products_by_ones_and_first_powers_are_their_operand_unless_an_output():
 
 @pytest.mark.parametrize("axis, shifts", [(1, (1, -2, 2)), (0, (3, -1)), (2, (5, 0, -4)), (1, (7, 13))])
 def test_rolls_read_by_a_fused_expression_are_shifted_reads(axis, shifts, monkeypatch):
-    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
-    monkeypatch.setattr(compile_module, "FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(thresholds, "CHEAP_FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(thresholds, "FUSE_MIN_SIZE", 0)
 
     def f(x, y):
         total = x * 0.5
@@ -251,7 +252,7 @@ def test_rolls_read_by_a_fused_expression_are_shifted_reads(axis, shifts, monkey
 
 
 def test_a_stencil_jacobian_under_jit_folds_its_rolls_and_equals_the_analytic_one(monkeypatch):
-    monkeypatch.setattr(compile_module, "CHEAP_FUSE_MIN_SIZE", 0)
+    monkeypatch.setattr(thresholds, "CHEAP_FUSE_MIN_SIZE", 0)
     sites = 150
 
     def tendency(x):
@@ -574,7 +575,7 @@ def test_a_cheap_residual_read_again_much_later_is_computed_again_with_the_same_
     remade = lf.jit(per_sample)
     remade(p)
     program = compiled(remade)
-    monkeypatch.setattr(compile_module.Program, "rematerialize", lambda self: self)
+    monkeypatch.setattr(program_module.Program, "rematerialize", lambda self: self)
     kept = lf.jit(per_sample)
     kept(p)
     for args in (p, q):

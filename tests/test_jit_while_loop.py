@@ -137,7 +137,7 @@ def test_a_body_on_large_arrays_is_fused_inside_the_loop():
         return lf.while_loop(lambda v: v.mean() < 50, lambda v: np.sqrt(v * 1.5 + 2.0) * v, x)
 
     jitted = lf.jit(f)
-    x = xr.DataArray(np.linspace(1, 2, 2 * lf.engine.compile.FUSE_MIN_SIZE), dims="t")
+    x = xr.DataArray(np.linspace(1, 2, 2 * lf.engine.compiler.thresholds.FUSE_MIN_SIZE), dims="t")
     for scale in (1.0, 0.5, 3.0):
         xr.testing.assert_allclose(jitted(x * scale), f(x * scale), rtol=1e-12)
     (compiled,) = jitted.cache.values()

@@ -40,3 +40,11 @@ def test_floor_one_installs_under_a_name_that_cannot_collide():
                  if any(line.lstrip().startswith(("import kernels", "from kernels"))
                         for line in path.read_text().splitlines())]
     assert offenders == []
+
+
+def test_every_package_folder_is_listed():
+    """setuptools installs only the packages pyproject lists: a new subpackage (such as
+    labeled_func/engine/compiler/) missing there would be missing from the wheel."""
+    listed = set(PROJECT["tool"]["setuptools"]["packages"])
+    found = {".".join(path.parent.relative_to(ROOT).parts) for path in (ROOT / "labeled_func").rglob("__init__.py")}
+    assert found - listed == set()

@@ -1,6 +1,6 @@
 """The replay's own NumPy kernels: what a node of an ``lf.jit`` program calls where one is
 faster than the primitive's impl, or writes into a buffer it is given (``out=``, see
-``Program.prune`` in compile.py).
+``Program.prune`` in compiler/program.py).
 
 Each kernel computes what the primitive computes (bit for bit, or to 1e-15 relative where
 it sums in another order, as said): a NaN-safe product, a roll along one axis, sums over

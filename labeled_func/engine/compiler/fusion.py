@@ -1,0 +1,276 @@
+"""Fusion: which recorded nodes may join a fused expression (:class:`Fusable`, decided at
+record time), and ``fuse``, the rewrite that turns each tree of them (intermediates read
+once) into one numexpr evaluation (NumPy) or one CuPy ElementwiseKernel (CUDA C, compiled by
+CuPy once per expression) where that pays."""
+from __future__ import annotations
+
+import functools
+import math
+import string
+
+import numpy as np
+
+from labeled_func_kernels import elementwise as ew
+
+from ..replay import Shifted, rolled_evaluation
+from . import thresholds
+from .expressions import (_BOOL, _BOOLEAN_RESULTS, _CUDA_EXPRESSIONS, _EXPRESSIONS, _FLOAT, _HEAVY, _LOGICAL,
+                          _MAX_LEAVES, _NUMEXPR_TYPES, _POWERS, _ROUNDED_OTHERWISE, _SINGLE, numexpr)
+from .nodes import Constant, Node
+
+
+class _Tree:
+    """A fusable node with the nodes it absorbs: its expression over its leaves."""
+
+    __slots__ = ("node", "expression", "leaves", "dtypes", "size", "heavy", "children", "own_rolls", "rolled",
+                 "axis")
+
+    def __init__(self, node):
+        self.node = node
+        self.expression = ""
+        self.leaves, self.dtypes, self.children = [], [], []
+        self.own_rolls, self.rolled = [], []  # rolls read as shifted leaves: its own, and all
+        self.axis = None  # the axis of those rolls (one per tree)
+        self.size = 1
+        self.heavy = node.prim in _HEAVY
+
+
+def _template(node):
+    """The expression of a fusable node (placeholders ``{k}`` for its operands) and how many
+    times it names each operand, or None."""
+    table = _EXPRESSIONS if node.fusable.library == "numpy" else _CUDA_EXPRESSIONS
+    if node.prim is ew.power:
+        if node.fusable.library != "numpy" or type(node.refs[1]) is not Constant:
+            return None
+        text = _POWERS.get(float(node.refs[1].value))
+        return None if text is None else (text, {0: text.count("{0}")})
+    text = table.get(node.prim)
+    if text is None:
+        return None
+    return _numbered(text)
+
+
+def _numbered(text):
+    """``text`` with every placeholder numbered, and the count of each."""
+    parts, used, automatic = [], {}, 0
+    for literal, field, _, _ in string.Formatter().parse(text):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if field is None:
+            continue
+        if field == "":
+            field, automatic = automatic, automatic + 1
+        index = int(field)
+        used[index] = used.get(index, 0) + 1
+        parts.append("{%d}" % index)
+    return "".join(parts), used
+
+
+def _worth_fusing(tree):
+    """Whether a tree is faster as one evaluation than node by node: on CuPy any tree of two
+    nodes or more (one launch instead of several); on NumPy a tree with a transcendental
+    function when numexpr has threads, or a tree of two nodes or more whose result has
+    ``CHEAP_FUSE_MIN_SIZE`` elements (below, the passes it saves are over data in cache)."""
+    if tree.node.fusable.library != "numpy":
+        return tree.size > 1
+    if tree.heavy and (tree.size > 1 or numexpr.get_num_threads() > 1):
+        return True
+    shape = tree.node.out[0] if tree.node.out is not None else ()
+    return tree.size > 1 and math.prod(shape) >= thresholds.CHEAP_FUSE_MIN_SIZE
+
+
+def _retyped(fusable, dtypes):
+    """``fusable`` with the dtypes of a rewritten node's operands (None stays None)."""
+    if fusable is None or dtypes is None:
+        return None
+    return Fusable(fusable.library, tuple(dtypes), fusable.out)
+
+
+class Fusable:
+    """What a node brings to a fused expression: its library ("numpy" or "cupy"), the dtypes
+    of its inputs and the dtype of its output."""
+
+    __slots__ = ("library", "dtypes", "out")
+
+    def __init__(self, library, dtypes, out):
+        self.library, self.dtypes, self.out = library, dtypes, out
+
+
+def _array_library(value):
+    """"numpy" or "cupy" for their arrays of float64, float32 or bool, else None (no import
+    of CuPy)."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return "numpy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
+    if kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
+        return "cupy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
+    return None
+
+
+def _fusable(prim, params, values, out):
+    """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
+    CUDA C compute as NumPy does, no parameters, arrays of one floating precision (float64
+    or float32) or boolean, of one library, and Python numbers in (of the arrays'
+    precision, as NumPy treats them), an array out (on NumPy of at least ``FUSE_MIN_SIZE``
+    elements: on the GPU fewer launches pay at any size); else None."""
+    if params or (prim not in _EXPRESSIONS and not (
+            prim is ew.power and type(values[1]) in (int, float) and float(values[1]) in _POWERS)):
+        return None
+    library = _array_library(out)
+    if library is None or (library == "numpy" and math.prod(out.shape) < thresholds.FUSE_MIN_SIZE):
+        return None
+    floats = {value.dtype for value in (*values, out) if hasattr(value, "dtype") and value.dtype != _BOOL}
+    if len(floats) > 1:
+        return None  # mixed precisions: NumPy's promotion is not numexpr's
+    number = floats.pop() if floats else _FLOAT
+    if prim in _LOGICAL and any(value.dtype != _BOOL if hasattr(value, "dtype") else type(value) is not bool
+                                for value in values):
+        return None  # NumPy reads numbers as truth values; numexpr's & | ~ take booleans only
+    if out.dtype == _BOOL and prim not in _BOOLEAN_RESULTS:
+        return None  # arithmetic of booleans (abs(b), b + c: a logical or) stays NumPy's
+    if library == "numpy" and number == _SINGLE and prim in _ROUNDED_OTHERWISE:
+        return None  # numexpr's float32 sin, exp... round differently from NumPy's: not fused
+    dtypes = []
+    for value in values:
+        if type(value) is float or type(value) is int:
+            dtypes.append(number)
+        elif type(value) is bool:
+            dtypes.append(_BOOL)
+        elif _array_library(value) == library:
+            dtypes.append(value.dtype)
+        else:
+            return None
+    return Fusable(library, tuple(dtypes), out.dtype)
+
+
+def cuda_source(expression, names, dtypes, out):
+    """The parameters and the operation of the CuPy ElementwiseKernel computing ``expression``
+    of inputs ``names`` (of ``dtypes``) into ``out`` (of dtype ``out``)."""
+    def ctype(dtype):
+        return "bool" if dtype is bool else np.dtype(dtype).name  # bool, float64 or float32
+
+    params = ", ".join(f"{ctype(dtype)} {name}" for name, dtype in zip(names, dtypes))
+    return params, f"{ctype(out)} out", f"out = {expression}"
+
+
+def cuda_kernel(expression, names, dtypes, out):
+    """The fused expression as a CuPy ElementwiseKernel (CuPy compiles and caches it)."""
+    import cupy
+
+    in_params, out_params, operation = cuda_source(expression, names, dtypes, out)
+    return cupy.ElementwiseKernel(in_params, out_params, operation, "lf_fused")
+
+
+def _leaf_name(ref, dtype, leaves, dtypes):
+    """The placeholder of input ``ref`` in an expression (one per distinct input; a Python
+    number is read in the precision its dtype says)."""
+    for k, known in enumerate(leaves):
+        if known is ref or (type(ref) in (int, Shifted) and type(known) is type(ref) and known == ref):
+            return "{%d}" % k
+    leaves.append(ref)
+    dtypes.append(np.dtype(dtype))
+    return "{%d}" % (len(leaves) - 1)
+
+
+def _rename(expression, leaves, dtypes, inner_leaves, inner_dtypes):
+    """An inner tree's expression with its placeholders renumbered among ``leaves``."""
+    names = [_leaf_name(ref, np.dtype(dtype), leaves, dtypes) for ref, dtype in zip(inner_leaves, inner_dtypes)]
+    return expression.format(*names)
+
+
+def _named(expression, names):
+    return expression.format(*names)
+
+
+def fuse(program):
+    """Each tree of fusable nodes whose intermediates are read once (and are no output)
+    becomes one numexpr evaluation (NumPy) or one ElementwiseKernel (CuPy) at the place
+    of its root, where that pays (:func:`_worth_fusing`); a tree that does not pay is
+    run node by node, its subtrees judged on their own. An operand that a primitive's
+    expression names twice (``x * x``, the mask of a safe product) stays a leaf in numexpr,
+    which would compute its subtree twice (a CUDA C compiler computes it once)."""
+    _, readers = program._readers()
+    outputs = set(program.outputs)
+    trees = {}  # slot of a fusable node -> _Tree
+    absorbed = set()
+    rolls = {node.slot: node for node in program.nodes
+             if hasattr(node.function, "shift") and node.out is not None and node.slot not in outputs}
+    for node in program.nodes:
+        if node.fusable is None:
+            continue
+        library = node.fusable.library
+        if library == "numpy" and numexpr is None:
+            continue
+        template = _template(node)
+        if template is None:
+            continue
+        expression, used = template
+        tree = _Tree(node)
+        pieces = []
+        for position, (ref, dtype) in enumerate(zip(node.refs, node.fusable.dtypes)):
+            count = used.get(position, 0)
+            if count == 0:
+                pieces.append("")
+                continue
+            inner = trees.get(ref) if type(ref) is int else None
+            if (inner is not None and (count == 1 or library != "numpy")  # CUDA C compilers share
+                    and readers.get(ref) == 1 and ref not in outputs          # repeated subexpressions
+                    and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= _MAX_LEAVES
+                    and (inner.axis is None or tree.axis in (None, inner.axis))):
+                if inner.axis is not None:
+                    tree.axis = inner.axis
+                absorbed.add(ref)
+                tree.children.append(ref)
+                pieces.append(_rename(inner.expression, tree.leaves, tree.dtypes, inner.leaves, inner.dtypes))
+                tree.size += inner.size
+                tree.heavy = tree.heavy or inner.heavy
+                tree.rolled.extend(inner.rolled)
+            else:
+                roll = rolls.get(ref) if type(ref) is int and library == "numpy" else None
+                if (roll is not None and readers.get(ref) == 1 and roll.out == node.out
+                        and tree.axis in (None, roll.function.axis)):
+                    # a roll read only here: the evaluation reads its source shifted
+                    absorbed.add(ref)
+                    tree.own_rolls.append(ref)
+                    tree.rolled.append(ref)
+                    tree.axis = roll.function.axis
+                    ref = Shifted(roll.refs[0], roll.function.axis, roll.function.shift)
+                pieces.append(_leaf_name(ref, dtype, tree.leaves, tree.dtypes))
+        tree.expression = expression.format(*pieces)
+        trees[node.slot] = tree
+    # roots, last first: a tree that does not pay gives its subtrees back as roots
+    roots = [node.slot for node in reversed(program.nodes) if node.slot in trees and node.slot not in absorbed]
+    chosen = set()
+    while roots:
+        slot = roots.pop()
+        tree = trees[slot]
+        if _worth_fusing(tree):
+            chosen.add(slot)
+        else:
+            absorbed.difference_update(tree.children)
+            absorbed.difference_update(tree.own_rolls)  # the rolls run as they were recorded
+            roots.extend(tree.children)
+    fused = []
+    for node in program.nodes:
+        if node.slot in absorbed:
+            continue
+        if node.slot in chosen:
+            tree = trees[node.slot]
+            names = [f"v{k}" for k in range(len(tree.leaves))]
+            expression = _named(tree.expression, names)
+            if node.fusable.library == "numpy":
+                signature = [(name, _NUMEXPR_TYPES[np.dtype(dtype)]) for name, dtype in zip(names, tree.dtypes)]
+                evaluate = functools.partial(  # the keyword numexpr asks for beside out=
+                    numexpr.NumExpr(expression, signature=signature),
+                    ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
+                if tree.rolled:
+                    evaluate = rolled_evaluation(evaluate, tree.leaves, node.out, tree.axis)
+            else:
+                evaluate = cuda_kernel(expression, names, tree.dtypes, node.fusable.out)
+            leaves = tuple(leaf.ref if type(leaf) is Shifted else leaf for leaf in tree.leaves)
+            replacement = Node(evaluate, {}, leaves, node.slot)
+            replacement.out = node.out
+            replacement.fusable = node.fusable
+            node = replacement
+        fused.append(node)
+    program.nodes = fused
+    return program

@@ -1,0 +1,314 @@
+"""The jit level: one recording.  Every primitive that reaches it runs on this call's
+values and appends a node to its :class:`Program` (the callable lowered for the replay, its
+parameters, the slots it reads), with common subexpressions recorded once."""
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from labeled_func_kernels import core as kcore
+from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import shape as kshape
+from labeled_func_kernels.primitive import Traced
+
+from ..errors import UnsupportedOperationError
+from ..replay import roll_into, safe_product, trailing_sum
+from ..stack import Level
+from ..views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
+from . import thresholds
+from .expressions import _FLOAT
+from .fusion import _fusable
+from .loops import record_while_loop
+from .nodes import Constant, Node, _identity, _item
+from .program import Program
+from .tracer import JitTracer
+
+
+class JitLevel(Level):
+    """One recording: the program grows as primitives reach the level."""
+
+    name = "jit"
+    abstract = True
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied")
+
+    def __init__(self):
+        super().__init__()
+        self.program = Program()
+        self._slots = 0
+        self._seen = {}  # (callable, params, refs) -> slot: common subexpressions
+        self._reads = None  # while a loop's body is recorded: slot -> value of the traced values read
+        self._copied = {}  # slot of a copy -> slot of the array it copies (the first of a chain)
+
+    def same_values(self, a, b):
+        """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
+        equal at every run, whatever they are)."""
+        if type(a) is not JitTracer or type(b) is not JitTracer or a._level is not self or b._level is not self:
+            return a is b
+        if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+            return False
+        for tracer in (a, b):
+            if tracer._view is not None:
+                refresh_view(tracer)
+        return self._copied.get(a._slot, a._slot) == self._copied.get(b._slot, b._slot)
+
+    # --- values -------------------------------------------------------------------------------
+    def new_slot(self):
+        self._slots += 1
+        return self._slots - 1
+
+    def input(self, value):
+        """A traced input of the program."""
+        tracer = JitTracer(self, value, self.new_slot())
+        self.program.inputs.append(tracer._slot)
+        if type(value) is np.ndarray:
+            self.program.layouts[tracer._slot] = (value.shape, value.dtype)
+            self.program.strides[tracer._slot] = value.strides
+        return tracer
+
+    def source(self, draw, value):
+        """A value computed afresh at every run by ``draw()`` (random draws); ``value`` is
+        this run's.  The node is an effect: it runs at every run, in its place, even when
+        nothing reads its value (a draw nobody uses still moves its generator)."""
+        slot = self.new_slot()
+        node = Node(draw, {}, (), slot)
+        node.effect = True
+        self.program.nodes.append(node)
+        return JitTracer(self, value, slot)
+
+    def settle(self, tracer, value):
+        """The source that made ``tracer`` (of this recording's program) becomes the constant
+        ``value``: a draw that every run makes the same (from a generator made anew, with the
+        same seed, at every call)."""
+        for index, node in enumerate(self.program.nodes):
+            if node.slot == tracer._slot:
+                self.program.nodes[index] = Node(_identity, {}, (Constant(value),), node.slot)
+                return
+        raise LookupError(f"no source of slot {tracer._slot} in the program")  # pragma: no cover
+
+    def effect(self, function):
+        """``function()`` called at every run, after the nodes recorded so far (its result unused)."""
+        node = Node(function, {}, (), self.new_slot())
+        node.effect = True
+        self.program.nodes.append(node)
+
+    @property
+    def in_loop_body(self):
+        """Whether the level records a loop's condition or body (run many times per call)."""
+        return self._reads is not None
+
+    def output_slot(self, value):
+        """The slot of a traced output (a view first brought up to date)."""
+        if type(value) is JitTracer and value._level is self:
+            if value._view is not None:
+                refresh_view(value)
+            return value._slot
+        return None
+
+    # --- primitives ----------------------------------------------------------------------------
+    def read(self, args):
+        """The values of ``args`` in this run, and what a node reads for each: the slot of a
+        value this level traces (a view first brought up to date), else a Constant."""
+        values, refs = [], []
+        reads = self._reads
+        for arg in args:
+            if type(arg) is JitTracer and arg._level is self:
+                if arg._view is not None:
+                    refresh_view(arg)
+                values.append(arg._value)
+                refs.append(arg._slot)
+                if reads is not None:
+                    reads[arg._slot] = arg._value
+            else:
+                values.append(arg)
+                refs.append(Constant(arg))
+        return values, refs
+
+    def process(self, prim, args, params):
+        values, refs = self.read(args)
+        out = prim.impl(*values, **params)
+        if isinstance(out, tuple):
+            raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
+        if prim is ew.safe_multiply and type(refs[1]) is Constant and _finite_constant(refs[1].value):
+            prim = ew.multiply  # the mask can never apply: a plain product, fusable
+        if (prim.traced_constant and isinstance(values[0], (np.ndarray, np.generic))
+                and all(type(r) is Constant for r in refs[1:])
+                and (type(out) is not np.ndarray or out.flags.c_contiguous)):  # as made from a template
+            return self._created(prim, values, params, out)
+        key = _node_key(prim, params, refs)
+        slot = self._seen.get(key) if key is not None else None
+        if slot is None:
+            slot = self.new_slot()
+            lowered = _lowered(prim, values, params, out)
+            node = Node(lowered, params if lowered is prim.impl else {}, tuple(refs), slot, prim)
+            node.fusable = _fusable(prim, params, values, out)
+            if type(out) is np.ndarray:
+                node.out, node.strides = (out.shape, out.dtype), out.strides
+            self.program.nodes.append(node)
+            if key is not None:
+                self._seen[key] = slot
+        if prim is kcore.copy and type(refs[0]) is int:
+            self._copied[slot] = self._copied.get(refs[0], refs[0])
+        result = JitTracer(self, out, slot)
+        if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
+            result._view = make_view(prim, args, params, out)
+        return result
+
+    def _created(self, prim, values, params, out):
+        """``zeros_like(x)``, ``ones_like(x)``...: the shapes of a program are fixed, so the
+        node reads nothing (``x`` is computed only if something else needs it)."""
+        shape, dtype = values[0].shape, values[0].dtype
+        key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), shape, dtype,
+               tuple(("c", id(v)) if hasattr(v, "shape") else v for v in values[1:]))
+        try:
+            slot = self._seen.get(key)
+        except TypeError:
+            key = slot = None
+        if slot is None:
+            slot = self.new_slot()
+            template = np.broadcast_to(np.zeros((), dtype), shape)  # no memory: shape and dtype
+            rest = values[1:]
+
+            def create():
+                return prim.impl(template, *rest, **params)
+            create.writes_into = False  # reads nothing, returns a fresh array
+            node = Node(create, {}, (), slot, prim)
+            if type(out) is np.ndarray:
+                node.out, node.strides = (out.shape, out.dtype), out.strides
+            self.program.nodes.append(node)
+            if key is not None:
+                self._seen[key] = slot
+        return JitTracer(self, out, slot)
+
+    # --- calls run once per example -----------------------------------------------------------------
+    def process_per_example(self, fun, arrays):
+        """A call that must see concrete values (``np.vectorize``'s Python loop) is one
+        opaque node: each run calls ``fun`` on that run's arrays, as NumPy would."""
+        values, refs = self.read(arrays)
+        if all(type(ref) is Constant for ref in refs):
+            return fun(arrays)
+        outs = fun(values)
+        if any(isinstance(out, Traced) for out in outs):
+            raise UnsupportedOperationError(
+                "a function run element by element (np.vectorize) reads a value traced by lf.jit "
+                "that is not one of its arguments: lf.jit would replay it with the first call's "
+                "value. Pass that value as an argument of the vectorized function.")
+        call = self.new_slot()
+        self.program.nodes.append(Node(_per_example_call(fun), {}, tuple(refs), call))
+        results = []
+        for index, out in enumerate(outs):
+            slot = self.new_slot()
+            self.program.nodes.append(Node(_item(index), {}, (call,), slot))
+            results.append(JitTracer(self, out, slot))
+        return results
+
+    # --- in place ---------------------------------------------------------------------------------
+    def assign(self, dest, src, operation):
+        assign_value(self, dest, src)
+
+    # --- loops whose condition is traced ----------------------------------------------------------
+    def while_loop(self, cond, body, init):
+        """One loop node: ``state = body(state)`` while ``cond(state)``, at every run (see
+        :func:`record_while_loop`)."""
+        return record_while_loop(self, cond, body, init)
+
+    def set_value(self, dest, src):
+        """Rebind ``dest`` to the value (and slot) of ``src``."""
+        shape = tuple(dest.shape)
+        if tuple(getattr(src, "shape", ())) != shape:
+            src = kcore.broadcast_to.bind(src, shape=shape)
+        if type(src) is JitTracer and src._level is self:
+            dest._value, dest._slot = src._value, src._slot
+        else:  # a constant written over a traced buffer: a constant of the program
+            slot = self.new_slot()
+            self.program.nodes.append(Node(_identity, {}, (Constant(src),), slot))
+            dest._value, dest._slot = src, slot
+
+
+def _finite_constant(value):
+    """Whether a constant of the program is a real number or an array of finite ones."""
+    if type(value) in (int, float, bool):
+        return math.isfinite(value)
+    if type(value) is np.ndarray or isinstance(value, np.generic):
+        return value.dtype.kind in "biuf" and bool(np.isfinite(value).all())
+    return False
+
+
+# --- NumPy kernels of the replay that write into a given buffer ---------------------------------
+def _numpy_lowering(prim, values, params, out):
+    """A replay kernel for NumPy values where one is faster than the primitive's impl (or
+    writes into a buffer), else None."""
+    if not all(type(v) is np.ndarray or type(v) in (int, float) for v in values) or type(out) is not np.ndarray:
+        return None
+    if prim is ew.safe_multiply:
+        return safe_product
+    if prim is kshape.roll and set(params) == {"shift", "axis"}:
+        shift, axis = params["shift"], params["axis"]
+        if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
+            shift, axis = shift[0], axis[0]
+        if (type(axis) is int and type(shift) is int and values[0].shape == out.shape
+                and values[0].flags.c_contiguous):  # np.roll's result then is C-ordered too
+            return roll_into(shift, axis % out.ndim, out.shape, out.dtype)
+    if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype == _FLOAT
+            and values[0].size >= thresholds.FUSE_MIN_SIZE):  # float64 only: einsum's float32 sums round otherwise
+        axes, ndim = tuple(sorted(a % values[0].ndim for a in params["axis"])), values[0].ndim
+        if axes and axes == tuple(range(ndim - len(axes), ndim)):
+            return trailing_sum(axes, params["keepdims"], values[0].shape)
+    return None
+
+
+def _lowered(prim, values, params, out=None):
+    """What a node calls: the library function itself where the primitive's impl only picks
+    it from the arguments' namespace (``np.sin``), a replay kernel of this module for NumPy
+    values where one exists, else the impl."""
+    function = _numpy_lowering(prim, values, params, out)
+    if function is not None:
+        return function
+    lower = getattr(prim.impl, "lower", None)
+    if lower is not None and not params:
+        function = lower(*values)
+        if function is not None:
+            return function
+    return prim.impl
+
+
+def _per_example_call(fun):
+    def call(*values):
+        return fun(list(values))
+    return call
+
+
+def _node_key(prim, params, refs):
+    """A hashable key of a node for common subexpression elimination, or None when a
+    parameter or a constant input cannot be compared cheaply (arrays are compared by
+    identity)."""
+    try:
+        constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
+                                                        else _frozen(ref.value)) for ref in refs)
+        key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), constants)
+        hash(key)
+        return key
+    except TypeError:
+        return None
+
+
+def _frozen(value):
+    """A parameter or a constant as a hashable key that tells apart what the kernels tell
+    apart: slices (unhashable before Python 3.12) and the tuples holding them spelled out,
+    numbers by their type and bits (``1`` and ``1.0`` promote differently, ``0.0`` and
+    ``-0.0`` are different zeros)."""
+    kind = type(value)
+    if kind is slice:
+        return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
+    if kind is tuple:
+        return tuple(_frozen(item) for item in value)
+    if kind is float:
+        return kind, struct.pack("<d", value) if value == value else "nan"
+    if kind is complex:
+        return kind, _frozen(value.real), _frozen(value.imag)
+    if isinstance(value, np.generic):
+        return kind, value.tobytes()
+    if kind in (int, bool):
+        return kind, value
+    return value

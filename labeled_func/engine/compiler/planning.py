@@ -1,0 +1,90 @@
+"""Buffers of a replay: which nodes write a fresh array through ``out=`` (and so may take
+a buffer passed on from a dead array, see ``Program.prune``), and the slabs that hold the
+fresh buffers that never leave a run."""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from labeled_func_kernels import elementwise as ew
+
+from . import thresholds
+from .expressions import _NUMEXPR_TYPE
+
+
+def _reads_only(node):
+    """Whether a node's kernel only reads its inputs: its result is a fresh array, never a
+    view of an input (a ufunc of one output, a fused expression, this module's kernels, a
+    rule's sum of products)."""
+    function = node.function
+    return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or (
+        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE) or node.prim is ew.multiply_sum
+
+
+def _writes_into(node):
+    """The (shape, dtype) of the fresh NumPy array of ``POOL_MIN_BYTES`` or more that a node
+    writes through ``out=`` (a ufunc of one output, a fused expression, this module's
+    kernels that take a buffer), or None."""
+    if (node.out is None or node.params or not _reads_only(node) or not getattr(node.function, "writes_into", True)
+            or not _c_ordered(node.out, node.strides)):
+        return None  # a buffer is C-ordered: only a result recorded C-ordered takes one (the same
+    shape, dtype = node.out  # layout: the same order of the sums that later read it)
+    return node.out if dtype.itemsize * math.prod(shape) >= thresholds.POOL_MIN_BYTES else None
+
+
+def _c_ordered(layout, strides):
+    """Whether ``strides`` are those of a C-ordered array of ``layout`` (shape, dtype)."""
+    if layout is None or strides is None:
+        return False
+    shape, dtype = layout
+    expected, step = [], dtype.itemsize
+    for size in reversed(shape):
+        expected.append(step)
+        step *= size
+    return all(s == e or n == 1 for s, e, n in zip(strides, reversed(expected), shape))
+
+
+def _bound(node):
+    if not node.params:
+        return node.function
+    function, params = node.function, node.params
+    return lambda *args: function(*args, **params)
+
+
+def _lay_out_slabs(program):
+    """Follow a run's buffers through the plan (the pool is deterministic) and give the
+    fresh ones that never leave it (never an output, never held by a slot that a view
+    could outlive) a place in one block per (shape, dtype), allocated at the start of
+    each run."""
+    holder, pool, kinds, fresh_at, escaping = {}, {}, [], {}, set()
+    for index, (_, _, slot, frees, key, recycles, into) in enumerate(program._plan):
+        if into is not None:
+            holder[slot] = holder.pop(into)
+        elif key is not None:
+            spare = pool.get(key)
+            if spare:
+                holder[slot] = spare.pop()
+            else:
+                holder[slot] = fresh_at[index] = len(kinds)
+                kinds.append(key)
+        for dead in frees:
+            if dead in holder:
+                escaping.add(holder.pop(dead))
+        for dead, dead_key in recycles:
+            pool.setdefault(dead_key, []).append(holder.pop(dead))
+    escaping.update(holder.values())  # outputs (and anything a run returns or keeps)
+    counts = {}
+    for buffer, key in enumerate(kinds):
+        if buffer not in escaping:
+            counts[key] = counts.get(key, 0) + 1
+    blocks = [key for key, count in counts.items() if count > 1]
+    number, taken = {key: k for k, key in enumerate(blocks)}, {}
+    program._slabs = [((counts[key], *key[0]), key[1]) for key in blocks]
+    for index, buffer in fresh_at.items():
+        key = kinds[buffer]
+        if buffer in escaping or key not in number:
+            continue
+        place = taken[key] = taken.get(key, -1) + 1
+        program._plan[index] = program._plan[index][:6] + ((number[key], place),)
