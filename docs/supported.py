@@ -26,6 +26,8 @@ FAMILY_TITLES = {
     "dynamic": ("Data-dependent shapes (under grad/jvp; under vmap only where the values that fix the shape "
                 "are not mapped)"),
     "functional": "Python functions over parts of arrays",
+    "interp": "Interpolation",
+    "polynomial": "Polynomials",
 }
 
 

@@ -5,11 +5,11 @@ Positional and backend-neutral: impls use the array API of their inputs
 xarray or labeled_func.  The modules, bottom up (each imports only those before it):
 ``primitive``, ``backend``, ``creation``, ``core`` (the structural primitives and the
 helpers every rule uses), then the families ``elementwise``, ``indexing``, ``shape``,
-``reductions``, ``linalg``, ``fft``.
+``reductions``, ``linalg``, ``fft``, ``interp``.
 """
-from . import core, creation, elementwise, fft, indexing, linalg, reductions, shape
+from . import core, creation, elementwise, fft, indexing, interp, linalg, reductions, shape
 from .backend import namespace
 from .primitive import Primitive, Traced, bind
 
 __all__ = ["Primitive", "Traced", "bind", "namespace", "core", "creation", "elementwise", "fft",
-           "indexing", "linalg", "reductions", "shape"]
+           "indexing", "interp", "linalg", "reductions", "shape"]

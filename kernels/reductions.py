@@ -284,7 +284,7 @@ def _linear_recurrence(a, b, axis):
     return b
 
 
-# --- searchsorted, digitize, interp ---------------------------------------------------------------
+# --- searchsorted, digitize -----------------------------------------------------------------------
 def _searchsorted_impl(sorted_sequence, values, *, side):
     """Insertion points of ``values`` in ``sorted_sequence`` (its last axis).  Leading axes
     of the sequence, if any, are shared with ``values``: one sequence per row."""

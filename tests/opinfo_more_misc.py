@@ -326,3 +326,17 @@ ENTRIES: list = [
                                                 ((A(8, 3), A(8)), {"bins": 2, "density": True})],
           domain=Domain(0.1, 2.0), strict_ok=False),
 ]
+
+
+# --- interp with period= (kernels/interp.py; tests/test_interp.py) --------------------------------
+def interp_period_samples(rng, dtype):
+    """Knots in any order over two periods (NumPy reduces and sorts them), points over three."""
+    x = lambda *shape: make_array(rng, shape, dtype, Domain(-6.0, 12.0))  # noqa: E731
+    xp = lambda n: rng.permutation(np.linspace(-4.0, 7.5, n) + rng.uniform(0.0, 0.3, n)).astype(dtype)  # noqa: E731
+    fp = lambda n: make_array(rng, (n,), dtype)  # noqa: E731
+    return [SampleInput((x(7), xp(5), fp(5)), {"period": 4.0}),
+            SampleInput((x(2, 3), xp(3), fp(3)), {"period": -5.0})]
+
+
+ENTRIES.append(OpInfo("interp_period", np.interp, interp_period_samples,
+                      domain=(Domain(-6.0, 12.0), ANY, ANY)))

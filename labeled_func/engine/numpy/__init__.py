@@ -5,10 +5,10 @@
 list is the one list of families:
 """
 from . import dispatch
-from . import dynamic, elementwise, special, reductions, shape, indexing, linalg, fft, creation, functional, polynomial  # noqa: E402
+from . import dynamic, elementwise, special, reductions, shape, indexing, linalg, fft, creation, functional, polynomial, interp  # noqa: E402
 from .dispatch import DEFERRING_TYPES, dispatch_function, dispatch_ufunc
 from .indexing import getitem, setitem
 
-FAMILIES = (elementwise, special, reductions, shape, indexing, linalg, fft, creation, dynamic, functional, polynomial)
+FAMILIES = (elementwise, special, reductions, shape, indexing, linalg, fft, creation, dynamic, functional, polynomial, interp)
 
 __all__ = ["DEFERRING_TYPES", "FAMILIES", "dispatch", "dispatch_function", "dispatch_ufunc", "getitem", "setitem"]

@@ -5,7 +5,7 @@
 the same handler as the plain form), the ``nan*`` forms xarray's skipna calls (mask +
 where + the plain reduction), quantiles and the median (a sort), ``ufunc.reduce`` and
 ``ufunc.accumulate``, ``ptp``, ``average``, ``trapezoid``, ``searchsorted``,
-``digitize``, ``interp``, ``histogram`` / ``histogramdd``, ``sort_complex`` and the
+``digitize``, ``histogram`` / ``histogramdd``, ``sort_complex`` and the
 whole-array comparisons ``allclose`` / ``array_equal`` / ``array_equiv``.  All are compositions of the primitives of
 ``kernels.reductions`` and ``kernels.core``, so they batch and differentiate through
 their parts.
@@ -923,44 +923,6 @@ def _digitize(x, bins, right=False):
     return ew.where.bind(ew.less.bind(getitem_static(bins, (-1,)), getitem_static(bins, (0,))), falling, rising)
 
 
-@implements(np.interp)
-def _interp(x, xp, fp, left=None, right=None, period=None):
-    """Piecewise-linear interpolation (NumPy's interp, in float64).
-
-    The segment of each point is found by searchsorted (constant almost everywhere),
-    then the values are gathered and combined: derivatives reach ``x``, ``fp`` and
-    ``xp`` through the gathers and the arithmetic.
-    """
-    if period is not None:
-        raise UnsupportedOperationError("numpy.interp with period= is not supported on traced arrays")
-    x, xp, fp = asarray(x), asarray(xp), asarray(fp)
-    if dtype_kind(fp.dtype) == "c":
-        raise UnsupportedOperationError("numpy.interp of complex fp is not supported on traced arrays")
-    if xp.ndim != 1 or fp.ndim != 1 or xp.shape[0] != fp.shape[0]:
-        raise ValueError("interp: xp and fp must be 1-D sequences of the same length")
-    if xp.shape[0] == 0:
-        raise ValueError("interp: array of sample points is empty")
-    if not hasattr(x, "shape"):
-        x = namespace(xp, fp).asarray(x, device=device_of(xp))
-    x, xp, fp = (_as_float64(v) for v in (x, xp, fp))
-    size = xp.shape[0]
-    first_f, last_f = getitem_static(fp, (0,)), getitem_static(fp, (-1,))
-    if size == 1:
-        out = kcore.broadcast_to.bind(first_f, shape=tuple(x.shape))
-    else:
-        segment = ew.subtract.bind(searchsorted(xp, x, "right"), 1)
-        low = clip(segment, 0, size - 2)
-        high = ew.add.bind(low, 1)
-        low_x, high_x = _gather(xp, low), _gather(xp, high)
-        low_f, high_f = _gather(fp, low), _gather(fp, high)
-        slope = ew.divide.bind(ew.subtract.bind(high_f, low_f), ew.subtract.bind(high_x, low_x))
-        out = ew.add.bind(ew.multiply.bind(slope, ew.subtract.bind(x, low_x)), low_f)
-        out = ew.where.bind(ew.equal.bind(x, getitem_static(xp, (-1,))), last_f, out)
-    out = ew.where.bind(ew.less.bind(x, getitem_static(xp, (0,))), first_f if left is None else left, out)
-    return ew.where.bind(ew.greater.bind(x, getitem_static(xp, (-1,))), last_f if right is None else right, out)
-
-
-# --- histograms ------------------------------------------------------------------------------------
 @implements(np.histogram)
 def _histogram(a, bins=10, range=None, density=None, weights=None):
     """Counts (or summed weights) in bins: ``[e_i, e_i+1)``, the last bin closed.
