@@ -12,6 +12,7 @@ from .custom import custom_jvp, custom_vjp
 from .jit import jit
 from .loops import checkpoint, scan
 from .ravel import ravel
+from .solvers import implicit_root, linear_solve
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
                      RandomnessError, RetraceWarning, TransformError, UnsupportedOperationError)
@@ -22,7 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
     "jit", "ravel", "cond", "while_loop", "checkpoint", "scan", "custom_jvp", "custom_vjp", "random",
-    "sensitivity",
+    "sensitivity", "linear_solve", "implicit_root",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError", "RetraceWarning",

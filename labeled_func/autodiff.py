@@ -525,8 +525,9 @@ def jacfwd(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, has_
     lf.RandomnessError
         An ``lf.random`` draw inside with ``randomness="error"``.
     lf.UnsupportedOperationError
-        A pint Quantity argument, a NumPy function inside with no derivative rule, or an
-        ``lf.custom_vjp`` function (it has no forward rule).
+        A pint Quantity argument, or a NumPy function inside with no derivative rule
+        (an ``lf.custom_vjp`` function's own operations included: forward mode
+        differentiates the function, not its reverse-mode rule).
 
     Examples
     --------
@@ -653,8 +654,9 @@ def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, *, wrt
     lf.RandomnessError
         An ``lf.random`` draw inside (draw outside the function and pass the draws in).
     lf.UnsupportedOperationError
-        A pint Quantity argument, a NumPy function inside with no derivative rule, or an
-        ``lf.custom_vjp`` function (it has no forward rule).
+        A pint Quantity argument, or a NumPy function inside with no derivative rule
+        (an ``lf.custom_vjp`` function's own operations included: forward mode
+        differentiates the function, not its reverse-mode rule).
 
     Examples
     --------

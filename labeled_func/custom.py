@@ -5,7 +5,9 @@ arguments, like a primitive, and every level applies the rule rather than the
 function:
 
 - forward mode (jvp): a ``custom_jvp`` runs its JVP rule on the primal values and
-  tangents; a ``custom_vjp`` raises (it has no forward rule, as in JAX);
+  tangents; a ``custom_vjp`` has no forward rule (a VJP cannot give J u without
+  transposing its code), so forward mode differentiates the function itself, while the
+  levels below that differentiate still get the custom call (JAX raises here);
 - reverse mode (grad, vjp): a ``custom_jvp`` is linearized through its rule: the rule
   runs once with tangents traced by a private reverse level, its primal output is the
   result and its tangent output (linear in the tangents) is transposed on the backward
@@ -78,7 +80,7 @@ class custom_jvp:
     def __init__(self, fun: Callable[..., Any]) -> None:
         self.fun = fun
         self.rule = None
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not __dict__: a wrapped custom function's rules
 
     def __repr__(self) -> str:
         return call_repr("lf.custom_jvp", self.fun)
@@ -132,8 +134,10 @@ class custom_vjp:
     ``fwd(*args)`` returns ``(output, residuals)``; ``bwd(residuals, cotangent)``
     returns one cotangent per argument (``None`` for none).  Reverse mode uses them,
     through ``vmap`` in either order; ``grad(grad(f))`` differentiates ``fwd`` and
-    ``bwd`` as written.  Forward mode (``jvp``, ``jacfwd``, ``hessian``) raises
-    ``lf.UnsupportedOperationError``.
+    ``bwd`` as written.  Forward mode (``jvp``, ``jacfwd``) differentiates the function
+    itself, which must then be differentiable (the VJP rule is not used: the two agree
+    where the rule is the true derivative); ``hessian`` (``jacfwd(jacrev(f))``)
+    differentiates ``bwd`` forward, so it uses the rule.
 
     Parameters
     ----------
@@ -150,7 +154,8 @@ class custom_vjp:
         no pair, or ``bwd`` returns no tuple of one cotangent per argument (each of
         its argument's structure).
     lf.UnsupportedOperationError
-        Under forward mode (``jvp``, ``jacfwd``, ``hessian``).
+        Under forward mode, when the function itself uses an operation without a forward
+        derivative.
 
     Examples
     --------
@@ -163,13 +168,18 @@ class custom_vjp:
     >>> clip_gradient.defvjp(lambda x: (x, None), lambda res, g: (g.clip(-1, 1),))
     >>> float(lf.grad(lambda x: 5 * clip_gradient(x))(xr.DataArray(2.0)))
     1.0
+
+    Forward mode differentiates the function itself (the identity), not the rule:
+
+    >>> float(lf.jacfwd(lambda x: 5 * clip_gradient(x))(xr.DataArray(2.0)))
+    5.0
     """
 
     def __init__(self, fun: Callable[..., Any]) -> None:
         self.fun = fun
         self.fwd = None
         self.bwd = None
-        functools.update_wrapper(self, fun)
+        functools.update_wrapper(self, fun, updated=())  # not __dict__: a wrapped custom function's rules
 
     def __repr__(self) -> str:
         return call_repr("lf.custom_vjp", self.fun)

@@ -12,7 +12,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 
 from .errors import UnsupportedOperationError
-from .stack import Level, active, bind_per_example
+from .stack import Level, active, bind_custom_vjp, bind_per_example, differentiated
 from .tracer import PrimalTracer, integral, primal_of, stays_traced
 from .views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 
@@ -65,10 +65,24 @@ class JVPLevel(Level):
         return JVPTracer(self, out, tangent)
 
     def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
-        raise UnsupportedOperationError(
-            f"{name} has a reverse-mode rule only: it cannot be differentiated in forward "
-            "mode (jvp, jacfwd, hessian). Use lf.custom_jvp, or lf.jacrev instead of lf.jacfwd."
-        )
+        """Forward mode through a function with a reverse-mode rule only: ``fun`` itself is
+        differentiated forward (the rule is a VJP: it cannot give J u without transposing
+        its code).  Where the levels below differentiate too, the primal output is the
+        custom call handed down to them (so they still use ``fwd``/``bwd``) and the tangent
+        comes from ``fun`` run under a private jvp level."""
+        primals = [primal_of(a, self) for a in arrays]
+        if not differentiated(primals):
+            return fun(arrays)  # traced by this level (and the non-differentiating ones below)
+        traced = [type(a) is JVPTracer and a._level is self for a in arrays]
+        out = bind_custom_vjp(fun, fwd, bwd, primals, name)
+        inner = JVPLevel()
+        with active(inner):
+            result = fun([JVPTracer(inner, p, tangent_of(a, self)) if is_traced else p
+                          for a, p, is_traced in zip(arrays, primals, traced)])
+            tangent = tangent_of(result, inner) if (type(result) is JVPTracer and result._level is inner) else None
+        if tangent is None or integral(out):
+            return out
+        return JVPTracer(self, out, tangent)
 
     def process_per_example(self, fun, arrays):
         """``fun`` runs under a private jvp level on the primals and tangents, handed down
