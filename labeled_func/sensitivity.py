@@ -4,12 +4,19 @@
 ν_i = E[(∂f/∂x_i)²] with one vectorised model evaluation for all samples (finite
 differences need D + 1 evaluations per sample and are biased), SALib's result names
 and the Sobol'–Kucherenko upper bound of the total Sobol' indices; ``local`` gives the
-local elasticities ∂y/∂p · p/y, by forward or reverse mode, whichever is cheaper.
+local elasticities ∂y/∂p · p/y, by forward or reverse mode, whichever is cheaper;
+``plot_indices`` draws a result's indices as bars with their intervals.  ``sample``
+(the designs every method here accepts) and ``sobol`` (Saltelli's design, Jansen's and
+Saltelli's estimators, field outputs) live in ``sobol.py`` and are part of this
+namespace.
 """
 from __future__ import annotations
 
 import math
 import sys
+import threading
+import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any, Literal
@@ -21,10 +28,13 @@ from labeled_func_kernels.backend import namespace
 
 from .autodiff import jacfwd, jacrev, vjp
 from .backends import check_one_backend
+from .dask import compiled_blocks
+from .jit import Jitted, jit as lf_jit
+from .sobol import sample, sobol  # lf.sensitivity.sample and .sobol (variance-based: sobol.py)
 from .units import Inputs, derivative_units, label_output
 from .vmap import vmap
 
-__all__ = ["dgsm", "local"]
+__all__ = ["dgsm", "local", "sample", "sobol", "plot_indices"]
 
 MODES = ("auto", "forward", "reverse")
 SALIB_DISTS = ("unif", "triang", "norm", "truncnorm", "lognorm", "logunif")
@@ -43,7 +53,8 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
          bounds: Mapping[str, tuple[float, float]] | None = None, problem: dict[str, Any] | None = None,
          num_resamples: int = 100, conf_level: float = 0.95, seed: int | None = None,
          mode: Literal["auto", "forward", "reverse"] = "auto", chunk_size: int | None = None,
-         progress: bool | Callable[[int, int], Any] | None = None) -> xr.Dataset:
+         progress: bool | Callable[[int, int], Any] | None = None, jit: bool | None = None,
+         return_gradients: bool = False) -> xr.Dataset:
     """Derivative-based global sensitivity measures of ``model`` over ``samples``.
 
     Parameters
@@ -53,7 +64,10 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
         variables) to a scalar or a DataArray of outputs.  With an array of samples:
         a model written for SALib, that maps an ``(n, D)`` array to ``n`` outputs (an
         array, or a DataArray, of ``n`` values); it is called on one row at a time, an
-        array of shape ``(1, D)``.
+        array of shape ``(1, D)``.  An ``lf.jit``-wrapped model: ``dgsm`` jits the whole
+        per-sample gradient computation with the model inside (see ``jit``), and keeps
+        that program on the jitted model, so that a later ``dgsm`` of the same model,
+        samples' layout and options replays it.
     samples : xarray.Dataset or array of shape (N, D)
         One data variable per parameter, each along ``dim``; or SALib's sample matrix
         (plain random or quasi-random points, not a ``finite_diff`` design), with
@@ -80,6 +94,22 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
         line on stderr); a callable is called as ``progress(done, total)`` after each
         step.  Without ``chunk_size`` the gradients then take ten steps.  Dask-backed
         samples compute nothing here: use ``dask.diagnostics.ProgressBar`` on compute.
+    jit : bool, optional
+        Run the per-sample gradients (the vmapped Jacobian of the model) as one
+        ``lf.jit`` program, traced in the first block of samples and replayed in every
+        other: the blocks have one size (the last one is padded with copies of the last
+        sample, whose results are dropped), and on Dask each block shape traces once.
+        ``None`` (the default) jits where it pays: several in-memory blocks
+        (``progress``, ``chunk_size``), Dask-backed samples, or an ``lf.jit``-wrapped
+        model; in memory, a model that ``lf.jit`` cannot trace (reverse mode through an
+        ``lf.while_loop`` on traced values) then runs un-jitted (with a warning for an
+        ``lf.jit``-wrapped model).  ``True`` raises where it cannot trace; ``False``
+        never jits.  The results are the un-jitted ones, to the bit except where
+        ``lf.jit`` fuses transcendental functions or sums (1e-12 relative, docs/jit.md).
+    return_gradients : bool
+        Add ``gradients``: the per-sample partial derivatives ∂f/∂x_i, dims
+        ``(dim, "param", *output dims)``, with the samples' coordinates along ``dim``
+        (for a scatter against the parameters, without a second run).
 
     Returns
     -------
@@ -91,7 +121,7 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
         (the half-width of ``vi``) and ``ST_bound`` (C_i ν_i / Var Y ≥ S_Ti, the total
         Sobol' index: C_i = (high − low)²/π² uniform, σ_i² normal).  Without bounds or
         problem: ``vi``, ``vi_std`` and ``vi_conf``.  ``to_dataframe()`` starts with
-        SALib's four columns.
+        SALib's four columns.  ``plot_indices`` draws them as bars.
 
     Raises
     ------
@@ -99,7 +129,8 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
         For samples, bounds, problems or options it cannot use, naming the argument
         (SALib's problem dict given as ``bounds=`` points to ``problem=``), or a model
         output that is not one DataArray or scalar per example (n outputs for a SALib
-        model: an array, or a DataArray, of shape (n,)).
+        model: an array, or a DataArray, of shape (n,)); ``jit`` or
+        ``return_gradients`` that is not a bool (``jit``: or None).
     UnsupportedOperationError
         A sample variable holds a pint Quantity: call ``.pint.dequantify()`` first.
 
@@ -132,8 +163,15 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     [1.1, 0.2]
     """
     check_one_backend([samples], ["samples"], transform="sensitivity.dgsm")  # pint Quantities: the policy error
+    jitted_model = model if isinstance(model, Jitted) else None
+    if jitted_model is not None:  # under dgsm's transforms its own jit would run the function as it is
+        model = jitted_model.func
     samples, model, names, dists = _inputs(model, samples, dim, bounds, problem)
     _check_options(num_resamples, conf_level, seed, mode, chunk_size)
+    if not any(jit is allowed for allowed in (None, True, False)):
+        raise ValueError(f"sensitivity.dgsm: jit={jit!r} must be True, False or None")
+    if return_gradients is not True and return_gradients is not False:
+        raise ValueError(f"sensitivity.dgsm: return_gradients={return_gradients!r} must be True or False")
     lazy = bool(samples.chunks)
     if lazy and progress not in (None, False):
         raise ValueError(
@@ -143,20 +181,19 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     size = samples.sizes[dim]
     if size < 2:
         raise ValueError(f"sensitivity.dgsm: samples has {size} sample(s) along {dim!r}; the measures need at least 2")
-    gradient_step = chunk_size or (math.ceil(size / STEPS_WITH_PROGRESS) if progress else size)
-    report = _Progress(progress, math.ceil(size / gradient_step) + math.ceil(size / _resample_step(num_resamples)))
+    steps = math.ceil(size / (chunk_size or (math.ceil(size / STEPS_WITH_PROGRESS) if progress else size)))
+    report = _Progress(progress, steps + math.ceil(size / _resample_step(num_resamples)))
 
-    jacobian = _example_jacobian(model, names, mode)
+    batched = _batched_jacobian(model, jitted_model, names, mode, dim, chunk_size if lazy else None)
+    jitted = jit is True or (jit is None and (lazy or steps > 1 or jitted_model is not None)
+                             and batched.refused is None)  # lf.jit refused this model before: not again
     if lazy:
-        partials, outputs = vmap(jacobian, dim=dim, chunk_size=chunk_size)(samples)
+        partials, outputs = batched.lazy(samples, jit is True) if jitted else batched.plain(samples)
         squares = _squares(partials, names, dim)
+        gradients = _stacked(partials, names, dim) if return_gradients else None
     else:
-        pieces = []
-        for start in range(0, size, gradient_step):
-            partials, outputs = vmap(jacobian, dim=dim)(samples.isel({dim: slice(start, start + gradient_step)}))
-            pieces.append((_squares(partials, names, dim), outputs))
-            report.advance()
-        squares, outputs = (xr.concat(parts, dim) if len(pieces) > 1 else parts[0] for parts in zip(*pieces))
+        squares, outputs, gradients = _gradient_blocks(batched, samples, names, dim, size, steps, jitted, jit,
+                                                       return_gradients, report)
 
     centred = outputs - outputs.mean(dim) if dists is not None else None
     entropy = np.random.SeedSequence(seed).entropy
@@ -177,6 +214,9 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     result["vi_conf"] = z * resampled["vi"].std("resample", ddof=1)
     if dists is not None:
         result["ST_bound"] = result["vi"] * poincare / variance
+    if gradients is not None:
+        along = {k: c.variable for k, c in samples.coords.items() if c.dims == (dim,)}
+        result["gradients"] = gradients.transpose(dim, "param", ...).assign_coords(along)
     return _labelled(xr.Dataset(result), samples, outputs, names, model)
 
 
@@ -184,6 +224,7 @@ _LONG_NAMES = {
     "vi": "mean squared derivative, E[(df/dx_i)^2]", "vi_std": "standard deviation of the squared derivative",
     "vi_conf": "half-width of the confidence interval of vi", "dgsm": "DGSM index (SALib's normalisation)",
     "dgsm_conf": "half-width of the confidence interval of dgsm",
+    "gradients": "per-sample partial derivative, df/dx_i",
     "ST_bound": "upper bound of the total Sobol' index (Sobol' and Kucherenko)",
 }
 
@@ -206,6 +247,104 @@ def _labelled(result, samples, outputs, names, model):
     if per_param and None not in per_param:
         result = result.assign_coords(vi_units=("param", per_param))
     return result
+
+
+def plot_indices(result: xr.Dataset | xr.DataArray, variables: str | list[str] | None = None, *,
+                 ax: Any = None) -> Any:
+    """Sensitivity indices as bars, one group per parameter, with error bars where known.
+
+    The parameters are categories: a line across them (``result.ST_bound.plot()``)
+    would join values that have no order.  Each variable draws one bar per parameter
+    (side by side when there are several), with the half-width ``<name>_conf`` of the
+    Dataset, where it has one, as error bars.
+
+    Parameters
+    ----------
+    result : xarray.Dataset or xarray.DataArray
+        With a ``param`` dim and no other (select the output's dims first, e.g.
+        ``result.sel(t=1.0)``): ``dgsm``'s result, or one of its variables.
+    variables : str or list of str, optional
+        The Dataset's variables to draw.  By default its dimensionless indices (units
+        ``"1"``) other than the half-widths: ``dgsm`` and ``ST_bound`` of a ``dgsm``
+        with bounds; without them, its first variable (``vi``).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; by default a new figure's axes.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes, with the bars in ``ax.patches`` (parameters times variables), the
+        parameter names as tick labels and a legend for several variables.
+
+    Raises
+    ------
+    ValueError
+        ``result`` is not a Dataset or DataArray, a variable is missing or has no
+        ``param`` dim, or has other dims.
+    ImportError
+        matplotlib is not installed.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np, xarray as xr, labeled_func as lf
+    >>> rng = np.random.default_rng(0)
+    >>> samples = xr.Dataset({"a": ("sample", rng.uniform(0, 1, 1000)),
+    ...                       "b": ("sample", rng.uniform(0, 1, 1000))})
+    >>> result = lf.sensitivity.dgsm(lambda p: 3 * p.a + p.b ** 2, samples, bounds={"a": (0, 1), "b": (0, 1)})
+    >>> ax = lf.sensitivity.plot_indices(result)            # dgsm (with dgsm_conf) and ST_bound
+    >>> len(ax.patches), [t.get_text() for t in ax.get_xticklabels()]
+    (4, ['a', 'b'])
+    """
+    if isinstance(result, xr.DataArray):
+        drawn = {result.name or "index": (result, None)}
+    elif isinstance(result, xr.Dataset):
+        if variables is None:
+            found = [n for n in result.data_vars if "param" in result[n].dims and n != "gradients"
+                     and not str(n).endswith(("_conf", "_std"))]
+            variables = [n for n in found if result[n].attrs.get("units") == "1"] or found[:1]
+            if not variables:
+                raise ValueError(f"sensitivity.plot_indices: the Dataset has no variable along 'param' "
+                                 f"(its variables: {list(result.data_vars)})")
+        variables = [variables] if isinstance(variables, str) else list(variables)
+        missing = [n for n in variables if n not in result.data_vars]
+        if missing:
+            raise ValueError(f"sensitivity.plot_indices: the Dataset has no variables {missing} "
+                             f"(it has {list(result.data_vars)})")
+        drawn = {n: (result[n], result.data_vars.get(f"{n}_conf")) for n in variables}
+    else:
+        raise ValueError(f"sensitivity.plot_indices: result must be a Dataset or DataArray with a 'param' dim, "
+                         f"not a {type(result).__name__}")
+    for name, (values, _) in drawn.items():
+        if values.dims != ("param",):
+            other = [d for d in values.dims if d != "param"]
+            hint = (f"; select or reduce {other} first, e.g. .isel({other[0]}=0)" if "param" in values.dims
+                    else "")
+            raise ValueError(f"sensitivity.plot_indices: {name!r} has dims {values.dims}, not ('param',){hint}")
+    if ax is None:
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as error:
+            raise ImportError("sensitivity.plot_indices needs matplotlib (pip install matplotlib)") from error
+        _, ax = plt.subplots()
+    params = next(iter(drawn.values()))[0]["param"].values
+    x = np.arange(len(params))
+    width = 0.8 / len(drawn)
+    for k, (name, (values, conf)) in enumerate(drawn.items()):
+        heights = np.asarray(values.sel(param=params).values, dtype=float)
+        errors = None if conf is None else np.asarray(conf.sel(param=params).values, dtype=float)
+        ax.bar(x + (k - (len(drawn) - 1) / 2) * width, heights, width, yerr=errors, capsize=3 if errors is not None
+               else 0, label=str(name))
+    ax.set_xticks(x, [str(p) for p in params])
+    ax.set_xlabel("param")
+    if len(drawn) == 1:
+        values = next(iter(drawn.values()))[0]
+        ax.set_ylabel(values.attrs.get("long_name", str(next(iter(drawn)))))
+    else:
+        ax.set_ylabel("index")
+        ax.legend()
+    return ax
 
 
 def local(model: Callable[[xr.Dataset], Any], params: xr.Dataset, *, normalize: bool = True,
@@ -442,6 +581,118 @@ def _check_mode(mode, name):
 
 
 # --- per-sample derivatives -----------------------------------------------------------------
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # lf.jit-wrapped model -> {options: _Batched}
+_REFUSALS = threading.Lock()
+
+
+class _Batched:
+    """The Jacobian of a block of samples: ``plain`` (the vmap) and ``program`` (its lf.jit);
+    on Dask, ``lazy(samples, strict)`` builds the graph whose blocks run jitted programs."""
+
+    def __init__(self, jacobian, dim, chunk_size, options, name=None):
+        self.plain = vmap(jacobian, dim=dim, chunk_size=chunk_size)
+        self.program = lf_jit(self.plain, **options)
+        self.options, self.name = options, name  # name: of an lf.jit-wrapped model, warned about
+        self.refused = None  # the error of a trace that lf.jit refused, when the vmap ran instead
+        self.blocks = weakref.WeakKeyDictionary()  # the lazy vmap's level -> {strict: _BlockProgram}
+
+    def lazy(self, samples, strict):
+        """The lazy vmap of ``samples``, each block run by the jitted block function (as
+        ``lf.jit`` on Dask data does), that falls back to the block itself unless ``strict``."""
+        def compile_block(mapped, block):
+            kept = self.blocks.setdefault(mapped, {})
+            if strict not in kept:
+                kept[strict] = _BlockProgram(lf_jit(block, **self.options), block, strict, self.name)
+            return kept[strict]
+
+        with compiled_blocks(compile_block):
+            return self.plain(samples)
+
+
+class _BlockProgram:
+    """A Dask block of the gradients: its lf.jit program, or (where lf.jit refuses the trace
+    and not ``strict``) the block function itself, which raises the model's own errors."""
+
+    def __init__(self, program, block, strict, name):
+        self.program, self.block, self.strict, self.name, self.refused = program, block, strict, name, False
+
+    def __call__(self, *args, **kwargs):
+        if not self.refused:
+            try:
+                return self.program(*args, **kwargs)
+            except Exception as error:
+                if self.strict or self.program.traces > 1:
+                    raise
+                with _REFUSALS:  # blocks on several threads: one warning
+                    first, self.refused = not self.refused, True
+                if first:
+                    _warn_unjitted(self.name, error)
+        return self.block(*args, **kwargs)
+
+
+def _warn_unjitted(name, error):
+    if name is not None:
+        warnings.warn(
+            f"sensitivity.dgsm: lf.jit could not trace the per-sample gradients of {name} "
+            f"({type(error).__name__}: {error}); they run un-jitted. Pass the model without lf.jit, "
+            "or jit=False, to skip the attempt", stacklevel=4)
+
+
+def _batched_jacobian(model, jitted_model, names, mode, dim, chunk_size):
+    """A fresh ``_Batched`` of ``model``; for an lf.jit-wrapped model, the one kept on it for these
+    options (``model`` is its function, or the SALib row model of it), so that its program replays
+    in later calls."""
+    if jitted_model is None:
+        return _Batched(_example_jacobian(model, names, mode), dim, chunk_size, {})
+    key = (model is jitted_model.func, tuple(names), mode, dim, chunk_size)
+    programs = _PROGRAMS.setdefault(jitted_model, {})
+    if key not in programs:
+        options = {"keep_buffers": jitted_model.keep_buffers, "warn_after_traces": jitted_model.warn_after_traces}
+        programs[key] = _Batched(_example_jacobian(model, names, mode), dim, chunk_size, options,
+                                 getattr(jitted_model.func, "__name__", "the model"))
+    return programs[key]
+
+
+def _gradient_blocks(batched, samples, names, dim, size, steps, jitted, jit, return_gradients, report):
+    """(squares, outputs, gradients or None) of in-memory samples, in ``steps`` blocks of one size.
+    Jitted, the blocks run one program: the samples' coordinates along ``dim`` (part of its
+    signature) are dropped, and the last block is padded with copies of the last sample."""
+    block = math.ceil(size / steps)
+    bare = samples.drop_vars([k for k, c in samples.coords.items() if dim in c.dims]) if jitted else samples
+    pieces = []
+    for start in range(0, size, block):
+        stop = min(start + block, size)
+        if jitted:
+            try:
+                partials, outputs = _padded_call(batched.program, bare, dim, start, stop, block)
+            except Exception as error:
+                if jit is True or pieces:
+                    raise
+                partials, outputs = batched.plain(samples.isel({dim: slice(start, stop)}))  # else the model's error
+                jitted, batched.refused = False, error
+                _warn_unjitted(batched.name, error)
+        else:
+            partials, outputs = batched.plain(samples.isel({dim: slice(start, stop)}))
+        pieces.append((_squares(partials, names, dim), outputs,
+                       _stacked(partials, names, dim) if return_gradients else None))
+        report.advance()
+    squares, outputs, gradients = (None if parts[0] is None else xr.concat(parts, dim) if len(parts) > 1
+                                   else parts[0] for parts in zip(*pieces))
+    return squares, outputs, gradients
+
+
+def _padded_call(program, bare, dim, start, stop, block):
+    """``program`` on the samples ``start:stop`` of ``bare``, padded to ``block`` samples with
+    copies of the last one (every block then has the signature of the first: one trace);
+    always a copy, so that every block has one memory layout."""
+    index = np.minimum(np.arange(start, start + block), stop - 1)
+    partials, outputs = program(bare.isel({dim: index}))
+    if stop - start < block:
+        kept = {dim: slice(0, stop - start)}
+        partials, outputs = partials.isel(kept), outputs.isel(kept)
+    return partials, outputs
+
+
 def _example_jacobian(model, names, mode):
     """One example's partial derivatives and the model's output, as ``(Dataset, output)``.
 
@@ -503,6 +754,11 @@ def _is_value(output):
     """An array or a number: what np.ndim reads without converting (a list of traced
     values would be converted, inside our own call)."""
     return (hasattr(output, "shape") and hasattr(output, "dtype")) or isinstance(output, (int, float, complex, np.generic))
+
+
+def _stacked(partials, names, dim):
+    stacked = xr.concat([partials[name] for name in names], dim="param", coords="minimal", compat="override")
+    return stacked.assign_coords(param=names).transpose("param", dim, ...)
 
 
 def _squares(partials, names, dim):
@@ -628,3 +884,4 @@ class _Progress:
     def _print(self, done, total):
         sys.stderr.write(f"\rdgsm: {done}/{total} steps")
         sys.stderr.flush()
+

@@ -1,0 +1,457 @@
+"""Sampling of the inputs and variance-based (Sobol') sensitivity indices.
+
+``sample`` draws a labelled Dataset of inputs (scrambled Sobol', Latin hypercube or
+plain random points, mapped through the inverse CDFs of SALib's distributions);
+``sobol`` runs Saltelli's design through ``lf.vmap`` and gives SALib's first, total
+and second order indices with bootstrap intervals, for a scalar output or a field.
+Both are re-exported as ``lf.sensitivity.sample`` and ``lf.sensitivity.sobol``.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Mapping
+from statistics import NormalDist
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+
+from .vmap import vmap
+
+__all__ = ["sample", "sobol"]
+
+# SALib's distributions and the numbers each takes in problem["bounds"].
+DISTS = {"unif": ("low", "high"), "triang": ("low", "high", "peak"), "norm": ("mean", "std"),
+         "truncnorm": ("low", "high", "mean", "std"), "lognorm": ("log-mean", "log-std"),
+         "logunif": ("low", "high")}
+METHODS = ("sobol", "lhs", "random")
+RESULT_DIMS = ("param", "param_2")
+_LONG_NAMES = {
+    "S1": "first order Sobol' index (Saltelli et al. 2010)",
+    "S1_conf": "half-width of the confidence interval of S1",
+    "ST": "total order Sobol' index (Jansen 1999)",
+    "ST_conf": "half-width of the confidence interval of ST",
+    "S2": "second order Sobol' index (Saltelli 2002)",
+    "S2_conf": "half-width of the confidence interval of S2",
+}
+
+
+def sample(problem_or_bounds: Mapping[str, Any], n: int, *,
+           method: Literal["sobol", "lhs", "random"] = "sobol", seed: int | None = None,
+           dim: str = "sample") -> xr.Dataset:
+    """``n`` samples of the inputs, one data variable per parameter along ``dim``.
+
+    Parameters
+    ----------
+    problem_or_bounds : dict
+        ``{name: (low, high)}`` (uniform inputs), or SALib's problem
+        ``{"names": [...], "bounds": [...]}`` with optional ``"dists"`` (``"unif"``
+        (low, high), ``"norm"`` (mean, std), ``"triang"`` (low, high, peak as a
+        fraction of the width), ``"truncnorm"`` (low, high, mean, std), ``"lognorm"``
+        (mean, std of the log), ``"logunif"`` (low, high)) and an optional ``"units"``
+        (one string or None per name).
+    n : int
+        The number of samples.
+    method : {"sobol", "lhs", "random"}
+        Scrambled Sobol' points (``scipy.stats.qmc.Sobol``: warns when ``n`` is not a
+        power of two, as SALib does), a Latin hypercube (``qmc.LatinHypercube``), or
+        independent uniform points (``np.random.default_rng``), mapped through each
+        input's inverse CDF.
+    seed : int, optional
+        Makes the samples reproducible.
+    dim : str
+        The samples' dim.
+
+    Returns
+    -------
+    xarray.Dataset
+        One variable per parameter, in the problem's order, along ``dim``; its
+        ``units`` attr where the problem gives one. ``lf.sensitivity.dgsm`` takes it
+        with the same ``problem=`` (or ``bounds=``).
+
+    Raises
+    ------
+    ValueError
+        For a problem or bounds it cannot use (naming the parameter: low >= high, a
+        std <= 0, an unknown distribution, lists of different lengths), or a bad
+        ``n``, ``method``, ``seed`` or ``dim``.
+    ImportError
+        ``method="sobol"`` or ``"lhs"``, or a distribution other than ``"unif"``,
+        without SciPy.
+
+    Examples
+    --------
+    >>> import labeled_func as lf
+    >>> x = lf.sensitivity.sample({"a": (0, 1), "b": (10, 20)}, 8, seed=0)
+    >>> list(x.data_vars), x.sizes["sample"]
+    (['a', 'b'], 8)
+    >>> bool(x.b.min() >= 10 and x.b.max() <= 20)
+    True
+    """
+    names, dists, units = _read(problem_or_bounds, "sample")
+    n = _check_n(n, "sample", minimum=1)
+    if method not in METHODS:
+        raise ValueError(f"sensitivity.sample: method={method!r} must be one of {METHODS}")
+    _check_seed(seed, "sample")
+    _check_dim(dim, "sample")
+    points = _unit_points(method, n, len(names), seed, "sample")
+    return xr.Dataset({name: (dim, _inverse_cdf(points[:, j], *dists[name]), _units_attrs(units[name]))
+                       for j, name in enumerate(names)})
+
+
+def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
+          second_order: bool = False, seed: int | None = None, num_resamples: int = 100,
+          conf_level: float = 0.95, dim: str = "sample", chunk_size: int | None = None) -> xr.Dataset:
+    """Sobol' indices of ``model`` by Saltelli's design, with bootstrap intervals.
+
+    Parameters
+    ----------
+    model : callable
+        Maps ONE example's parameters (a Dataset of 0-d variables, as for
+        ``lf.sensitivity.dgsm``) to a scalar or a DataArray (a field: any dims but
+        ``dim``, ``param`` and ``param_2``).
+    problem_or_bounds : dict
+        ``{name: (low, high)}`` or SALib's problem, as for
+        :func:`labeled_func.sensitivity.sample`.
+    n : int
+        Base samples N (a power of two, else a warning): the model runs on
+        N (D + 2) points, N (2D + 2) with ``second_order``.
+    second_order : bool
+        Adds ``S2`` and ``S2_conf``.
+    seed : int, optional
+        Seeds the scrambled Sobol' points and the bootstrap, as SALib's ``seed`` does
+        in ``sobol.sample`` and ``sobol.analyze``.
+    num_resamples : int
+        Bootstrap resamples of the base samples (at least 2).
+    conf_level : float
+        Level of the normal intervals whose half-widths are the ``*_conf``.
+    dim : str
+        The name of the samples' dim under ``lf.vmap``.
+    chunk_size : int, optional
+        Model evaluations per vectorised call, rounded down to whole base samples
+        (D + 2 or 2D + 2 rows each, at least one); all in one call when None.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``S1``, ``S1_conf``, ``ST``, ``ST_conf`` with dims ``(param, *output dims)``
+        (coords: the parameter names, and the output's own), and with
+        ``second_order`` ``S2``, ``S2_conf`` with dims ``(param, param_2, *output
+        dims)``, NaN but above the diagonal, as SALib's. Each has ``units: "1"`` and a
+        ``long_name``; attrs ``base_samples`` and ``model_evaluations``.
+
+    Raises
+    ------
+    ValueError
+        For a problem or bounds it cannot use, naming the parameter, for bad options,
+        or for a model output that is not one DataArray (or scalar) per example, or
+        that has the dim ``dim``, ``param`` or ``param_2``.
+    ImportError
+        Without SciPy (its ``qmc.Sobol`` makes the points).
+
+    Notes
+    -----
+    The estimators are SALib's: first order by Saltelli et al. (2010),
+    ``mean(f(B) (f(AB_i) - f(A))) / V``, total order by Jansen (1999),
+    ``mean((f(A) - f(AB_i))^2) / 2 / V``, second order by Saltelli (2002), with
+    ``V`` the variance of f(A) and f(B) together and the outputs centred on their
+    mean; the bootstrap resamples the base samples with the same indices as
+    ``SALib.analyze.sobol.analyze`` (an integer seed gives SALib's intervals). Each
+    block of model outputs is reduced at once to the sums the estimators need (for
+    all resamples, by one matrix product), so the outputs are not kept.
+
+    Examples
+    --------
+    >>> import numpy as np, labeled_func as lf
+    >>> si = lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 1024, seed=1)
+    >>> si.S1.round(2).values.tolist()        # 1/5 and 4/5
+    [0.2, 0.8]
+    """
+    if not callable(model):
+        raise ValueError(f"sensitivity.sobol: model must be a function of one sample's parameters (a Dataset), "
+                         f"not a {type(model).__name__}; the problem or bounds come second")
+    names, dists, units = _read(problem_or_bounds, "sobol")
+    n = _check_n(n, "sobol", minimum=2)
+    if not isinstance(second_order, (bool, np.bool_)):
+        raise ValueError(f"sensitivity.sobol: second_order={second_order!r} must be a bool")
+    _check_seed(seed, "sobol")
+    if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
+        raise ValueError(f"sensitivity.sobol: num_resamples={num_resamples!r} must be an int >= 2")
+    if not (isinstance(conf_level, (int, float, np.floating)) and 0 < conf_level < 1):
+        raise ValueError(f"sensitivity.sobol: conf_level={conf_level!r} must be between 0 and 1")
+    _check_dim(dim, "sobol")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"sensitivity.sobol: chunk_size={chunk_size!r} must be a positive int or None")
+    d = len(names)
+    step = 2 * d + 2 if second_order else d + 2
+    base = _unit_points("sobol", n, 2 * d, seed, "sobol")
+    a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
+    b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
+    counts = _bootstrap_counts(n, int(num_resamples), seed)
+    per_block = n if chunk_size is None else max(1, int(chunk_size) // step)
+    evaluate = vmap(_checked_model(model, names, dim), dim=dim)
+
+    sums, shift, template = 0, None, None
+    for start in range(0, n, per_block):
+        stop = min(n, start + per_block)
+        outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim))
+        outputs = outputs.transpose(dim, ...)
+        y = np.asarray(outputs.data, dtype=float).reshape(stop - start, step, -1)
+        if template is None:
+            template = outputs.isel({dim: 0}, drop=True)
+            shift = y.mean(axis=(0, 1))   # for precision only: the estimators below are exact for any shift
+        sums = sums + _block_sums(y - shift, d, second_order, _weights(counts, start, stop))
+    return _indices(sums, n, d, step, second_order, conf_level, names, template)
+
+
+# --- problems and bounds ----------------------------------------------------------------------
+def _read(problem_or_bounds, caller):
+    """(names, {name: (dist, params)}, {name: units or None}) of a problem or of bounds."""
+    where = f"sensitivity.{caller}"
+    if isinstance(problem_or_bounds, Mapping) and "names" in problem_or_bounds and "bounds" in problem_or_bounds:
+        return _read_problem(problem_or_bounds, where)
+    if not isinstance(problem_or_bounds, Mapping) or not problem_or_bounds:
+        raise ValueError(f"{where}: problem_or_bounds must be a dict {{name: (low, high)}} or SALib's problem "
+                         f"{{'names': [...], 'bounds': [...]}}, not {type(problem_or_bounds).__name__}"
+                         f"{' (empty)' if isinstance(problem_or_bounds, Mapping) else ''}")
+    names = list(problem_or_bounds)
+    bad = [name for name in names if not isinstance(name, str)]
+    if bad:
+        raise ValueError(f"{where}: the parameter names {bad} must be strings")
+    dists = {name: ("unif", _params(where, name, "unif", problem_or_bounds[name])) for name in names}
+    return names, dists, dict.fromkeys(names)
+
+
+def _read_problem(problem, where):
+    names = problem["names"]
+    if isinstance(names, str):
+        raise ValueError(f"{where}: problem['names'] is the string {names!r}; give a list of names, one per "
+                         "parameter")
+    names, bounds = list(names), list(problem["bounds"])
+    dists = problem.get("dists")
+    dists = ["unif"] * len(names) if dists is None else list(dists)
+    units = problem.get("units")
+    units = [None] * len(names) if units is None else list(units)
+    if problem.get("groups") is not None:
+        raise ValueError(f"{where}: problem['groups'] is not supported; the indices are per parameter")
+    sizes = {"names": len(names), "bounds": len(bounds), "dists": len(dists), "units": len(units)}
+    if "num_vars" in problem:
+        sizes["num_vars"] = problem["num_vars"]
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"{where}: problem has {sizes}; give one entry per parameter")
+    if not names:
+        raise ValueError(f"{where}: problem['names'] is empty")
+    if len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
+        raise ValueError(f"{where}: problem['names'] {names} must be distinct strings")
+    bad_units = [u for u in units if u is not None and not isinstance(u, str)]
+    if bad_units:
+        raise ValueError(f"{where}: problem['units'] has {bad_units}; give a string or None per parameter")
+    out = {}
+    for name, dist, params in zip(names, dists, bounds):
+        if dist not in DISTS:
+            raise ValueError(f"{where}: problem['dists'] has {dist!r} for {name!r}; the distributions are "
+                             f"{tuple(DISTS)}")
+        out[name] = (dist, _params(where, name, dist, params))
+    return names, out, dict(zip(names, units))
+
+
+def _params(where, name, dist, given):
+    """The numbers of ``dist`` for parameter ``name``, checked."""
+    wanted = DISTS[dist]
+    values = None
+    if not isinstance(given, (str, bytes)):
+        try:
+            values = tuple(float(v) for v in given)
+        except (TypeError, ValueError):
+            values = None
+    what = f"the bounds of {name!r} ({dist})"
+    if values is None or len(values) != len(wanted) or not all(math.isfinite(v) for v in values):
+        raise ValueError(f"{where}: {what} are {given!r}; give {len(wanted)} finite numbers "
+                         f"({', '.join(wanted)})")
+    if dist in ("unif", "triang", "truncnorm", "logunif") and not values[0] < values[1]:
+        raise ValueError(f"{where}: {what} are {given!r}; they need low < high")
+    if dist == "logunif" and values[0] <= 0:
+        raise ValueError(f"{where}: {what} are {given!r}; a log-uniform input needs 0 < low")
+    if dist == "triang" and not 0 <= values[2] <= 1:
+        raise ValueError(f"{where}: {what} are {given!r}; the peak is a fraction of the width, in [0, 1]")
+    if dist in ("norm", "truncnorm", "lognorm") and not values[-1] > 0:
+        raise ValueError(f"{where}: {what} are {given!r}; they need a std > 0")
+    return values
+
+
+def _units_attrs(units):
+    return {} if units is None else {"units": units}
+
+
+def _check_n(n, caller, minimum):
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
+        raise ValueError(f"sensitivity.{caller}: n={n!r} must be an int >= {minimum}")
+    return int(n)
+
+
+def _check_seed(seed, caller):
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+        raise ValueError(f"sensitivity.{caller}: seed={seed!r} must be None or a non-negative int")
+
+
+def _check_dim(dim, caller):
+    if not isinstance(dim, str) or dim in RESULT_DIMS:
+        raise ValueError(f"sensitivity.{caller}: dim={dim!r} must be a string other than {RESULT_DIMS}")
+
+
+# --- points -----------------------------------------------------------------------------------
+def _unit_points(method, n, d, seed, caller):
+    """(n, d) points in the unit cube."""
+    if method == "random":
+        return np.random.default_rng(seed).random((n, d))
+    qmc = _scipy_stats(f"method={method!r}", caller).qmc
+    if method == "lhs":
+        return qmc.LatinHypercube(d, seed=seed).random(n)
+    if n & (n - 1):
+        warnings.warn(f"sensitivity.{caller}: n={n} is not a power of two; the balance and convergence "
+                      "properties of Sobol' points hold for n = 2**m (as SALib warns)", UserWarning, stacklevel=3)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The balance properties of Sobol", UserWarning)
+        return qmc.Sobol(d, scramble=True, seed=seed).random(n)
+
+
+def _inverse_cdf(u, dist, params):
+    """Points ``u`` in (0, 1) mapped to the distribution, as SALib's ``scale_samples``."""
+    if dist == "unif":
+        low, high = params
+        return u * (high - low) + low
+    stats = _scipy_stats(f"the distribution {dist!r}", "sample")
+    if dist == "norm":
+        return stats.norm.ppf(u, loc=params[0], scale=params[1])
+    if dist == "lognorm":
+        return np.exp(stats.norm.ppf(u, loc=params[0], scale=params[1]))
+    if dist == "truncnorm":
+        low, high, mean, std = params
+        return stats.truncnorm.ppf(u, (low - mean) / std, (high - mean) / std, loc=mean, scale=std)
+    if dist == "triang":
+        low, high, peak = params
+        return stats.triang.ppf(u, c=peak, scale=high - low, loc=low)
+    return stats.loguniform.ppf(u, a=params[0], b=params[1])
+
+
+def _scipy_stats(what, caller):
+    try:
+        import scipy.stats
+    except ImportError as error:  # pragma: no cover - scipy is in the test environment
+        raise ImportError(f"sensitivity.{caller}: {what} needs SciPy (pip install scipy)") from error
+    return scipy.stats
+
+
+# --- Saltelli's design --------------------------------------------------------------------------
+def _design(a, b, names, units, second_order, dim):
+    """The rows of base samples ``a``, ``b`` in SALib's order: per base sample A, AB_1 ...
+    AB_D, (BA_1 ... BA_D,) B, where AB_i is A with column i from B."""
+    d = len(names)
+    variables = {}
+    for j, name in enumerate(names):
+        columns = [a[:, j]] + [b[:, j] if i == j else a[:, j] for i in range(d)]
+        if second_order:
+            columns += [a[:, j] if i == j else b[:, j] for i in range(d)]
+        columns.append(b[:, j])
+        variables[name] = (dim, np.stack(columns, axis=1).reshape(-1), _units_attrs(units[name]))
+    return xr.Dataset(variables)
+
+
+def _checked_model(model, names, dim):
+    def one(example):
+        output = model(example)
+        if isinstance(output, (xr.Dataset, xr.DataTree)):
+            raise ValueError(f"sensitivity.sobol: the model returned a {type(output).__name__}; return one "
+                             "DataArray (or a scalar), e.g. lambda p: model(p)['y']")
+        if not isinstance(output, xr.DataArray):
+            if not ((hasattr(output, "shape") and hasattr(output, "dtype"))
+                    or isinstance(output, (int, float, np.generic))):
+                raise ValueError(f"sensitivity.sobol: the model returned a {type(output).__name__}; return a "
+                                 "scalar or one DataArray per example: for several outputs, one DataArray with "
+                                 "an output dim (xr.concat([...], dim='output'))")
+            if np.ndim(output):
+                raise ValueError("sensitivity.sobol: the model returned an array without dims for one example; "
+                                 "return a scalar or a DataArray with named dims")
+            return xr.DataArray(output)
+        clashes = [name for name in output.dims if name in (dim,) + RESULT_DIMS or name in names]
+        if clashes:
+            raise ValueError(f"sensitivity.sobol: the model's output has dims {output.dims}, and {clashes} is the "
+                             f"samples' dim ({dim!r}), a dim of the result {RESULT_DIMS} or a parameter's name; "
+                             "the model gets one sample: rename that output dim, or pass dim=")
+        return output
+
+    return one
+
+
+# --- the estimators -----------------------------------------------------------------------------
+def _bootstrap_counts(n, num_resamples, seed):
+    """(num_resamples, n): how often each base sample is drawn in each resample, from
+    SALib's index array ``default_rng(seed).integers(n, size=(n, num_resamples))``."""
+    indices = np.random.default_rng(seed).integers(n, size=(n, num_resamples))
+    indices += np.arange(num_resamples) * n                  # resample k counts in [k n, (k + 1) n)
+    counts = np.bincount(indices.ravel(), minlength=num_resamples * n)
+    return counts.reshape(num_resamples, n).astype(np.int32)
+
+
+def _weights(counts, start, stop):
+    """(1 + num_resamples, stop - start) float weights: ones (the point estimates), then the counts."""
+    return np.concatenate([np.ones((1, stop - start)), counts[:, start:stop]])
+
+
+def _block_sums(y, d, second_order, weights):
+    """(1 + resample, statistic, output element): the weighted sums over one block of base
+    samples of the statistics that the estimators are made of; ``y`` is (base, row, element)."""
+    y_a, y_b, y_ab = y[:, 0], y[:, -1], y[:, 1:d + 1]
+    statistics = [y_a[:, None], y_b[:, None], (y_a ** 2 + y_b ** 2)[:, None], y_ab,
+                  y_b[:, None] * (y_ab - y_a[:, None]), (y_a[:, None] - y_ab) ** 2]
+    if second_order:
+        y_ba = y[:, d + 1:2 * d + 1]
+        j, k = np.triu_indices(d, 1)
+        statistics += [y_ba, y_ba[:, j] * y_ab[:, k] - (y_a * y_b)[:, None]]
+    stacked = np.concatenate(statistics, axis=1)
+    shape = stacked.shape
+    return (weights @ stacked.reshape(shape[0], -1)).reshape((weights.shape[0],) + shape[1:])
+
+
+def _indices(sums, n, d, step, second_order, conf_level, names, template):
+    means = sums / n
+    mean_a, mean_b, mean_squares = means[:, 0], means[:, 1], means[:, 2]
+    mean_ab = means[:, 3:3 + d]
+    # SALib centres the outputs on the mean of all N * step of them (the point estimate's)
+    centre = (sums[0, 0] + sums[0, 1] + sums[0, 3:3 + d].sum(axis=0)
+              + (sums[0, 3 + 3 * d:3 + 4 * d].sum(axis=0) if second_order else 0)) / (n * step)
+    variance = mean_squares / 2 - ((mean_a + mean_b) / 2) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = (means[:, 3 + d:3 + 2 * d] - centre * (mean_ab - mean_a[:, None])) / variance[:, None]
+        total = means[:, 3 + 2 * d:3 + 3 * d] / 2 / variance[:, None]
+        estimates = {"S1": first, "ST": total}
+        if second_order:
+            mean_ba = means[:, 3 + 3 * d:3 + 4 * d]
+            j, k = np.triu_indices(d, 1)
+            joint = means[:, 3 + 4 * d:]
+            correction = centre * (mean_ba[:, j] + mean_ab[:, k] - (mean_a + mean_b)[:, None])
+            pairs = (joint - correction) / variance[:, None] - first[:, j] - first[:, k]
+            full = np.full((pairs.shape[0], d, d) + pairs.shape[2:], np.nan)
+            full[:, j, k] = pairs
+            estimates["S2"] = full
+    z = NormalDist().inv_cdf(0.5 + conf_level / 2)
+    out_dims, out_shape = template.dims, template.shape
+    coords = {"param": names, **{key: c for key, c in template.coords.items()}}
+    result = {}
+    for key, values in estimates.items():
+        dims = RESULT_DIMS[:values.ndim - 2] + out_dims
+        shape = values.shape[1:-1] + out_shape
+        point = values[0].reshape(shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)   # the NaN below the diagonal of S2
+            conf = z * values[1:].std(axis=0, ddof=1).reshape(shape)
+        result[key] = xr.DataArray(point, dims=dims, attrs={"units": "1", "long_name": _LONG_NAMES[key]})
+        result[f"{key}_conf"] = xr.DataArray(conf, dims=dims, attrs={"units": "1",
+                                                                      "long_name": _LONG_NAMES[f"{key}_conf"]})
+    if second_order:
+        coords["param_2"] = names
+    order = ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else [])
+    return xr.Dataset({key: result[key] for key in order}, coords=coords,
+                      attrs={"base_samples": n, "model_evaluations": n * step})
