@@ -111,7 +111,7 @@ def _reshape_batch(axis_size, values, batched, *, shape):
     return reshape.bind(x, shape=(x.shape[0],) + tuple(shape)), True
 
 
-reshape = linear_rules(Primitive("reshape", _reshape_impl, _reshape_batch),
+reshape = linear_rules(Primitive("reshape", _reshape_impl, _reshape_batch, keeps_uniform=True),
                        lambda g, x, *, shape: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
@@ -124,7 +124,7 @@ def _transpose_batch(axis_size, values, batched, *, axes):
     return transpose.bind(values[0], axes=(0,) + shifted(axes)), True
 
 
-transpose = linear_rules(Primitive("transpose", _transpose_impl, _transpose_batch),
+transpose = linear_rules(Primitive("transpose", _transpose_impl, _transpose_batch, keeps_uniform=True),
                          lambda g, x, *, axes: transpose.bind(g, axes=inverse_permutation(axes)), rearranges=True)
 
 
@@ -167,7 +167,7 @@ def _expand_dims_batch(axis_size, values, batched, *, axis):
     return expand_dims.bind(values[0], axis=shifted(axis)), True
 
 
-expand_dims = linear_rules(Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch),
+expand_dims = linear_rules(Primitive("expand_dims", _expand_dims_impl, _expand_dims_batch, keeps_uniform=True),
                            lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
@@ -179,7 +179,7 @@ def _squeeze_batch(axis_size, values, batched, *, axis):
     return squeeze.bind(values[0], axis=shifted(axis)), True
 
 
-squeeze = linear_rules(Primitive("squeeze", _squeeze_impl, _squeeze_batch),
+squeeze = linear_rules(Primitive("squeeze", _squeeze_impl, _squeeze_batch, keeps_uniform=True),
                        lambda g, x, *, axis: reshape.bind(g, shape=tuple(x.shape)), rearranges=True)
 
 
@@ -196,7 +196,7 @@ def _broadcast_to_batch(axis_size, values, batched, *, shape):
     return broadcast_to.bind(x, shape=(x.shape[0],) + tuple(shape)), True
 
 
-broadcast_to = linear_rules(Primitive("broadcast_to", _broadcast_to_impl, _broadcast_to_batch),
+broadcast_to = linear_rules(Primitive("broadcast_to", _broadcast_to_impl, _broadcast_to_batch, keeps_uniform=True),
                             lambda g, x, *, shape: unbroadcast(g, x.shape))
 
 

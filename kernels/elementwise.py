@@ -15,7 +15,7 @@ from .backend import (I0_FAR, I0_NEAR, all_finite, device_of, dtype_kind, extra,
                       namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Primitive, known
+from .primitive import Fusion, Primitive, known
 
 __all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "materialised", "partial_rules",
            "real_valued_rules", "safe_multiply", "subtract_from_temporary"]
@@ -59,10 +59,44 @@ def _aligned_ranks(values, batched):
     return aligned
 
 
-def elementwise_primitive(name, impl):
-    prim = Primitive(name, impl)
+def elementwise_primitive(name, impl, fusion=None):
+    """A primitive with the shared elementwise batch rule; ``fusion``: its :class:`Fusion`
+    (how lf.jit spells it in a fused expression), or None."""
+    prim = Primitive(name, impl, fusion=fusion)
     prim.batch = batch_elementwise(prim)
     return prim
+
+
+# --- how lf.jit fuses them: each primitive's row below carries its Fusion -----------------
+def _spelled(numexpr, cuda=None, **facts):
+    """A :class:`Fusion` spelled ``numexpr`` in numexpr and ``cuda`` in CUDA C (the same text
+    where ``cuda`` is None)."""
+    return Fusion(numexpr, numexpr if cuda is None else cuda, **facts)
+
+
+def _transcendental(numexpr, cuda=None):
+    """A transcendental function: heavy, and numexpr's (libm's) last bit may not be NumPy's."""
+    return _spelled(numexpr, cuda, cost="heavy", rounds_differently=True)
+
+
+def _compared(operator):
+    """A comparison: a boolean result, as NumPy's."""
+    return _spelled("({} %s {})" % operator, boolean_result=True)
+
+
+def _logical(numexpr, cuda):
+    """A logical operation: of booleans only, a boolean result."""
+    return _spelled(numexpr, cuda, logical=True, boolean_result=True)
+
+
+# Why a primitive that numexpr and CUDA C could compute is not fused
+_NOT_SPELLED = Fusion.unfused(
+    "numexpr and CUDA C compute it, but it has no spelling yet: a spelling must first match NumPy "
+    "bit for bit (NaNs, signed zeros, float32) under tests/test_fuzz_jit.py")
+_OF_INTEGERS = Fusion.unfused("integer operands: lf.jit fuses float64, float32 and booleans only")
+_OF_COMPLEX = Fusion.unfused(
+    "a part of a complex number: lf.jit fuses float64, float32 and booleans only (of a real "
+    "array NumPy returns the array or zeros, nothing to compute)")
 
 
 # NumPy ufuncs whose result has the dtype of their floating arguments (with Python numbers,
@@ -193,55 +227,56 @@ _ADAPT = {"floating": _to_floating, "bool": _to_bool, "number": _to_number, "con
           "promote": _to_common}
 
 
-def _define(name, function_name=None, semantics=None, numpy_function=None):
-    return elementwise_primitive(name, _from_namespace(function_name or name, _ADAPT.get(semantics), numpy_function))
+def _define(name, function_name=None, semantics=None, numpy_function=None, fusion=None):
+    return elementwise_primitive(name, _from_namespace(function_name or name, _ADAPT.get(semantics), numpy_function),
+                                 fusion)
 
 # --- unary ------------------------------------------------------------------
-negative = _define("negative")
-positive = _define("positive")
-absolute = _define("absolute", "abs")
-sign = _define("sign", semantics="number", numpy_function=np.sign)
+negative = _define("negative", fusion=_spelled("(-{})"))
+positive = _define("positive", fusion=_NOT_SPELLED)
+absolute = _define("absolute", "abs", fusion=_spelled("abs({})", "fabs({})"))
+sign = _define("sign", semantics="number", numpy_function=np.sign, fusion=_NOT_SPELLED)
 # z / |z| of a complex z (0 at 0; NumPy's at infinities: sign(1 + inf j) is 1j): not piecewise
 # constant, so a primitive of its own with rules (below), where ``sign`` of reals has none
 complex_sign = _define("complex_sign", "sign", numpy_function=np.sign)
-sqrt = _define("sqrt", semantics="floating")
+sqrt = _define("sqrt", semantics="floating", fusion=_spelled("sqrt({})", cost="heavy"))
 square = _define("square", semantics="number")  # of booleans int8, as NumPy's
-exp = _define("exp", semantics="floating")
-expm1 = _define("expm1", semantics="floating")
-log = _define("log", semantics="floating")
-log2 = _define("log2", semantics="floating")
-log10 = _define("log10", semantics="floating")
-log1p = _define("log1p", semantics="floating")
-sin = _define("sin", semantics="floating")
-cos = _define("cos", semantics="floating")
-tan = _define("tan", semantics="floating")
-asin = _define("asin", semantics="floating")
-acos = _define("acos", semantics="floating")
-atan = _define("atan", semantics="floating")
-sinh = _define("sinh", semantics="floating")
-cosh = _define("cosh", semantics="floating")
-tanh = _define("tanh", semantics="floating")
-asinh = _define("asinh", semantics="floating")
-acosh = _define("acosh", semantics="floating")
-atanh = _define("atanh", semantics="floating")
-floor = _define("floor")
-ceil = _define("ceil")
-trunc = _define("trunc")
-rint = _define("rint", "round")
+exp = _define("exp", semantics="floating", fusion=_transcendental("exp({})"))
+expm1 = _define("expm1", semantics="floating", fusion=_transcendental("expm1({})"))
+log = _define("log", semantics="floating", fusion=_transcendental("log({})"))
+log2 = _define("log2", semantics="floating", fusion=_NOT_SPELLED)
+log10 = _define("log10", semantics="floating", fusion=_NOT_SPELLED)
+log1p = _define("log1p", semantics="floating", fusion=_transcendental("log1p({})"))
+sin = _define("sin", semantics="floating", fusion=_transcendental("sin({})"))
+cos = _define("cos", semantics="floating", fusion=_transcendental("cos({})"))
+tan = _define("tan", semantics="floating", fusion=_transcendental("tan({})"))
+asin = _define("asin", semantics="floating", fusion=_transcendental("arcsin({})", "asin({})"))
+acos = _define("acos", semantics="floating", fusion=_transcendental("arccos({})", "acos({})"))
+atan = _define("atan", semantics="floating", fusion=_transcendental("arctan({})", "atan({})"))
+sinh = _define("sinh", semantics="floating", fusion=_transcendental("sinh({})"))
+cosh = _define("cosh", semantics="floating", fusion=_transcendental("cosh({})"))
+tanh = _define("tanh", semantics="floating", fusion=_transcendental("tanh({})"))
+asinh = _define("asinh", semantics="floating", fusion=_transcendental("arcsinh({})", "asinh({})"))
+acosh = _define("acosh", semantics="floating", fusion=_transcendental("arccosh({})", "acosh({})"))
+atanh = _define("atanh", semantics="floating", fusion=_transcendental("arctanh({})", "atanh({})"))
+floor = _define("floor", fusion=_NOT_SPELLED)
+ceil = _define("ceil", fusion=_NOT_SPELLED)
+trunc = _define("trunc", fusion=_NOT_SPELLED)
+rint = _define("rint", "round", fusion=_NOT_SPELLED)
 # NumPy's own functions where the standard has none (backend.extra's fallbacks elsewhere): their
 # values and dtypes are NumPy's (np.sinc of integers is float64), the rules below their formulas
 sinc = _define("sinc")
 numpy_i0 = _define("numpy_i0", "i0")  # np.i0 (Cephes' expansions); scipy.special.i0 is ``i0`` below
 
-isnan = _define("isnan")
-isinf = _define("isinf")
-isfinite = _define("isfinite")
-signbit = _define("signbit")
-logical_not = _define("logical_not", semantics="bool")
-bitwise_invert = _define("bitwise_invert")
-conj = _define("conj")
-real = _define("real")
-imag = _define("imag")
+isnan = _define("isnan", fusion=_NOT_SPELLED)
+isinf = _define("isinf", fusion=_NOT_SPELLED)
+isfinite = _define("isfinite", fusion=_NOT_SPELLED)
+signbit = _define("signbit", fusion=_NOT_SPELLED)
+logical_not = _define("logical_not", semantics="bool", fusion=_logical("(~{})", "(!{})"))
+bitwise_invert = _define("bitwise_invert", fusion=_OF_INTEGERS)
+conj = _define("conj", fusion=_OF_COMPLEX)
+real = _define("real", fusion=_OF_COMPLEX)
+imag = _define("imag", fusion=_OF_COMPLEX)
 
 
 def _cbrt(x):
@@ -264,7 +299,7 @@ reciprocal = elementwise_primitive("reciprocal", _reciprocal)
 exp2 = elementwise_primitive("exp2", _exp2)
 
 # --- binary -----------------------------------------------------------------
-add = _define("add")
+add = _define("add", fusion=_spelled("({} + {})"))
 
 
 def _add_inplace_impl(x, y):
@@ -297,7 +332,7 @@ def _broadcasts_to(shape, target):
 
 
 add_inplace = elementwise_primitive("add_inplace", _add_inplace_impl)
-subtract = _define("subtract", semantics="number")
+subtract = _define("subtract", semantics="number", fusion=_spelled("({} - {})"))
 
 
 def _subtract_inplace_impl(x, y):
@@ -308,8 +343,8 @@ def _subtract_inplace_impl(x, y):
 
 
 subtract_inplace = elementwise_primitive("subtract_inplace", _subtract_inplace_impl)
-multiply = _define("multiply")
-divide = _define("divide", semantics="floating")
+multiply = _define("multiply", fusion=_spelled("({} * {})"))
+divide = _define("divide", semantics="floating", fusion=_spelled("({} / {})"))
 _divide_by_namespace = divide.impl
 
 
@@ -327,8 +362,8 @@ def _divide_impl(x, y):
 
 _divide_impl.lower = _divide_by_namespace.lower  # a compiled program rewrites divisions itself
 divide.impl = _divide_impl
-floor_divide = _define("floor_divide")
-remainder = _define("remainder")
+floor_divide = _define("floor_divide", fusion=_NOT_SPELLED)
+remainder = _define("remainder", fusion=_NOT_SPELLED)
 
 
 def _scaled(function_name):
@@ -430,30 +465,33 @@ def _is_half(x):
     return dtype is not None and dtype_kind(dtype) == "f" and np.dtype(getattr(dtype, "_np_dtype", dtype)).itemsize == 2
 
 
-power = elementwise_primitive("power", _power_impl)
+# fused by a small constant exponent only (numexpr), as the kernel computes it: products
+power = elementwise_primitive("power", _power_impl, Fusion(by_constant={
+    2.0: "({0} * {0})", 3.0: "(({0} * {0}) * {0})", 4.0: "(({0} * {0}) * ({0} * {0}))",
+    -1.0: "(1 / {0})", -2.0: "(1 / ({0} * {0}))", 0.5: "sqrt({0})"}))
 float_power = _define("float_power")  # in float64 (complex128): NumPy's own, not a power of float64 values
-equal = _define("equal")
-not_equal = _define("not_equal")
-less = _define("less", semantics="number")
-less_equal = _define("less_equal", semantics="number")
-greater = _define("greater", semantics="number")
-greater_equal = _define("greater_equal", semantics="number")
-logical_and = _define("logical_and", semantics="bool")
-logical_or = _define("logical_or", semantics="bool")
-logical_xor = _define("logical_xor", semantics="bool")
-bitwise_and = _define("bitwise_and")
-bitwise_or = _define("bitwise_or")
-bitwise_xor = _define("bitwise_xor")
+equal = _define("equal", fusion=_compared("=="))
+not_equal = _define("not_equal", fusion=_compared("!="))
+less = _define("less", semantics="number", fusion=_compared("<"))
+less_equal = _define("less_equal", semantics="number", fusion=_compared("<="))
+greater = _define("greater", semantics="number", fusion=_compared(">"))
+greater_equal = _define("greater_equal", semantics="number", fusion=_compared(">="))
+logical_and = _define("logical_and", semantics="bool", fusion=_logical("({} & {})", "({} && {})"))
+logical_or = _define("logical_or", semantics="bool", fusion=_logical("({} | {})", "({} || {})"))
+logical_xor = _define("logical_xor", semantics="bool", fusion=_NOT_SPELLED)
+bitwise_and = _define("bitwise_and", fusion=_OF_INTEGERS)
+bitwise_or = _define("bitwise_or", fusion=_OF_INTEGERS)
+bitwise_xor = _define("bitwise_xor", fusion=_OF_INTEGERS)
 # integer shifts (x << n, x >> n); piecewise constant, so no derivative, like floor
-bitwise_left_shift = _define("bitwise_left_shift", semantics="number")
-bitwise_right_shift = _define("bitwise_right_shift", semantics="number")
-atan2 = _define("atan2", semantics="floating")
-hypot = _define("hypot", semantics="floating")
+bitwise_left_shift = _define("bitwise_left_shift", semantics="number", fusion=_OF_INTEGERS)
+bitwise_right_shift = _define("bitwise_right_shift", semantics="number", fusion=_OF_INTEGERS)
+atan2 = _define("atan2", semantics="floating", fusion=_transcendental("arctan2({}, {})", "atan2({}, {})"))
+hypot = _define("hypot", semantics="floating", fusion=_NOT_SPELLED)
 logaddexp = _define("logaddexp", semantics="floating")
 logaddexp2 = _define("logaddexp2", semantics="floating")
-maximum = _define("maximum", semantics="number")
-minimum = _define("minimum", semantics="number")
-copysign = _define("copysign")
+maximum = _define("maximum", semantics="number", fusion=_NOT_SPELLED)
+minimum = _define("minimum", semantics="number", fusion=_NOT_SPELLED)
+copysign = _define("copysign", fusion=_NOT_SPELLED)
 
 
 # the extreme of two values skipping a NaN (NumPy's promotion: fmin of ints and 0.5 is float64)
@@ -474,14 +512,15 @@ def _frexp_exponent_impl(x):
 
 # fmod: x - trunc(x / y) y, the sign of x; ldexp: x 2**i (i an integer array), linear in x;
 # nextafter and spacing: the neighbouring floating-point numbers; frexp's exponent (int32)
-fmod = _define("fmod")
+fmod = _define("fmod", fusion=_NOT_SPELLED)
 ldexp = linear_rules(_define("ldexp"), lambda g, x, i: unbroadcast(ldexp.bind(g, i), x.shape))
-nextafter = _define("nextafter", semantics="floating")
+nextafter = _define("nextafter", semantics="floating", fusion=_NOT_SPELLED)
 spacing = _define("spacing")
 frexp_exponent = elementwise_primitive("frexp_exponent", _frexp_exponent_impl)
 
 # --- ternary ----------------------------------------------------------------
-where = _define("where", semantics="condition")
+where = _define("where", semantics="condition",
+                fusion=_spelled("where({}, {}, {})", "({} ? {} : {})", boolean_result=True))
 
 
 def _astype_impl(x, *, dtype):
@@ -530,7 +569,7 @@ def _safe_multiply_impl(g, d):
 
 
 # The NaN-safe product in CUDA C ({0} the cotangent, {1} the partial), for CuPy's
-# ElementwiseKernel: here, and in the kernels lf.jit fuses (engine/compiler/fusion.py).  On a GPU,
+# ElementwiseKernel: here, and in the kernels lf.jit fuses (safe_multiply.fusion).  On a GPU,
 # deciding on the values (all_finite) waits for every kernel queued before it: the CPU stops
 # queueing work ahead of the GPU, and a gradient's time becomes the sum of the two instead
 # of the larger.
@@ -587,7 +626,9 @@ def _safe_multiply_vjp(cotangent, primals, out):
 
 
 _multiply, _where = multiply.impl, where.impl
-safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl)
+# fused, the mask costs nothing: d - d is 0 exactly where d is finite
+safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl, _spelled(
+    "where(({0} == 0) & (({1} - {1}) != 0), 0, {0} * {1})", SAFE_PRODUCT_CUDA))
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
 
 
@@ -654,7 +695,8 @@ def _multiply_sum_vjp(cotangent, primals, out, *, axes, safe):
 # ``sum(g * d, axis=axes)`` by one einsum: the products are never stored.  The reverse pass's
 # product of a cotangent and a partial of its shape, summed down to the shape of a broadcast
 # operand (a per-example parameter times a field): see product_reduced_to.
-multiply_sum = Primitive("multiply_sum", _multiply_sum_impl, _multiply_sum_batch, _multiply_sum_jvp, _multiply_sum_vjp)
+multiply_sum = Primitive("multiply_sum", _multiply_sum_impl, _multiply_sum_batch, _multiply_sum_jvp, _multiply_sum_vjp,
+                         reads_only=True)  # an einsum into a fresh array
 
 
 def product_reduced_to(g, d, shape, safe):

@@ -5,11 +5,89 @@ concrete arrays, ``batch`` vectorises it over a leading batch axis, and the ``jv
 and ``vjp`` slots hold its derivative rules.  :func:`bind` is the only way an
 operation is applied: it hands the primitive to the highest transform level among
 the arguments (:func:`top_level`), or runs ``impl`` when no argument is traced.
-Rules are written with ``bind`` themselves, so that transforms compose.
+Rules are written with ``bind`` themselves, so that transforms compose.  What lf.jit's
+compiler reads of a primitive (its :class:`Fusion`, ``reads_only``, ``keeps_uniform``) is
+declared on it too, never in tables of the compiler's own.
 """
 from __future__ import annotations
 
-__all__ = ["Primitive", "Traced", "bind", "bottom", "differentiated", "known", "top_level"]
+import string
+from dataclasses import dataclass
+from types import MappingProxyType
+
+__all__ = ["Fusion", "Primitive", "Traced", "bind", "bottom", "differentiated", "known", "top_level"]
+
+_COSTS = ("cheap", "heavy")
+
+
+@dataclass(frozen=True, eq=False)
+class Fusion:
+    """How a fused elementwise expression spells one primitive (lf.jit's compiler reads it;
+    plain strings here: kernels never import numexpr).
+
+    ``numexpr`` and ``cuda``: the primitive as a numexpr expression and as CUDA C (for CuPy's
+    ElementwiseKernel: float64, float32 and bool operands, a bool in arithmetic 0 or 1 as in
+    NumPy), ``str.format`` templates with one placeholder per operand (``{}`` in order, or
+    ``{0}``, ``{1}`` where an operand is named twice).  A primitive with a ``numexpr``
+    spelling may join a fused expression, so it has a ``cuda`` one too (a test checks both,
+    and that they take the same operands).  Each must compute what NumPy computes, bit for
+    bit (``rounds_differently`` says where numexpr's last bit may not).
+
+    ``by_constant``: instead, spellings chosen by a Python-number second operand, keyed by its
+    value as a float, naming the first operand only (``x ** 2`` as ``x * x``); numexpr only.
+
+    ``cost``: ``"heavy"`` where one evaluation costs far more than a pass over memory (the
+    transcendental functions, and sqrt: numexpr runs them on its threads, so even alone they
+    are worth an evaluation); ``"cheap"`` otherwise.  ``rounds_differently``: numexpr's evaluation may
+    differ from NumPy's in the last bit (libm's, not NumPy's SIMD loops; sums, products,
+    quotients, sqrt, comparisons and selects are correctly rounded or exact in both): fused
+    in float64 (the contract's tolerance, docs/jit.md), never in float32 (a float32 result's
+    last bit is 6e-8 of it, which a float64 computation reading it would carry far above
+    float64's tolerance).  ``logical``: fused only on booleans (NumPy reads numbers as truth
+    values; numexpr's ``& | ~`` take booleans only).
+    ``boolean_result``: a boolean result computed as NumPy computes it (comparisons,
+    logical operations, ``where``); arithmetic whose result is boolean is never fused.
+
+    ``reason``: why a primitive that numexpr or CUDA C could compute is not fused (then
+    no spelling): ``Fusion.unfused("...")``.
+    """
+
+    numexpr: str | None = None
+    cuda: str | None = None
+    cost: str = "cheap"
+    rounds_differently: bool = False
+    logical: bool = False
+    boolean_result: bool = False
+    by_constant: MappingProxyType | None = None
+    reason: str | None = None
+
+    def __post_init__(self):
+        if self.cost not in _COSTS:
+            raise ValueError(f"Fusion.cost is one of {_COSTS}, not {self.cost!r}")
+        if self.by_constant is not None and not isinstance(self.by_constant, MappingProxyType):
+            object.__setattr__(self, "by_constant", MappingProxyType(dict(self.by_constant)))
+        spelled = self.numexpr is not None or self.cuda is not None or self.by_constant is not None
+        if (self.reason is None) == (not spelled):
+            raise ValueError("a Fusion has spellings, or a reason and none")
+        if self.by_constant is not None and (self.numexpr is not None or self.cuda is not None):
+            raise ValueError("a Fusion spelled by_constant has no other spelling")
+
+    @classmethod
+    def unfused(cls, reason):
+        """The declaration of a primitive that is not fused, and why."""
+        return cls(reason=reason)
+
+    @staticmethod
+    def operands(template):
+        """The operand positions a spelling names (``{}`` counted in order)."""
+        used, automatic = set(), 0
+        for _, field, _, _ in string.Formatter().parse(template):
+            if field is None:
+                continue
+            if field == "":
+                field, automatic = automatic, automatic + 1
+            used.add(int(field))
+        return used
 
 
 class Traced:
@@ -85,13 +163,23 @@ class Primitive:
     :class:`core.Negated` cotangent and return them: the rules of a difference and of the
     linear operations that only move elements (a reverse pass then subtracts ``-g``
     instead of computing it; see :class:`core.Negated`).
+
+    What lf.jit's compiler reads of a primitive (declared here, next to the rules, never in
+    the compiler's own tables): ``fusion``, a :class:`Fusion` (its spellings in a fused
+    expression, its cost) or None (never fused, and nothing that fuses could compute it);
+    ``reads_only=True``: its impl only reads its operands and returns a fresh array, never
+    a view of one (lowered to a callable that is no NumPy ufunc, the replay may still hand
+    it a buffer through ``out=``); ``keeps_uniform=True``: every element of its result is an
+    element of its first operand (a view: reshape, transpose, broadcast), so an operand
+    holding one value everywhere gives a result holding that value (False claims nothing).
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",
-                 "traced_constant", "keeps")
+                 "traced_constant", "keeps", "fusion", "reads_only", "keeps_uniform")
 
     def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False,
-                 differentiable=True, traced_constant=False):
+                 differentiable=True, traced_constant=False, fusion=None, reads_only=False,
+                 keeps_uniform=False):
         self.name = name
         self.impl = impl
         self.batch = batch
@@ -101,6 +189,9 @@ class Primitive:
         self.differentiable = differentiable
         self.traced_constant = traced_constant
         self.keeps = None
+        self.fusion = fusion
+        self.reads_only = reads_only
+        self.keeps_uniform = keeps_uniform
 
     def bind(self, *args, **params):
         return bind(self, args, params)

@@ -238,3 +238,14 @@ def test_an_infinite_smaller_partial_keeps_zero_cotangents_zero_with_the_same_bi
     zero = cotangent == 0
     np.testing.assert_array_equal(got[zero], 0.0)  # 0 * inf is NaN; a zero cotangent stays zero
     np.testing.assert_allclose(got[~zero], (-np.sin(x) - p)[~zero] * 1.5, rtol=1e-15)
+
+
+def test_two_negated_cotangents_of_one_value_are_summed_in_place_with_the_bits_of_the_formula(calls, unsigned):
+    # x is the subtrahend twice: its cotangents -(2 - x) and -(1 - x) are summed into a
+    # temporary of the pass's own (subtract_inplace), as (-(2 - x)) - (1 - x)
+    x = np.linspace(-1.5, 2.5, 9)
+    loss = lambda x: ((1.0 - x) * (2.0 - x)).sum()  # noqa: E731
+    got = lf.grad(loss)(x)
+    assert ("subtract_inplace", x.shape) in calls
+    assert_same_bits(got, -(2.0 - x) - (1.0 - x))
+    assert_same_bits(got, unsigned(lambda: lf.grad(loss)(x)))

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 
 from labeled_func_kernels import elementwise as ew
-from labeled_func.engine.compiler import expressions, fusion
+from labeled_func_kernels.primitive import Primitive
+from labeled_func.engine.compiler import fusion
 from labeled_func.engine.compiler.fusion import Fusable, cuda_source
 from labeled_func.engine.compiler.nodes import Constant, Node
 from labeled_func.engine.compiler.program import Program
@@ -88,14 +89,19 @@ def operands(prim, rng):
     return (x,)
 
 
+# every primitive spelled in CUDA C (its declaration's fusion.cuda)
+CUDA_SPELLED = [prim for prim in vars(ew).values()
+                if type(prim) is Primitive and prim.fusion is not None and prim.fusion.cuda is not None]
+
+
 @pytest.mark.parametrize("dtype, tolerance", [(np.float64, 1e-12), (np.float32, 2e-6)])
-@pytest.mark.parametrize("prim", list(expressions._CUDA_EXPRESSIONS), ids=lambda p: p.name)
+@pytest.mark.parametrize("prim", CUDA_SPELLED, ids=lambda p: p.name)
 def test_each_cuda_expression_computes_what_numpy_does(prim, dtype, tolerance, tmp_path):
     args = [a.astype(dtype) if a.dtype != BOOL else a for a in operands(prim, np.random.default_rng(0))]
     with np.errstate(invalid="ignore"):  # safe_multiply's oracle: 0 * inf before the mask
         expected = prim.impl(*args)
     names = [f"v{k}" for k in range(len(args))]
-    expression = expressions._CUDA_EXPRESSIONS[prim].format(*names)
+    expression = prim.fusion.cuda.format(*names)
     dtypes = [a.dtype.type if a.dtype != BOOL else bool for a in args]
     kernel = c_kernel(*cuda_source(expression, names, dtypes, expected.dtype), tmp_path,
                       f"{prim.name}_{np.dtype(dtype).name}")
@@ -105,7 +111,9 @@ def test_each_cuda_expression_computes_what_numpy_does(prim, dtype, tolerance, t
 
 
 def test_every_numexpr_primitive_has_a_cuda_expression():
-    assert set(expressions._CUDA_EXPRESSIONS) == set(expressions._EXPRESSIONS)
+    numexpr_spelled = {prim for prim in vars(ew).values()
+                       if type(prim) is Primitive and prim.fusion is not None and prim.fusion.numexpr is not None}
+    assert numexpr_spelled == set(CUDA_SPELLED)
 
 
 def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):

@@ -10,12 +10,9 @@ import string
 
 import numpy as np
 
-from labeled_func_kernels import elementwise as ew
-
 from ..replay import Shifted, rolled_evaluation
 from . import thresholds
-from .expressions import (_BOOL, _BOOLEAN_RESULTS, _CUDA_EXPRESSIONS, _EXPRESSIONS, _FLOAT, _HEAVY, _LOGICAL,
-                          _MAX_LEAVES, _NUMEXPR_TYPES, _POWERS, _ROUNDED_OTHERWISE, _SINGLE, numexpr)
+from .expressions import _BOOL, _FLOAT, _MAX_LEAVES, _NUMEXPR_TYPES, _SINGLE, fusion_of, numexpr
 from .nodes import Constant, Node
 
 
@@ -32,19 +29,21 @@ class _Tree:
         self.own_rolls, self.rolled = [], []  # rolls read as shifted leaves: its own, and all
         self.axis = None  # the axis of those rolls (one per tree)
         self.size = 1
-        self.heavy = node.prim in _HEAVY
+        self.heavy = fusion_of(node.prim).cost == "heavy"
 
 
 def _template(node):
     """The expression of a fusable node (placeholders ``{k}`` for its operands) and how many
-    times it names each operand, or None."""
-    table = _EXPRESSIONS if node.fusable.library == "numpy" else _CUDA_EXPRESSIONS
-    if node.prim is ew.power:
+    times it names each operand, or None: its primitive's spelling (``prim.fusion``)."""
+    fusion = fusion_of(node.prim)
+    if fusion is None:
+        return None
+    if fusion.by_constant is not None:  # power: by its constant exponent, in numexpr
         if node.fusable.library != "numpy" or type(node.refs[1]) is not Constant:
             return None
-        text = _POWERS.get(float(node.refs[1].value))
+        text = fusion.by_constant.get(float(node.refs[1].value))
         return None if text is None else (text, {0: text.count("{0}")})
-    text = table.get(node.prim)
+    text = fusion.numexpr if node.fusable.library == "numpy" else fusion.cuda
     if text is None:
         return None
     return _numbered(text)
@@ -108,12 +107,15 @@ def _array_library(value):
 
 def _fusable(prim, params, values, out):
     """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
-    CUDA C compute as NumPy does, no parameters, arrays of one floating precision (float64
-    or float32) or boolean, of one library, and Python numbers in (of the arrays'
-    precision, as NumPy treats them), an array out (on NumPy of at least ``FUSE_MIN_SIZE``
-    elements: on the GPU fewer launches pay at any size); else None."""
-    if params or (prim not in _EXPRESSIONS and not (
-            prim is ew.power and type(values[1]) in (int, float) and float(values[1]) in _POWERS)):
+    CUDA C compute as NumPy does (it declares a spelling, ``prim.fusion``), no parameters,
+    arrays of one floating precision (float64 or float32) or boolean, of one library, and
+    Python numbers in (of the arrays' precision, as NumPy treats them), an array out (on
+    NumPy of at least ``FUSE_MIN_SIZE`` elements: on the GPU fewer launches pay at any
+    size); else None."""
+    fusion = fusion_of(prim)
+    if params or fusion is None or (fusion.numexpr is None and not (
+            fusion.by_constant is not None and type(values[1]) in (int, float)
+            and float(values[1]) in fusion.by_constant)):
         return None
     library = _array_library(out)
     if library is None or (library == "numpy" and math.prod(out.shape) < thresholds.FUSE_MIN_SIZE):
@@ -122,12 +124,12 @@ def _fusable(prim, params, values, out):
     if len(floats) > 1:
         return None  # mixed precisions: NumPy's promotion is not numexpr's
     number = floats.pop() if floats else _FLOAT
-    if prim in _LOGICAL and any(value.dtype != _BOOL if hasattr(value, "dtype") else type(value) is not bool
+    if fusion.logical and any(value.dtype != _BOOL if hasattr(value, "dtype") else type(value) is not bool
                                 for value in values):
         return None  # NumPy reads numbers as truth values; numexpr's & | ~ take booleans only
-    if out.dtype == _BOOL and prim not in _BOOLEAN_RESULTS:
+    if out.dtype == _BOOL and not fusion.boolean_result:
         return None  # arithmetic of booleans (abs(b), b + c: a logical or) stays NumPy's
-    if library == "numpy" and number == _SINGLE and prim in _ROUNDED_OTHERWISE:
+    if library == "numpy" and number == _SINGLE and fusion.rounds_differently:
         return None  # numexpr's float32 sin, exp... round differently from NumPy's: not fused
     dtypes = []
     for value in values:

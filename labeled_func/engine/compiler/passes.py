@@ -10,7 +10,6 @@ import math
 
 import numpy as np
 
-from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
@@ -18,7 +17,7 @@ from labeled_func_kernels.backend import reciprocal_power_of_two
 
 from ..replay import Shifted, all_finite, rolled_evaluation, safe_product, safe_product_checked, spread_into
 from . import thresholds
-from .expressions import _EXPRESSIONS
+from .expressions import spelled
 from .fusion import _retyped
 from .nodes import Constant, Node
 from .planning import _c_ordered, _writes_into
@@ -31,7 +30,6 @@ _REMATERIALIZE_AFTER = 64
 """Nodes between a result's making and a reader of it beyond which ``rematerialize``
 computes a cheap result again for that reader."""
 
-_VIEWS_OF_ONES = frozenset((kcore.expand_dims, kcore.broadcast_to, kcore.reshape, kcore.transpose, kcore.squeeze))
 _UNIFORM_ARITHMETIC = {ew.multiply: np.multiply, ew.add: np.add, ew.subtract: np.subtract, ew.negative: np.negative}
 
 
@@ -71,7 +69,7 @@ def drop_ones(program):
             if found is not None:
                 rename[node.slot] = node.refs[found]
                 continue
-        if uniform and node.out is not None and node.prim in _EXPRESSIONS:  # not power: NumPy's
+        if uniform and node.out is not None and spelled(node.prim):  # not power: NumPy's
             # power takes other paths for a scalar exponent
             _read_as_scalars(node, uniform, layout, strides)
         kept.append(node)
@@ -357,7 +355,7 @@ def _uniform_value(node, uniform):
     dtype = node.out[1]
     if not node.refs and node.prim in (kc.ones_like, kc.zeros_like) and dtype.kind in "fc":
         return dtype.type(1 if node.prim is kc.ones_like else 0)
-    if node.prim in _VIEWS_OF_ONES and node.refs and type(node.refs[0]) is int:
+    if getattr(node.prim, "keeps_uniform", False) and node.refs and type(node.refs[0]) is int:  # a view
         return uniform.get(node.refs[0])
     function = _UNIFORM_ARITHMETIC.get(node.prim)
     if function is None or node.params:

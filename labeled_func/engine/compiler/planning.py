@@ -8,8 +8,6 @@ import math
 
 import numpy as np
 
-from labeled_func_kernels import elementwise as ew
-
 from . import thresholds
 from .expressions import _NUMEXPR_TYPE
 
@@ -20,7 +18,8 @@ def _reads_only(node):
     rule's sum of products)."""
     function = node.function
     return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or (
-        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE) or node.prim is ew.multiply_sum
+        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE) or getattr(
+        node.prim, "reads_only", False)
 
 
 def _writes_into(node):
