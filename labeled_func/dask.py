@@ -33,6 +33,7 @@ import xarray as xr
 
 from .control_flow import structure_only
 from .engine import Tracer
+from .engine.batching import probing_branches
 from .engine.errors import UnsupportedOperationError
 from . import random as lf_random
 from .named import _position, is_labeled, named_coords, restore_tree_coords, shadowing, tree_nodes
@@ -80,8 +81,11 @@ def vmap_lazy(mapped, args, kwargs):
         skeleton.run = compile_block(mapped, block)
     if skeleton.draws is not None and skeleton.draws.per_block:
         pieces.append((_positions(size, chunks), True))
+    stand_ins = [_stand_in(array, is_mapped) for array, is_mapped in pieces]
     with np.errstate(all="ignore"), structure_only():
-        example = skeleton.call([_stand_in(array, is_mapped) for array, is_mapped in pieces])
+        # branches="agree": an `if` on a mapped value answers from the stand-in (every path
+        # tried until one returns); each block checks its own examples when computed
+        example = probing_branches(lambda: skeleton.call(stand_ins), quiet=mapped.branches == "agree")
     outputs = _Outputs(example, dim, mapped.output_positions(position, example))
     skeleton.outputs = outputs
     return outputs.wrap(_graph(skeleton, pieces, chunks, mapped.func), dim, chunks, coords)
@@ -448,6 +452,13 @@ class _Outputs:
             raise ValueError(f"vmap over dask chunks: a block returned {len(found)} arrays where the "
                              f"one-example run returned {len(self.metas)}; the output structure must "
                              "not depend on the data")
+        for (array, _), (_, shape, batched) in zip(found, self.metas):
+            got = tuple(np.shape(array))
+            if (got[1:] if batched else got) != (shape[1:] if batched else shape):
+                raise ValueError(f"vmap over dask chunks: a block returned an array of shape {got} where the "
+                                 f"one-example run returned {shape} (the mapped dim first); the output "
+                                 "sizes must not depend on the data (an `if` on a mapped value under "
+                                 "branches='agree' must return the same sizes on every path)")
         return [a for a, _ in found]
 
     def wrap(self, tasks, dim, chunks, coords):

@@ -17,6 +17,7 @@ from . import random as lf_random
 from ._wrapping import transformed
 from .backends import check_one_backend
 from .engine import BatchLevel, active, batch_value, current_levels, traced_by
+from .engine.batching import BRANCHES, ExampleNames
 from .engine.errors import RandomnessError, UnsupportedOperationError
 from .example_coords import (Entered, ExampleCoord, attach, coordinates_copied_as_themselves, example_coords,
                              restore_untouched, same_variable)
@@ -32,7 +33,8 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
          in_dims: int | tuple[Any, ...] | dict[str, Any] | None = None,
          out_dims: int | str | None | tuple[Any, ...] | list[Any] | dict[str, Any] = 0,
          randomness: Literal["error", "different", "same"] = "error", chunk_size: int | None = None,
-         axis_size: int | None = None, allow_rechunk: bool = True) -> Callable[..., Any]:
+         axis_size: int | None = None, allow_rechunk: bool = True,
+         branches: Literal["error", "agree"] = "error") -> Callable[..., Any]:
     """Vectorise ``func``, written for one example, over the named dim ``dim``.
 
     Parameters
@@ -71,6 +73,13 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     allow_rechunk : bool
         Dask-backed inputs only: other dims split into several chunks are rechunked
         into one, with a ``UserWarning`` (True), or raise ``ValueError`` (False).
+    branches : {"error", "agree"}
+        ``bool()`` (an ``if``), ``float()``, ``.item()``, ``np.asarray`` and data-dependent
+        shapes (``x[mask]``, ``np.nonzero``, ``dropna``) of a mapped value: raise the
+        policy errors ("error"), or accept them where every example gives the same answer
+        (the same truth value, the same value, the same number of elements), which is then
+        the loop's ("agree"); examples that disagree raise the policy error naming them.
+        See docs/limitations.md, "Branches that agree".  Not supported under ``lf.jit`` yet.
 
     Returns
     -------
@@ -114,6 +123,8 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     """
     if randomness not in RANDOMNESS:
         raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
+    if not isinstance(branches, str) or branches not in BRANCHES:
+        raise ValueError(f"vmap: branches={branches!r} is not one of {BRANCHES}")
     if dim is not None and in_dims is not None:
         raise ValueError("vmap: give either dim= or in_dims=, not both")
     if dim is None and in_dims is None and axis_size is None:
@@ -121,7 +132,7 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     _check_out_dims(out_dims, out_dims)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size={chunk_size!r} must be a positive int")
-    options = dict(out_dims=out_dims, randomness=randomness, axis_size=axis_size)
+    options = dict(out_dims=out_dims, randomness=randomness, axis_size=axis_size, branches=branches)
 
     levels = _split_levels(dim, in_dims)
     inner = func
@@ -131,7 +142,8 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
 
     return transformed(inner, func, "vmap", (
         ("dim", dim, None), ("in_dims", in_dims, None), ("out_dims", out_dims, 0), ("randomness", randomness, "error"),
-        ("chunk_size", chunk_size, None), ("axis_size", axis_size, None), ("allow_rechunk", allow_rechunk, True)))
+        ("chunk_size", chunk_size, None), ("axis_size", axis_size, None), ("allow_rechunk", allow_rechunk, True),
+        ("branches", branches, "error")))
 
 
 def _split_levels(dim, in_dims):
@@ -215,7 +227,7 @@ class _Mapped:
     """One vmap level around ``func``; ``original`` names the arguments in messages."""
 
     def __init__(self, func, original, dim, in_dims, *, out_dims, randomness, chunk_size, axis_size,
-                 allow_rechunk=True):
+                 allow_rechunk=True, branches="error"):
         self.func = func
         self.dim = dim
         self.in_dims = in_dims
@@ -225,6 +237,8 @@ class _Mapped:
         self.chunk_size = chunk_size
         self.axis_size = axis_size
         self.allow_rechunk = allow_rechunk  # dask-backed inputs only (see dask.py)
+        self.branches = branches  # "agree": see BatchLevel.branches
+        self.in_block = False  # a block of a lazy (Dask) vmap: see dim_first
         self.parameters = _parameters(original)
         self.signature = _signature(original)
         self.carried = None  # a block of a lazy vmap: see _lazy
@@ -256,7 +270,8 @@ class _Mapped:
             chunk_coords = {name: var[start:stop] for name, var in coords.items()}
             chunk_examples = [{name: e._replace(variable=e.variable[start:stop]) for name, e in found.items()}
                               for found in examples]
-            parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples))
+            parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples,
+                                   offset=start))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
         positions = _leaf_positions(position, parts[0], self.given_out_dims)
         out_leaves = [group[0] if at is None else concat_leaves(list(group), dim, at)
@@ -303,6 +318,7 @@ class _Mapped:
         the outputs it leaves unmapped, out_dims entry None, stay unmapped)."""
         block = copy.copy(self)
         block.out_dims = _map_out_dims(lambda entry: 0, self.out_dims)
+        block.in_block = True
         return block
 
     def output_positions(self, position, out):
@@ -460,9 +476,10 @@ class _Mapped:
         return dim, size, preserve or 0, coords
 
     # --- one pass ---------------------------------------------------------------------------------
-    def _run(self, treedef, specs, dim, position, coords, leaves, size, examples):
+    def _run(self, treedef, specs, dim, position, coords, leaves, size, examples, offset=0):
         watch = self._watches_numpy_random()
-        level = BatchLevel(size, self.randomness)
+        level = BatchLevel(size, self.randomness, self.branches,
+                           _example_names(dim, coords, examples, offset, self.in_block))
         with active(level):
             shared = {}  # equal coordinates of several arguments: one traced coordinate
             entered = Entered(level)  # the same for the coordinates along the mapped dim
@@ -502,6 +519,23 @@ class _Mapped:
         if self.randomness == "same":
             return False
         return not any(level.batches and level.randomness != "same" for level in current_levels())
+
+
+def _example_names(dim, coords, examples, offset, in_block):
+    """How messages of ``branches="agree"`` name this pass's examples: by position, and by
+    the labels of the mapped dim's index coordinate where it has one."""
+    variable = coords.get(dim) if isinstance(dim, str) else None
+    if variable is None and isinstance(dim, str):
+        variable = next((found[dim].variable for found in examples if dim in found), None)
+    labels = None
+    if variable is not None and variable.ndim == 1 and not lazy_data(variable):
+        labels = lambda: variable.values  # noqa: E731 - read only for a message
+    return ExampleNames(dim, labels, offset, in_block)
+
+
+def lazy_data(variable):
+    """Whether ``variable`` holds Dask data (its labels would need computing)."""
+    return type(variable._data).__module__.startswith("dask")
 
 
 def _map_out_dims(function, out_dims):

@@ -7,24 +7,34 @@ never wrapped (and never broadcast just to simplify a rule).
 from __future__ import annotations
 
 import copy
+import math
 import sys
+import warnings
+from contextvars import ContextVar
+from typing import NamedTuple
 
 import numpy as np
 
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
-from labeled_func_kernels.backend import namespace, namespace_dtype
+from labeled_func_kernels.backend import library_of, namespace, namespace_dtype
 from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import bottom, known
 
-from .errors import DynamicShapeError, UnsupportedOperationError
+from . import diagnose
+from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError, ItemError, TransformError,
+                     UnsupportedOperationError)
 from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
                     recorded_equal, traced_by)
+from .numpy.dynamic import register_agreement
 from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
-           "register_equality_checks", "copied_as_itself"]
+           "register_equality_checks", "copied_as_itself", "BRANCHES", "ExampleNames", "probing_branches",
+           "agreed_positions", "agreed_constant"]
+
+BRANCHES = ("error", "agree")
 
 
 class BatchLevel(Level):
@@ -32,13 +42,17 @@ class BatchLevel(Level):
 
     name = "vmap"
     batches = True
-    __slots__ = ("axis_size", "randomness", "copied_as_itself")
+    __slots__ = ("axis_size", "randomness", "copied_as_itself", "branches", "examples")
 
-    def __init__(self, axis_size, randomness="error"):
+    def __init__(self, axis_size, randomness="error", branches="error", examples=None):
         super().__init__()
         self.axis_size = axis_size
         self.randomness = randomness
         self.copied_as_itself = {}  # id -> tracer: see copied_as_itself()
+        # "agree": bool(), float(), data-dependent shapes... of a mapped value are allowed
+        # where every example gives the same answer (see agreed_value); "error": refused
+        self.branches = branches
+        self.examples = examples  # an ExampleNames: how messages name example k (None: by position)
 
     def process(self, prim, args, params):
         values = []
@@ -127,7 +141,7 @@ class BatchLevel(Level):
 
     def _fresh(self):
         """A vmap level like this one, for running a rule over the same examples."""
-        return BatchLevel(self.axis_size, self.randomness)
+        return BatchLevel(self.axis_size, self.randomness, self.branches, self.examples)
 
     def _unwrap(self, arrays):
         """The values below this level, and which of them it maps."""
@@ -176,6 +190,8 @@ class BatchTracer(Tracer):
             answer = _agreed_equality(self, sys._getframe(2))
             if answer is not None:
                 return answer
+        if self._level.branches == "agree" and what in _AGREEABLE:
+            return agreed_value(self, what)
         return unknown_value_policy(self, what, VMAP_WORDS)
 
     def __repr__(self):
@@ -188,7 +204,8 @@ VMAP_WORDS = Wording(
              "would need more elements than it has. Build the buffer from the mapped "
              "input, e.g. xr.zeros_like(x) / np.zeros_like(x), or use out-of-place ops."),
     bool=("bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it): "
-          "under vmap each example may take a different branch."),
+          "under vmap each example may take a different branch (where every example takes the same "
+          "one, as in a check of the inputs, lf.vmap(..., branches='agree') accepts it)."),
     index=("indexing an unmapped array, or a dim with an index coordinate, with a "
            "mapped index (array[i], idxmax, x.isel(t=i) with i computed per example): "
            "NumPy and pandas need concrete indices there, and coordinate labels "
@@ -338,3 +355,341 @@ def any_example_true(value):
     condition of ``while_loop`` over all examples of all levels."""
     value = bottom(value)
     return bool(namespace(value).any(value))
+
+
+# --- branches that agree: lf.vmap(..., branches="agree") ------------------------------------------
+# What a Python conversion of a mapped value may return when every example gives the same
+# answer: the truth of an `if` (bool), or the value itself (float(), int(), .item(), an
+# index, np.asarray), which is then each example's, as in the loop.  A store into a plain
+# array ("setitem") keeps its own policy.
+_AGREEABLE = frozenset({"bool", "float", "int", "complex", "index", "item", "array", "round", "format"})
+_NUMBERS = frozenset({"float", "int", "complex", "item", "round", "format"})
+_SHOWN = 4  # examples named per group in a message
+
+
+class ExampleNames(NamedTuple):
+    """How messages name the examples of one vmap level: ``dim`` (None: a positional axis),
+    the ``labels`` of its index coordinate (a sequence, a function returning one, or None),
+    ``offset`` of this pass's first
+    example (``chunk_size``), ``block``: a block of a Dask-backed vmap (positions count
+    within the block)."""
+
+    dim: object = None
+    labels: object = None
+    offset: int = 0
+    block: bool = False
+
+    def label(self, k):
+        labels = self.labels() if callable(self.labels) else self.labels
+        if labels is None or not 0 <= k < len(labels):
+            return None
+        value = labels[k]
+        if isinstance(value, (str, np.str_)):
+            return f"{self.dim}={str(value)!r}"
+        if isinstance(value, np.generic) and value.dtype.kind in "biufc":
+            value = value.item()
+        return f"{self.dim}={value}"
+
+
+def _describe_examples(levels, indices):
+    """``"examples 0, 2 (sample=10, 30)"``: the examples at ``indices`` (tuples of positions,
+    one per level of ``levels``, outermost first), at most ``_SHOWN`` of them."""
+    shown = indices[:_SHOWN]
+    names = levels[0].examples if len(levels) == 1 and levels[0].examples is not None else None
+    if len(levels) == 1:
+        positions = ", ".join(str(k[0] + (names.offset if names else 0)) for k in shown)
+        labels = [names.label(k[0]) for k in shown] if names is not None else []
+    else:
+        positions = ", ".join("(" + ", ".join(str(p + (lv.examples.offset if lv.examples else 0))
+                                              for p, lv in zip(k, levels)) + ")" for k in shown)
+        labels = []
+        for k in shown:
+            parts = [lv.examples.label(p) if lv.examples is not None else None for p, lv in zip(k, levels)]
+            labels.append(", ".join(p for p in parts if p) or None)
+    more = f" and {len(indices) - _SHOWN} more" if len(indices) > _SHOWN else ""
+    text = f"example{'s' if len(indices) > 1 else ''} {positions}{more}"
+    if any(lv.examples is not None and lv.examples.block for lv in levels):
+        text += " of its Dask block"
+    labels = [label for label in labels if label]
+    if labels:
+        text += f" ({(', ' if len(levels) == 1 else '; ').join(labels)})"
+    return text
+
+
+def _mapping_levels(tracer):
+    """The vmap levels that map ``tracer`` (the axes in front of its bottom value, outermost
+    first), and whether its values are known (no lf.jit recording among its levels)."""
+    levels, value, known_values = [], tracer, True
+    while isinstance(value, Tracer):
+        if type(value) is BatchTracer:
+            levels.append(value._level)
+        if value._level.abstract:
+            known_values = False
+        value = value._value
+    levels.reverse()
+    return levels, known_values
+
+
+def _host(array):
+    """``array`` as a NumPy array (a CuPy one copied from the device)."""
+    if hasattr(array, "get") and type(array).__module__.startswith("cupy"):
+        return array.get()
+    try:
+        return np.asarray(array)
+    except (TypeError, ValueError, RuntimeError):
+        return np.from_dlpack(array)
+
+
+def _not_agreeable(tracer, what, levels, known_values):
+    """The policy error of ``what`` (as without branches="agree"), with the reason why
+    agreement could not be used here; None where agreement can be used."""
+    if not known_values:
+        note = ("lf.vmap(..., branches='agree') decides from the examples' values, and under lf.jit "
+                "they are the values of later calls, unknown when lf.jit records: branches='agree' is "
+                "not supported under lf.jit yet (call the vmapped function without lf.jit).")
+    else:
+        refusing = [lv for lv in levels if lv.branches != "agree"]
+        if not refusing:
+            return None
+        dims = ", ".join(repr(lv.examples.dim) if lv.examples is not None and lv.examples.dim is not None
+                         else "a positional axis" for lv in refusing)
+        note = (f"branches='agree' applies to the examples of every vmap that maps the value, and it is "
+                f"also mapped over {dims} by a vmap with branches='error': give that vmap "
+                "branches='agree' too.")
+    return note
+
+
+def _raise_with_note(tracer, what, note):
+    try:
+        unknown_value_policy(tracer, what, VMAP_WORDS)
+    except TransformError as error:
+        raise type(error)(f"{error} {note}").with_traceback(error.__traceback__) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def agreed_value(tracer, what):
+    """``tracer``'s concrete value for the conversion ``what`` under ``branches="agree"``.
+
+    ``bool``: the examples' truth values, a Python bool when they all agree; the other kinds:
+    the examples' values when they are all equal (NaN equal to NaN), as a NumPy array.
+    Otherwise the policy error, naming the examples that disagree.  Every vmap level that maps
+    the value must allow agreement, and its values must be known (not under lf.jit).
+    """
+    level = tracer._level
+    if not level.alive:
+        level.escaped(what)
+    levels, known_values = _mapping_levels(tracer)
+    note = _not_agreeable(tracer, what, levels, known_values)
+    if note is not None:
+        _raise_with_note(tracer, what, note)
+    probe = _PROBE.get()
+    if probe is not None:
+        return probe.decide(tracer, what, levels)
+    raw = _host(bottom(tracer))
+    batch = raw.shape[:len(levels)]
+    count = math.prod(batch)
+    per_example = raw.reshape((count,) + raw.shape[len(levels):])
+    if count == 0:  # no example to ask
+        _raise_with_note(tracer, what, "(lf.vmap(..., branches='agree'): the batch has no examples to agree.)")
+    if what == "bool":
+        if per_example[0].size != 1:
+            return per_example[0]  # bool() raises NumPy's own error, as the loop's first example would
+        truth = (per_example != 0).reshape(count)
+        if truth.all():
+            return True
+        if not truth.any():
+            return False
+        raise DataDependentControlFlowError(_disagreement(
+            levels, batch, truth, "bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it) "
+            "under lf.vmap(..., branches='agree'): the examples take different branches",
+            lambda answer, many: f"give{'' if many else 's'} {bool(answer)}", _BRANCH_FIX))
+    same = _same_as_first(per_example)
+    if same.all():
+        return per_example[0]
+    if what not in _NUMBERS:  # np.asarray, an index: the usual error, saying which examples differ
+        others = [tuple(int(p) for p in np.unravel_index(flat, batch)) for flat in np.flatnonzero(~same)]
+        _raise_with_note(tracer, what, (
+            f"(lf.vmap(..., branches='agree') accepts it only where every example holds the same values; here "
+            f"{_describe_examples(levels, others)} hold{'s' if len(others) == 1 else ''} other values than "
+            f"{_describe_examples(levels, [(0,) * len(batch)])}.)"))
+    if per_example[0].size == 1:  # one number per example: name them
+        same = per_example.reshape(count)
+    raise ItemError(_disagreement(
+        levels, batch, same, f"{what}() of a mapped value under lf.vmap(..., branches='agree'): the examples "
+        "hold different values",
+        (lambda answer, many: f"hold{'' if many else 's'} {answer!r}") if per_example[0].size == 1 else
+        (lambda answer, many: f"hold{'' if many else 's'} "
+                              f"{'the same values as example 0' if answer else 'other values'}"),
+        "Keep it as an array (a 0-d DataArray works in arithmetic), or return it."))
+
+
+def _same_as_first(per_example):
+    """Per example (axis 0), whether it holds the same values as the first (NaN equal to NaN)."""
+    if per_example.shape[0] == 0:
+        return np.ones(0, dtype=bool)
+    first = per_example[0]
+    equal = per_example == first
+    if per_example.dtype.kind in "fc":
+        equal |= np.isnan(per_example) & np.isnan(first)
+    return equal.reshape(per_example.shape[0], -1).all(axis=1)
+
+
+def agreed_constant(value, culprit):
+    """The values of a mapped ``value`` that every example holds (a NumPy array), under
+    ``branches="agree"``; None where agreement is not allowed or the examples differ."""
+    levels, known_values = _mapping_levels(value)
+    if not levels or not known_values or any(lv.branches != "agree" for lv in levels):
+        return None
+    for lv in levels:
+        if not lv.alive:
+            lv.escaped(culprit)
+    if _PROBE.get() is not None:
+        raise DynamicShapeError(_probe_refusal(culprit))
+    raw = _host(bottom(value))
+    count = math.prod(raw.shape[:len(levels)])
+    per_example = raw.reshape((count,) + raw.shape[len(levels):])
+    if count == 0 or not _same_as_first(per_example).all():
+        return None
+    return per_example[0]
+
+
+_BRANCH_FIX = ("Use xr.where / np.where to select per example, lf.cond for branches or lf.while_loop "
+               "for loops.")
+
+
+def _disagreement(levels, batch, answers, problem, says, fix, location=True):
+    """``problem``, then which examples give which answer (the fewer first), and ``fix``."""
+    groups = {}
+    for flat, answer in enumerate(answers.tolist()):
+        groups.setdefault(answer, []).append(tuple(int(p) for p in np.unravel_index(flat, batch)))
+    ordered = sorted(groups.items(), key=lambda item: len(item[1]))
+    parts = [f"{_describe_examples(levels, found)} {says(answer, len(found) > 1)}" for answer, found in ordered]
+    site = diagnose.call_site()
+    where = f"at {site.location}: " if site.location and location else ""
+    return (f"{where}{problem}: {'; '.join(parts)}. branches='agree' accepts it only where every example gives "
+            f"the same answer (then the result is the loop's). {fix}")
+
+
+def agreed_positions(value, culprit):
+    """``np.nonzero(value)`` of a mapped ``value`` under ``branches="agree"``: a tuple of
+    integer positions, one per axis, each mapped by the levels that map ``value`` (example
+    k's positions are those of its own nonzero elements), where every example has the same
+    number of them; DynamicShapeError naming the counts otherwise.  None where agreement is
+    not allowed (the caller raises its usual error)."""
+    levels, known_values = _mapping_levels(value)
+    if not levels or not known_values or any(lv.branches != "agree" for lv in levels):
+        return None
+    for lv in levels:
+        if not lv.alive:
+            lv.escaped(culprit)
+    if _PROBE.get() is not None:
+        raise DynamicShapeError(_probe_refusal(culprit))
+    raw = _host(bottom(value))
+    batch = raw.shape[:len(levels)]
+    count = math.prod(batch)
+    logical = raw.shape[len(levels):]
+    if not logical or count == 0:
+        return None  # a 0-d mask adds an axis; no examples: the usual error
+    per_example = raw.reshape((count,) + logical)
+    counts = np.count_nonzero(per_example.reshape(count, -1), axis=1)
+    if (counts != counts[0]).any():
+        site = diagnose.call_site()
+        where = f" (called from {site.location})" if site.location else ""
+        raise DynamicShapeError(_disagreement(
+            levels, batch, counts, f"{culprit} under lf.vmap(..., branches='agree'){where}: the examples select "
+            "different numbers of elements, and a batch cannot hold results of different shapes",
+            lambda answer, many: f"select{'' if many else 's'} {answer}",
+            "Keep the shape with masking: x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0).",
+            location=False))
+    k = int(counts[0])
+    found = [np.nonzero(example) for example in per_example]
+    xp_from = library_of(bottom(value))
+    out = []
+    for axis in range(len(logical)):
+        positions = np.stack([f[axis] for f in found]).reshape(batch + (k,))
+        if xp_from not in ("numpy", None):  # CuPy: on the device, as the values
+            positions = namespace(bottom(value)).asarray(positions)
+        for lv in levels:
+            positions = BatchTracer(lv, positions)
+        out.append(positions)
+    return tuple(out)
+
+
+# --- Dask: the one-example run that finds the output structure --------------------------------------
+_PROBE: ContextVar = ContextVar("labeled_func_branch_probe", default=None)
+_PROBE_RUNS = 16  # at most this many runs of the stand-in, each with other answers
+
+
+register_agreement(agreed_constant, agreed_positions)
+
+
+def _probe_refusal(what):
+    return (f"{what} of a mapped value under lf.vmap(..., branches='agree') with Dask-backed inputs: the "
+            "output's sizes and structure are fixed when the graph is built, from a stand-in example (not "
+            "the data), so only bool() (an `if` on a value) may follow the examples' values there; "
+            "float(), .item(), np.asarray and data-dependent shapes may not. Load the data first "
+            "(.compute()) to use them.")
+
+
+class _Probe:
+    """Answers of the ``bool()`` conversions of one run on a stand-in example: the
+    ``prescribed`` ones first, then those of the stand-in's values; ``decisions`` records them."""
+
+    def __init__(self, prescribed):
+        self.prescribed = prescribed
+        self.decisions = []
+
+    def decide(self, tracer, what, levels):
+        if what != "bool":
+            raise (ItemError if what in _NUMBERS else ConversionError)(_probe_refusal(f"{what}()"))
+        k = len(self.decisions)
+        if k < len(self.prescribed):
+            answer = self.prescribed[k]
+        else:
+            token = _PROBE.set(None)
+            try:
+                answer = agreed_value(tracer, what)
+            finally:
+                _PROBE.reset(token)
+            if not isinstance(answer, bool):
+                return answer  # not a single truth value: bool() raises NumPy's error
+        self.decisions.append(answer)
+        return answer
+
+
+def probing_branches(run, quiet=False):
+    """``run()``, the function on a stand-in example of a Dask-backed vmap (its values are not
+    the data's), where ``bool()`` of a mapped value under ``branches="agree"`` answers from the
+    stand-in.  A validation such as ``if np.nanmax(x) < 100: raise ValueError(...)`` may then
+    raise on the stand-in's values: the run is repeated with the answers changed, last first
+    (a depth-first search over the branches, at most ``_PROBE_RUNS`` runs), until one returns;
+    the blocks check the real answers of their examples.  ``quiet``: warnings of these runs
+    are not shown (the blocks warn)."""
+    stack = []  # [answer, flipped] per decision of the current path
+    first_error = None
+    for _ in range(_PROBE_RUNS):
+        probe = _Probe([answer for answer, _ in stack])
+        token = _PROBE.set(probe)
+        try:
+            if quiet:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    return run()
+            return run()
+        except TransformError:
+            raise
+        except Exception as error:  # noqa: BLE001 - the function's own error, on the stand-in's values
+            if first_error is None:
+                first_error = error
+            stack.extend([answer, False] for answer in probe.decisions[len(stack):])
+            while stack and stack[-1][1]:
+                stack.pop()
+            if not stack:
+                break
+            stack[-1] = [not stack[-1][0], True]
+        finally:
+            _PROBE.reset(token)
+    if hasattr(first_error, "add_note") and probe.decisions:
+        first_error.add_note("(raised while lf.vmap ran the function on a stand-in example, to find the output "
+                             "structure of a Dask-backed call, on every path of its `if`s on mapped values)")
+    raise first_error

@@ -28,7 +28,30 @@ from ..errors import DynamicShapeError
 from ..stack import is_batched
 from .dispatch import asarray, implements
 
-__all__ = ["fixed", "pick", "UniqueAllResult", "UniqueCountsResult", "UniqueInverseResult"]
+__all__ = ["fixed", "pick", "register_agreement", "agreed_constant", "agreed_positions", "UniqueAllResult",
+           "UniqueCountsResult", "UniqueInverseResult"]
+
+
+# The rules of lf.vmap(..., branches="agree") for data-dependent shapes, registered by the vmap
+# level's module (which imports this one): functions, set once at import, not transform state.
+_AGREEMENT: dict = {}
+
+
+def register_agreement(constant, positions):
+    """``constant(value, culprit)``: the values every example of a mapped ``value`` holds, or
+    None; ``positions(value, culprit)``: ``np.nonzero`` per example where every example has as
+    many nonzero elements (mapped positions), or None (see ``batching.agreed_positions``)."""
+    _AGREEMENT.update(constant=constant, positions=positions)
+
+
+def agreed_constant(value, culprit):
+    rule = _AGREEMENT.get("constant")
+    return None if rule is None else rule(value, culprit)
+
+
+def agreed_positions(value, culprit):
+    rule = _AGREEMENT.get("positions")
+    return None if rule is None else rule(value, culprit)
 
 
 def fixed(value, culprit):
@@ -36,6 +59,10 @@ def fixed(value, culprit):
     if top_level((value,), culprit) is None:  # not traced (a traced value is checked for escape)
         return _host(value)
     if is_batched(value) or not known(value):
+        if is_batched(value):  # lf.vmap(..., branches="agree"): the same values in every example
+            common = agreed_constant(value, culprit)
+            if common is not None:
+                return common
         transform = "vmap" if is_batched(value) else "jit"
         raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit, transform))
     return _host(bottom(value))
@@ -92,6 +119,13 @@ def refuse_value_dtype(value, name, what, advice):
 
 @implements(np.nonzero)
 def _nonzero(a):
+    if is_batched(a):  # lf.vmap(..., branches="agree"): the same mask, or as many elements, per example
+        common = agreed_constant(a, "numpy.nonzero")
+        if common is not None:
+            return _on_device_of(a, np.nonzero(common))
+        positions = agreed_positions(a, "numpy.nonzero")
+        if positions is not None:
+            return positions
     return _on_device_of(a, np.nonzero(fixed(a, "numpy.nonzero")))
 
 

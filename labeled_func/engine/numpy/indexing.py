@@ -27,7 +27,7 @@ from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
 from ..stack import inplace_assign, is_batched, traced_by
 from .dispatch import asarray, implements, implements_method, kind, unlabeled
-from .dynamic import fixed, pick
+from .dynamic import agreed_constant, agreed_positions, fixed, pick
 from .elementwise import clip
 
 __all__ = ["getitem", "setitem"]
@@ -69,7 +69,15 @@ def _masks_as_positions(key, culprit):
         if not _is_boolean_index(item):
             out.append(item)
             continue
-        mask = fixed(item, culprit)
+        # lf.vmap(..., branches="agree"): the same mask in every example, or as many elements
+        mask = agreed_constant(item, culprit) if is_batched(item) else None
+        if mask is None and is_batched(item) and item.ndim:
+            positions = agreed_positions(item, culprit)
+            if positions is not None:
+                out.extend(positions)
+                continue
+        if mask is None:
+            mask = fixed(item, culprit)
         if mask.ndim == 0:
             if not bool(mask):
                 raise UnsupportedOperationError(f"{culprit} with a 0-d False mask is not supported on traced arrays")
