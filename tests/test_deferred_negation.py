@@ -24,8 +24,8 @@ X = np.linspace(-1.3, 2.1, 12)
 
 def all_primitives():
     found = set()
-    for module in (kernels.core, kernels.elementwise, kernels.shape, kernels.indexing, kernels.reductions,
-                   kernels.linalg, kernels.fft, kernels.creation):
+    for module in (kernels.core, kernels.elementwise, kernels.special, kernels.shape, kernels.indexing,
+                   kernels.reductions, kernels.linalg, kernels.fft, kernels.creation):
         found.update(v for v in vars(module).values() if isinstance(v, primitive.Primitive))
     return found
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import labeled_func_kernels
-from labeled_func_kernels import core, elementwise as ew
+from labeled_func_kernels import core, elementwise as ew, special
 from labeled_func_kernels.primitive import Fusion, Primitive
 from labeled_func.engine.compiler import fusion as compiler_fusion, thresholds
 from labeled_func.engine.numpy import dispatch
@@ -25,7 +25,9 @@ KERNEL_MODULES = [getattr(labeled_func_kernels, name) for name in labeled_func_k
                   if hasattr(getattr(labeled_func_kernels, name), "__file__")]
 ALL_PRIMITIVES = {id(prim): prim for module in KERNEL_MODULES for prim in vars(module).values()
                   if isinstance(prim, Primitive)}.values()
-ELEMENTWISE = [prim for prim in vars(ew).values() if type(prim) is Primitive and prim.batch is not None
+# the elementwise family: kernels/elementwise.py and scipy.special's ufuncs (kernels/special.py)
+ELEMENTWISE = [prim for module in (ew, special) for prim in vars(module).values()
+               if type(prim) is Primitive and prim.batch is not None
                and getattr(prim.batch, "__qualname__", "").startswith("batch_elementwise")]
 SPELLED = [prim for prim in ELEMENTWISE if prim.fusion is not None and prim.fusion.reason is None]
 

@@ -8,7 +8,7 @@ iv, ive, jv/jn, yv, yn, kv, kve, kn, the zeta functions, and SciPy's own log1p, 
 exp2, exp10, sindg, cosdg, tandg, cotdg, radian) reach a tracer through ``__array_ufunc__``.
 They are registered at the first traced call of a ufunc without a kernel, if SciPy is
 imported by then (a SciPy ufunc cannot be called before), never importing SciPy here.  Most
-are primitives of ``kernels.elementwise`` (their impls call SciPy or cupyx.scipy, so the values
+are primitives of ``kernels.special`` (their impls call SciPy or cupyx.scipy, so the values
 and dtypes are SciPy's: its log1p, expm1, cbrt and exp2 too, not NumPy's); sici is two.  A
 first argument without a closed-form derivative (the incomplete gamma functions' ``a``, the
 Bessel functions' order, zeta's ``x``) is refused where it is differentiated (torch.special
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import special as ksp
 from labeled_func_kernels.primitive import Primitive
 
 from .. import diagnose
@@ -38,7 +38,7 @@ __all__ = ["ADVICE"]
 
 
 def _digamma(x):
-    return ew.polygamma.bind(x, n=0)
+    return ksp.polygamma.bind(x, n=0)
 
 
 def _constant_first(prim, name, first="a", second="x", like="as torch.special does"):
@@ -61,7 +61,7 @@ def _constant_first(prim, name, first="a", second="x", like="as torch.special do
 
 def _sici(x):
     """sici(x): the sine and cosine integrals, two primitives."""
-    return ew.sine_integral.bind(x), ew.cosine_integral.bind(x)
+    return ksp.sine_integral.bind(x), ksp.cosine_integral.bind(x)
 
 
 def _lambertw(z, k, tol):
@@ -70,7 +70,7 @@ def _lambertw(z, k, tol):
     if differentiated([k, tol]):
         raise UnsupportedOperationError("scipy.special.lambertw(z, k, tol): k and tol are constants; "
                                         "differentiate with respect to z only")
-    return ew.lambertw.bind(z, k, tol)
+    return ksp.lambertw.bind(z, k, tol)
 
 
 def _incomplete_gamma(prim, name):
@@ -102,37 +102,37 @@ def _riemann_zeta(x):
             "form and is not supported (pass x as a constant); the derivative of Hurwitz's zeta(x, q) with "
             "respect to q is: -x zeta(x + 1, q)"
         )
-    return ew.riemann_zeta.bind(x)
+    return ksp.riemann_zeta.bind(x)
 
 
-_IVE = _bessel(ew.ive, "ive")
+_IVE = _bessel(ksp.ive, "ive")
 
 _ENTRIES = [
-    ("erf", ew.erf), ("erfc", ew.erfc), ("erfinv", ew.erfinv), ("erfcinv", ew.erfcinv),
-    ("gamma", ew.gamma), ("gammaln", ew.gammaln), ("loggamma", ew.loggamma),
-    ("gammainc", _incomplete_gamma(ew.gammainc, "gammainc")),
-    ("gammaincc", _incomplete_gamma(ew.gammaincc, "gammaincc")),
-    ("beta", ew.beta), ("betaln", ew.betaln), ("digamma", _digamma), ("psi", _digamma),
-    ("ndtr", ew.ndtr), ("ndtri", ew.ndtri), ("log_ndtr", ew.log_ndtr),
-    ("xlogy", ew.xlogy), ("xlog1py", ew.xlog1py),
-    ("i0", ew.i0), ("i0e", ew.i0e), ("i1", ew.i1), ("i1e", ew.i1e),
-    ("expit", ew.expit), ("logit", ew.logit),
-    ("erfcx", ew.erfcx), ("rgamma", ew.rgamma), ("log_expit", ew.log_expit), ("entr", ew.entr),
-    ("dawsn", ew.dawsn), ("expi", ew.expi), ("exp1", ew.exp1), ("spence", ew.spence), ("exprel", ew.exprel),
-    ("j0", ew.j0), ("j1", ew.j1), ("y0", ew.y0), ("y1", ew.y1),
-    ("k0", ew.k0), ("k1", ew.k1), ("k0e", ew.k0e), ("k1e", ew.k1e),
+    ("erf", ksp.erf), ("erfc", ksp.erfc), ("erfinv", ksp.erfinv), ("erfcinv", ksp.erfcinv),
+    ("gamma", ksp.gamma), ("gammaln", ksp.gammaln), ("loggamma", ksp.loggamma),
+    ("gammainc", _incomplete_gamma(ksp.gammainc, "gammainc")),
+    ("gammaincc", _incomplete_gamma(ksp.gammaincc, "gammaincc")),
+    ("beta", ksp.beta), ("betaln", ksp.betaln), ("digamma", _digamma), ("psi", _digamma),
+    ("ndtr", ksp.ndtr), ("ndtri", ksp.ndtri), ("log_ndtr", ksp.log_ndtr),
+    ("xlogy", ksp.xlogy), ("xlog1py", ksp.xlog1py),
+    ("i0", ksp.i0), ("i0e", ksp.i0e), ("i1", ksp.i1), ("i1e", ksp.i1e),
+    ("expit", ksp.expit), ("logit", ksp.logit),
+    ("erfcx", ksp.erfcx), ("rgamma", ksp.rgamma), ("log_expit", ksp.log_expit), ("entr", ksp.entr),
+    ("dawsn", ksp.dawsn), ("expi", ksp.expi), ("exp1", ksp.exp1), ("spence", ksp.spence), ("exprel", ksp.exprel),
+    ("j0", ksp.j0), ("j1", ksp.j1), ("y0", ksp.y0), ("y1", ksp.y1),
+    ("k0", ksp.k0), ("k1", ksp.k1), ("k0e", ksp.k0e), ("k1e", ksp.k1e),
     ("sici", _sici),
     # SciPy's own versions of NumPy's functions: SciPy's kernels (NumPy's differ by an ulp or two)
-    ("log1p", ew.special_log1p), ("expm1", ew.special_expm1), ("cbrt", ew.special_cbrt), ("exp2", ew.special_exp2),
-    ("exp10", ew.exp10), ("sindg", ew.sindg), ("cosdg", ew.cosdg), ("tandg", ew.tandg), ("cotdg", ew.cotdg),
-    ("radian", ew.radian),
-    ("rel_entr", ew.rel_entr), ("kl_div", ew.kl_div), ("huber", ew.huber), ("pseudo_huber", ew.pseudo_huber),
-    ("boxcox", ew.boxcox), ("boxcox1p", ew.boxcox1p),
-    ("iv", _bessel(ew.iv, "iv")), ("ive", _ive), ("jv", _bessel(ew.jv, "jv")),
-    ("yv", _bessel(ew.yv, "yv")), ("kv", _bessel(ew.kv, "kv")), ("kve", _bessel(ew.kve, "kve")),
-    ("yn", _bessel(ew.yn, "yn", "n")), ("kn", _bessel(ew.kn, "kn", "n")),  # jn is jv
+    ("log1p", ksp.special_log1p), ("expm1", ksp.special_expm1), ("cbrt", ksp.special_cbrt), ("exp2", ksp.special_exp2),
+    ("exp10", ksp.exp10), ("sindg", ksp.sindg), ("cosdg", ksp.cosdg), ("tandg", ksp.tandg), ("cotdg", ksp.cotdg),
+    ("radian", ksp.radian),
+    ("rel_entr", ksp.rel_entr), ("kl_div", ksp.kl_div), ("huber", ksp.huber), ("pseudo_huber", ksp.pseudo_huber),
+    ("boxcox", ksp.boxcox), ("boxcox1p", ksp.boxcox1p),
+    ("iv", _bessel(ksp.iv, "iv")), ("ive", _ive), ("jv", _bessel(ksp.jv, "jv")),
+    ("yv", _bessel(ksp.yv, "yv")), ("kv", _bessel(ksp.kv, "kv")), ("kve", _bessel(ksp.kve, "kve")),
+    ("yn", _bessel(ksp.yn, "yn", "n")), ("kn", _bessel(ksp.kn, "kn", "n")),  # jn is jv
     # scipy.special.zeta is a Python function calling these private ufuncs
-    ("_ufuncs._zeta", _constant_first(ew.zeta, "zeta", "x", "q", "")),
+    ("_ufuncs._zeta", _constant_first(ksp.zeta, "zeta", "x", "q", "")),
     ("_ufuncs._riemann_zeta", _riemann_zeta),
     ("_ufuncs._lambertw", _lambertw),
 ]
