@@ -29,7 +29,7 @@ from .assemble import coord_variables, joined_labels, merged_arrays
 from ._wrapping import transformed
 from .backends import check_one_backend
 from .flat import FlatArrays, match_arrays
-from .engine import (JVPLevel, JVPTracer, VJPLevel, VJPTracer, active, backward, input_node, node_of, primal_of,
+from .engine import (JVPLevel, VJPLevel, active, backward, held, input_node, node_of, primal_of,
                      tangent_of, traced_by)
 from .engine.errors import InplaceError
 from .named import mapped_names
@@ -304,7 +304,7 @@ def jvp(func: Callable[..., Any], primals: tuple[Any, ...] | list[Any], tangents
         args = []
         for slot, tangent, label in zip(slots, tangents, labels):
             tangent_arrays = match_arrays(slot.value, tangent, "jvp", what=f"tangent of {label}")
-            args.append(slot.rebuild([JVPTracer(level, a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
+            args.append(slot.rebuild([level.input(a, t) for a, t in zip(slot.arrays, tangent_arrays)]))
         out, aux = _split_aux(func(*args), has_aux, "jvp")
         output = FlatArrays(_strip_coords(out, level), "output", "jvp", allow_any=True)
         primal_arrays = [primal_of(a, level) for a in output.arrays]
@@ -365,7 +365,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple[Any, Callable[..
     level.label = "linearize"
     with active(level):
         # traced without a tangent: in-place writes stay on the tracer, nothing is differentiated
-        args = [slot.rebuild([JVPTracer(level, a, None) for a in slot.arrays]) for slot in slots]
+        args = [slot.rebuild([level.input(a, None) for a in slot.arrays]) for slot in slots]
         output = _strip(_strip_coords(func(*args), level), level, "linearize", "output")
 
     def jvp_fn(*tangents):
@@ -565,7 +565,7 @@ def _jacfwd(func, argnums, has_aux, randomness, wrt_suffix, name, holomorphic=Fa
                 k = 0
                 for i, slot in zip(positions, slots):
                     count = len(slot.arrays)
-                    new_args[i] = slot.rebuild([JVPTracer(level, a, t) for a, t in
+                    new_args[i] = slot.rebuild([level.input(a, t) for a, t in
                                                 zip(slot.arrays, tangents[k:k + count])])
                     k += count
                 out, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
@@ -743,7 +743,7 @@ class _Reverse:
             k = 0
             for i, slot in zip(positions, self.slots):
                 count = len(slot.arrays)
-                new_args[i] = slot.rebuild([VJPTracer(level, a, n) for a, n in
+                new_args[i] = slot.rebuild([level.input(a, n) for a, n in
                                             zip(slot.arrays, self.nodes[k:k + count])])
                 k += count
             output, aux = _split_aux(func(*new_args, **kwargs), has_aux, name)
@@ -917,13 +917,14 @@ def _shares_memory(a, b):
 
 def _held(array):
     """What ``array`` holds now: a copy of a NumPy array; the value a tracer stands for."""
-    return array.copy() if type(array) is np.ndarray else (array._value, getattr(array, "_slot", None))
+    return array.copy() if type(array) is np.ndarray else held(array)
 
 
 def _still_holds(array, before):
     if type(array) is np.ndarray:
         return array.tobytes() == before.tobytes()
-    return array._value is before[0] and getattr(array, "_slot", None) == before[1]
+    now = held(array)
+    return now[0] is before[0] and now[1] == before[1]
 
 
 def _label(func, i):

@@ -181,7 +181,8 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
 
 def _recorded_loop(cond_fn, body_fn, value, level):
     """The loop as one node of lf.jit's recording ``level``: the condition and the body
-    are recorded on the arrays of ``value`` (see ``engine.compiler.loops.record_while_loop``).
+    are recorded on the arrays of ``value`` by the level's ``process_while_loop`` (lf.jit's:
+    ``engine.compiler.loops.record_while_loop``).
     Where the condition is mapped, the body's step is selected per example (the examples
     already done keep their value) and the node loops while any example runs."""
     paths, leaves, treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)
@@ -216,7 +217,7 @@ def _recorded_loop(cond_fn, body_fn, value, level):
             return new
         return [ew.where.bind(pred, a, b) for a, b in zip(new, fresh())]
 
-    return rebuild(level.while_loop(cond, body, arrays))
+    return rebuild(level.process_while_loop(cond, body, arrays))
 
 
 def _is_number(leaf):

@@ -31,7 +31,7 @@ import optree
 import xarray as xr
 
 from ._wrapping import call_repr
-from .engine import Tracer, bind_custom_jvp, bind_custom_vjp, differentiated
+from .engine import bind_custom_jvp, bind_custom_vjp, differentiated, is_traced
 from .flat import FlatArrays, match_arrays, replace_arrays
 
 __all__ = ["custom_jvp", "custom_vjp"]
@@ -288,7 +288,7 @@ def _arrays_of(leaf):
         return [leaf.data]
     if isinstance(leaf, xr.Dataset):
         return [leaf[name].data for name in leaf.data_vars]
-    if isinstance(leaf, Tracer):
+    if is_traced(leaf):
         return [leaf]
     return []
 

@@ -32,7 +32,7 @@ import optree
 import xarray as xr
 
 from .control_flow import structure_only
-from .engine import Tracer
+from .engine import is_traced
 from .engine.batching import probing_branches
 from .engine.errors import UnsupportedOperationError
 from . import random as lf_random
@@ -400,7 +400,7 @@ def _distributed_client():
 def _refuse_traced(array):
     """A lazy vmap's outputs cannot depend on a value an enclosing transform traces: the
     blocks run at ``.compute()``, after that transform has finished."""
-    if isinstance(array, Tracer):
+    if is_traced(array):
         raise UnsupportedOperationError(
             "lf.vmap over Dask-chunked data inside grad/jvp/jacrev/jacfwd/hessian: its blocks run "
             "at .compute(), after the transform has finished, so the result cannot depend on a "

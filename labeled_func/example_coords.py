@@ -32,7 +32,7 @@ import xarray as xr
 from xarray.core import duck_array_ops
 
 from .assemble import coord_variables
-from .engine import BatchTracer, Tracer, batch_value
+from .engine import batch_value, is_traced
 from .named import tree_nodes
 from .engine import traced_by
 from .engine.batching import copied_as_itself, register_equality_checks
@@ -107,7 +107,7 @@ class Entered:
                 data = batch_value(self.level, variable.data, 0)
             else:
                 labels = variable.data
-                if not isinstance(labels, (np.ndarray, Tracer)):  # pandas extension arrays
+                if not (isinstance(labels, np.ndarray) or is_traced(labels)):  # pandas extension arrays
                     labels = np.asarray(variable.values)
                 data = HiddenLabels(self.level, labels, name, variable.dims[0])
             scalar = xr.Variable((), data, variable.attrs)
@@ -222,7 +222,7 @@ class HiddenLabels:
 
     def mapped(self):
         """The labels as a value mapped by the level (for outputs)."""
-        return BatchTracer(self.level, self.labels)
+        return batch_value(self.level, self.labels)
 
     def __deepcopy__(self, memo=None):
         return self
@@ -276,7 +276,7 @@ class HiddenLabels:
     def mapped_result(self, values):
         if not self.level.alive:
             self.level.escaped("a label of a coordinate along a mapped dim")
-        return BatchTracer(self.level, values)
+        return batch_value(self.level, values)
 
     # --- what does not ----------------------------------------------------------------------------
     def __array__(self, dtype=None, copy=None):

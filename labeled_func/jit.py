@@ -29,8 +29,8 @@ from . import dask as lazy
 from . import random as lf_random
 from ._wrapping import call_repr
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
-from .engine import active, current_levels
-from .engine.compiler import JitLevel, JitTracer
+from .engine import active, current_levels, held, level_of
+from .engine.compiler import JitLevel
 from .engine.errors import InplaceError, RandomnessError
 from .errors import RetraceWarning
 from .flat import replace_arrays
@@ -362,8 +362,8 @@ class Jitted:
                 raise clearer from error
             outputs = _Outputs(out, level)
             # the arguments the function wrote into (eagerly, the caller's arrays are written)
-            written = [(k, tracer._slot, tracer._value) for k, tracer in enumerate(traced)
-                       if tracer._slot != level.program.inputs[k] and (aliases is None or aliases[k] == k)]
+            written = [(k, slot, value) for k, (value, slot) in enumerate(map(held, traced))
+                       if slot != level.program.inputs[k] and (aliases is None or aliases[k] == k)]
         if lf_random.numpy_drew_since(drew_from_numpy):
             raise RandomnessError(
                 f"lf.jit: {getattr(self.func, '__name__', 'the function')} draws from NumPy's global random state "
@@ -655,11 +655,12 @@ class _Outputs:
 
     def _array(self, value, level):
         """The index of a traced array among the program's outputs, or None (a constant)."""
-        if type(value) is JitTracer:
-            if value._level is not level:  # pragma: no cover - an escaped tracer
+        owner = level_of(value)
+        if owner is not None and owner.abstract:  # recorded by lf.jit
+            if owner is not level:  # pragma: no cover - an escaped tracer
                 raise TypeError("lf.jit: an output holds a value traced by another lf.jit")
             self.slots.append(level.output_slot(value))
-            self.values.append(value._value)
+            self.values.append(held(value)[0])
             return len(self.slots) - 1
         return None
 

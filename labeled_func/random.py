@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from .engine import BatchTracer, current_levels
+from .engine import batch_value, current_levels
 from .engine.errors import RandomnessError, UnsupportedOperationError
 
 __all__ = ["seed", "normal", "uniform", "get_state", "set_state", "numpy_state", "numpy_drew_since"]
@@ -378,7 +378,7 @@ def _draw(name, sample, sizes, like, rng):
     if recording is not None:  # lf.jit: drawn at every call of the compiled program, as the function would
         value = _recorded(recording, sample, rng, full_shape, dtype, value)
     for level in different:  # outermost first: each wraps the one before
-        value = BatchTracer(level, value)
+        value = batch_value(level, value)
     return xr.DataArray(value, dims=dims, coords=coords)
 
 

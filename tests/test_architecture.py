@@ -193,3 +193,109 @@ def test_every_handler_lives_in_a_listed_family():
     assert homes <= families, homes - families
     listed = {name for name in modules(ENGINE) if name.startswith("labeled_func.engine.numpy.")}
     assert listed - {"labeled_func.engine.numpy.dispatch"} == families
+
+
+# --- tracers: read through the engine's functions, switched on only by their own level ------------
+FLOOR_3 = pathlib.Path(labeled_func.__file__).parent
+TRACER_FIELDS = {"_level", "_value", "_slot", "_tangent", "_node", "_view", "_cell"}
+
+
+def tracer_classes(levels_only=False):
+    """{name: dotted module} of the tracer classes the engine defines (the classes named
+    ``...Tracer``, their bases ``Tracer`` and ``PrimalTracer`` included; with ``levels_only``,
+    those of one level: no tracer class derives from them)."""
+    found, bases = {}, set()
+    for name, path in modules(ENGINE).items():
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Tracer"):
+                found[node.name] = name
+                bases.update(base.id for base in node.bases if isinstance(base, ast.Name))
+    return {k: v for k, v in found.items() if k not in bases} if levels_only else found
+
+
+def tracer_home(module):
+    """Where a tracer class of ``module`` may be switched on: the module of its level (the
+    one that defines both), or the whole compiler for lf.jit's (its tracer and level are two
+    modules of it)."""
+    compiler = "labeled_func.engine.compiler"
+    return compiler if module == compiler or module.startswith(compiler + ".") else module
+
+
+def class_switches(tree, names):
+    """(line, class name) of each ``isinstance(x, C)``, ``type(x) is C`` / ``is not C`` /
+    ``in (C, ...)`` / ``== C`` in ``tree`` with ``C`` one of ``names``."""
+    def named(node):
+        if isinstance(node, ast.Name):
+            return [node.id] if node.id in names else []
+        if isinstance(node, ast.Attribute):
+            return [node.attr] if node.attr in names else []
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return [n for element in node.elts for n in named(element)]
+        return []
+
+    def is_type_call(node):
+        return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "type"
+                and len(node.args) == 1)
+
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in ("isinstance", "issubclass") and len(node.args) == 2):
+            found += [(node.lineno, n) for n in named(node.args[1])]
+        elif isinstance(node, ast.Compare):
+            operands = [node.left] + node.comparators
+            for (left, right), op in zip(zip(operands, operands[1:]), node.ops):
+                if isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                    if is_type_call(left):
+                        found += [(node.lineno, n) for n in named(right)]
+                    if is_type_call(right):
+                        found += [(node.lineno, n) for n in named(left)]
+    return found
+
+
+def test_the_switch_finder_finds_switches():
+    code = ("isinstance(a, BatchTracer)\nisinstance(a, (np.ndarray, engine.JVPTracer))\n"
+            "type(a) is JitTracer\ntype(a) in (BatchTracer, VJPTracer)\nJitTracer is not type(a)\n"
+            "isinstance(a, np.ndarray)\ntype(a) is Other\n")
+    found = class_switches(ast.parse(code), {"BatchTracer", "JVPTracer", "VJPTracer", "JitTracer"})
+    assert found == [(1, "BatchTracer"), (2, "JVPTracer"), (3, "JitTracer"), (4, "BatchTracer"),
+                     (4, "VJPTracer"), (5, "JitTracer")]
+
+
+def test_floor_3_never_names_a_tracer_class_nor_reads_its_fields():
+    """Floor 3 reads tracers through the engine's functions (``primal_of``, ``held``,
+    ``level_of``, ``is_traced``...) and makes them with a level's methods or ``batch_value``:
+    a new transform never needs a change there to be read or built."""
+    names = set(tracer_classes())
+    assert {"Tracer", "BatchTracer", "JVPTracer", "VJPTracer", "JitTracer"} <= names
+    found = []
+    for path in sorted(FLOOR_3.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Name) and node.id in names:
+                found.append(f"{path.name}:{node.lineno} names {node.id}")
+            elif isinstance(node, ast.Attribute) and node.attr in names:
+                found.append(f"{path.name}:{node.lineno} names {node.attr}")
+            elif isinstance(node, ast.Attribute) and node.attr in TRACER_FIELDS:
+                found.append(f"{path.name}:{node.lineno} reads .{node.attr}")
+            elif isinstance(node, ast.ImportFrom):
+                found += [f"{path.name}:{node.lineno} imports {alias.name}" for alias in node.names
+                          if alias.name in names]
+    assert found == []
+
+
+def test_only_a_tracers_own_level_switches_on_its_class():
+    """``isinstance(x, BatchTracer)`` / ``type(x) is JitTracer`` only in the module of that
+    tracer's level (the whole compiler for lf.jit's): elsewhere the level that owns a tracer
+    answers for it (``process_*``, ``loop_spec``...), as JAX's ``process_*`` methods do.
+    Whether a value is traced at all (``isinstance(x, Tracer)``, the base) is no switch."""
+    classes = tracer_classes(levels_only=True)
+    assert set(classes) == {"BatchTracer", "JVPTracer", "VJPTracer", "JitTracer"}
+    found = []
+    for folder in (FLOOR_3, ENGINE):
+        for name, path in modules(folder).items():
+            if folder is FLOOR_3 and name.startswith("labeled_func.engine"):
+                continue  # the engine's modules, once
+            for line, cls in class_switches(ast.parse(path.read_text()), set(classes)):
+                if tracer_home(name) != tracer_home(classes[cls]):
+                    found.append(f"{path.relative_to(ROOT)}:{line} switches on {cls}")
+    assert found == []

@@ -399,3 +399,18 @@ def test_a_variable_in_the_loop_value_is_refused_by_name():
 
     with pytest.raises(TypeError, match=r"lf\.while_loop under lf\.jit: the loop value holds an xr\.Variable"):
         lf.jit(f)(X)
+
+
+def test_a_level_answers_for_its_own_loops_and_tracers():
+    """Control flow goes through the levels: a level that cannot run a loop of unknown length,
+    or carry its tracers through one that lf.jit records, says so, naming its transform."""
+    from labeled_func.engine import Level
+
+    class Probe(Level):
+        name = "probe"
+
+    with pytest.raises(lf.UnsupportedOperationError, match="lf.probe"):
+        Probe().process_while_loop(None, None, [])
+    with pytest.raises(lf.UnsupportedOperationError, match="lf.probe, which lf.jit cannot record"):
+        Probe().loop_spec(None, None)
+    assert Probe().loop_strip(None) is None

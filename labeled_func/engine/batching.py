@@ -139,6 +139,19 @@ class BatchLevel(Level):
                                                   for v, batched in zip(values, mask)]))
         return [BatchTracer(self, kshape.stack.bind(*_common_dtype(parts), axis=0)) for parts in zip(*results)]
 
+    # --- the state of a loop recorded below (lf.while_loop under lf.jit) ------------------------------
+    def loop_spec(self, tracer, spec_of):
+        """A mapped value: this level over the batched value below it."""
+        return (self, spec_of(tracer._value))
+
+    def loop_build(self, spec, build):
+        return BatchTracer(self, build(spec[1]))
+
+    def loop_widen(self, value, spec, widen):
+        """``value`` mapped by this level: broadcast along the batch axis where it is not."""
+        inner = value._value if traced_by(value, self) else kcore.broadcast_batch(value, self.axis_size)
+        return BatchTracer(self, widen(inner, spec[1]))
+
     def _fresh(self):
         """A vmap level like this one, for running a rule over the same examples."""
         return BatchLevel(self.axis_size, self.randomness, self.branches, self.examples)

@@ -26,6 +26,11 @@ class JVPLevel(Level):
     differentiates = True
     __slots__ = ()
 
+    def input(self, primal, tangent):
+        """An input of the differentiated function: ``primal`` with ``tangent`` (None: no
+        tangent, nothing is differentiated through it)."""
+        return JVPTracer(self, primal, tangent)
+
     def process(self, prim, args, params):
         primals = []
         tangents = []
@@ -105,6 +110,36 @@ class JVPLevel(Level):
 
     def assign(self, dest, src, operation):
         assign_value(self, dest, src)
+
+    # --- the state of a loop recorded below (lf.while_loop under lf.jit) ------------------------------
+    def loop_spec(self, tracer, spec_of):
+        """A primal and its tangent (None where it has none), primal first."""
+        if tracer._view is not None:
+            refresh_view(tracer)
+        primal = spec_of(tracer._value)
+        tangent = None if tracer._tangent is None else spec_of(tracer._tangent)
+        return (self, primal, tangent)
+
+    def loop_build(self, spec, build):
+        primal = build(spec[1])
+        return JVPTracer(self, primal, None if spec[2] is None else build(spec[2]))
+
+    def loop_widen(self, value, spec, widen):
+        """``value`` as a tracer of this level, a zero tangent where the spec has one and it none."""
+        if type(value) is JVPTracer and value._level is self:
+            if value._view is not None:
+                refresh_view(value)
+            primal, tangent = value._value, value._tangent
+        else:
+            primal, tangent = value, None
+        primal = widen(primal, spec[1])
+        if spec[2] is not None:
+            tangent = widen(kc.zeros_like.bind(primal) if tangent is None else tangent, spec[2])
+        return JVPTracer(self, primal, tangent)
+
+    def loop_strip(self, tracer):
+        """A tracer without a tangent carries nothing for this level: its primal."""
+        return tracer._value if tracer._tangent is None else None
 
     def set_value(self, dest, src):
         """Replace the primal and tangent of ``dest`` by those of ``src``."""

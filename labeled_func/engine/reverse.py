@@ -128,12 +128,26 @@ def node_of(value, level):
     return refresh_view(value)._node if type(value) is VJPTracer and value._level is level else None
 
 
+LOOP_GRAD = (
+    "lf.while_loop under lf.jit: reverse-mode differentiation (lf.grad, lf.vjp, lf.jacrev, lf.hessian) "
+    "through a loop whose number of iterations depends on traced values is not supported (its backward "
+    "pass would need the values of every iteration of every later call). Loop a fixed number of times "
+    "instead (lf.scan, or `for _ in range(n)` with lf.cond / xr.where selecting when to stop), "
+    "differentiate in forward mode (lf.jvp, lf.jacfwd), or call lf.grad outside lf.jit."
+)
+
+
 class VJPLevel(Level):
     """One vjp: operations on its tracers are recorded on a tape."""
 
     name = "grad"
     differentiates = True
     __slots__ = ()
+
+    def input(self, primal, node):
+        """An input of the differentiated function: ``primal`` recorded on the tape as ``node``
+        (from :func:`input_node`)."""
+        return VJPTracer(self, primal, node)
 
     def process(self, prim, args, params):
         captures = _CAPTURES.get()
@@ -295,6 +309,11 @@ class VJPLevel(Level):
         if not parents or integral(out):
             return out
         return VJPTracer(self, out, CustomNode(pullback, tuple(parents), out))
+
+    def loop_spec(self, tracer, spec_of):
+        """A loop recorded below (lf.jit's) runs as many iterations as each later call's
+        values say: a tape of them cannot be kept."""
+        raise UnsupportedOperationError(LOOP_GRAD)
 
     def assign(self, dest, src, operation):
         capture = _capture_of(self)

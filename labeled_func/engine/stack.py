@@ -11,7 +11,9 @@ level's ``process_custom_jvp`` / ``process_custom_vjp``) and calls of functions 
 per example (:func:`bind_per_example`, the level's ``process_per_example``).  Calls of
 checkpointed functions (:func:`bind_checkpoint`, the level's ``process_checkpoint``) go
 to the innermost *active* level instead: the function may read values it closes over,
-traced by any active level.
+traced by any active level.  A ``lf.while_loop`` whose condition no one knows goes to the
+abstract level that traces it (``process_while_loop``), which asks each level above it to
+describe its tracers in the loop's state (``loop_spec`` and the other ``loop_*`` methods).
 """
 from __future__ import annotations
 
@@ -21,9 +23,9 @@ from contextvars import ContextVar
 from labeled_func_kernels.primitive import Traced, differentiated, top_level
 
 from . import diagnose
-from .errors import EscapedTracerError, InplaceError
+from .errors import EscapedTracerError, InplaceError, UnsupportedOperationError
 
-__all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "differentiated", "traced_by",
+__all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "is_traced", "level_of", "held", "differentiated", "traced_by",
            "bind_custom_jvp", "bind_custom_vjp", "bind_per_example", "bind_checkpoint"]
 
 _STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
@@ -36,7 +38,9 @@ class Level:
     carries derivatives (jvp, grad); ``abstract``: its values stand for those of later
     calls (jit), so nothing may be decided from them.  Subclasses define ``process`` (one primitive),
     ``assign`` (an in-place update of one of its tracers) and, where they treat them
-    specially, ``process_custom_jvp`` / ``process_custom_vjp``.
+    specially, ``process_custom_jvp`` / ``process_custom_vjp`` / ``process_per_example`` /
+    ``process_checkpoint`` / ``process_while_loop``, and the ``loop_*`` methods that describe
+    their tracers in the state of a loop recorded below them.
     """
 
     name = "transform"
@@ -89,6 +93,46 @@ class Level:
         keeps nothing for a backward pass (vmap, jvp, jit) just runs it, traced."""
         return fun(arrays)
 
+    # --- control flow ---------------------------------------------------------------------------
+    # ``lf.cond`` and ``lf.scan`` never reach a level: a predicate that is known runs Python
+    # control flow, a mapped or recorded one runs both branches and selects with ``where``
+    # (a primitive every level answers), and a scan is a Python loop of traced steps.  A
+    # ``lf.while_loop`` whose condition is not known (an abstract level traces it: lf.jit)
+    # goes to that level's ``process_while_loop``; the levels above it describe their tracers
+    # in the loop's state with ``loop_spec`` / ``loop_build`` / ``loop_widen`` / ``loop_strip``.
+    def process_while_loop(self, cond, body, init):
+        """The loop ``while cond(state): state = body(state)`` over a condition this level
+        traces without knowing its values (see ``engine.compiler.loops.record_while_loop``
+        for the arguments).  Only an abstract level that records (lf.jit) can answer; the
+        default raises, naming the transform."""
+        transform = self.label or self.name
+        raise UnsupportedOperationError(
+            f"lf.while_loop: its condition is traced by lf.{transform}, which cannot run a loop whose "
+            "number of iterations depends on values it does not know")
+
+    def loop_spec(self, tracer, spec_of):
+        """The structure of ``tracer`` (one of this level's) in the state of a loop that a level
+        below records: ``(self, part, ...)``, each part ``spec_of(value)`` of a value the tracer
+        holds (in the order ``loop_build`` reads them), or None where it holds none.  The
+        default raises: the level's tracers cannot be carried through a recorded loop."""
+        raise UnsupportedOperationError(
+            f"lf.while_loop under lf.jit: its state is traced by lf.{self.label or self.name}, which lf.jit "
+            "cannot record a loop of")
+
+    def loop_build(self, spec, build):
+        """The tracer of ``spec`` (from ``loop_spec``), its parts ``build(part)`` (None stays None)."""
+        raise NotImplementedError  # pragma: no cover - levels that describe loop state override
+
+    def loop_widen(self, value, spec, widen):
+        """``value`` as a tracer of ``spec`` (this level's, a wider spec than its own): the
+        parts it lacks made up (broadcast, zeros), each part ``widen(part value, part spec)``."""
+        raise NotImplementedError  # pragma: no cover - levels that describe loop state override
+
+    def loop_strip(self, tracer):
+        """``tracer`` without this level, where the level carries nothing for it (a jvp level
+        without a tangent), else None: a loop state whose spec lacks the level drops it."""
+        return None
+
 
 @contextmanager
 def active(level):
@@ -127,6 +171,22 @@ def recorded_equal(a, b):
 def current_levels():
     """The active levels, outermost first."""
     return _STACK.get()
+
+
+def is_traced(value):
+    """Whether ``value`` is traced by any level (a tracer, as xarray holds it)."""
+    return isinstance(value, Traced)
+
+
+def level_of(value):
+    """The level that traces ``value`` itself (the outermost of its tower), or None."""
+    return value._level if isinstance(value, Traced) else None
+
+
+def held(tracer):
+    """What ``tracer`` holds now, to compare by identity later (was it written?): the value
+    below its level, and lf.jit's slot where it has one."""
+    return tracer._value, getattr(tracer, "_slot", None)
 
 
 def traced_by(value, level):

@@ -208,9 +208,9 @@ class JitLevel(Level):
         assign_value(self, dest, src)
 
     # --- loops whose condition is traced ----------------------------------------------------------
-    def while_loop(self, cond, body, init):
+    def process_while_loop(self, cond, body, init):
         """One loop node: ``state = body(state)`` while ``cond(state)``, at every run (see
-        :func:`record_while_loop`)."""
+        :func:`record_while_loop`); the levels above describe their tracers in the state."""
         return record_while_loop(self, cond, body, init)
 
     def set_value(self, dest, src):

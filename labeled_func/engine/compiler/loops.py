@@ -6,16 +6,11 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from labeled_func_kernels import core as kcore
-from labeled_func_kernels import creation as kc
 from labeled_func_kernels.primitive import Traced
 from labeled_func_kernels.reductions import reduce_any
 
-from ..batching import BatchTracer
 from ..errors import UnsupportedOperationError
-from ..forward import JVPTracer
-from ..reverse import VJPTracer
-from ..views import refresh_view
+from ..stack import traced_by
 from .nodes import Constant, Node, _identity, _item
 from .program import Program
 from .tracer import JitTracer
@@ -28,23 +23,18 @@ from .tracer import JitTracer
 # number of iterations follows the data of each run.  Values of the recording that the condition or
 # the body read (closed over) are inputs of the node, read at each run.
 #
-# The state reaches the level as towers: the values the transforms inside jit trace (vmap's
-# BatchTracer, jvp's JVPTracer) around the arrays this level records.  A tower's spec is its
-# structure above the level; the loop takes the towers apart into their arrays at this level and
-# builds the same towers around the fresh ones.  When the body returns a tower of a wider spec than
-# the state's (a value the body makes mapped, or gives a tangent), the state is widened (broadcast
-# along the batch axis, zero tangents) and the loop recorded again, until the spec is the same after
-# an iteration as before.
+# The state reaches the level as towers: the values the transforms inside jit trace (vmap's, jvp's)
+# around the arrays this level records.  A tower's spec is its structure above the level,
+# ``(level, part, ...)`` from each level's ``loop_spec`` (the recording never looks at a tracer's
+# class: the level that owns a tracer describes it, and builds it again with ``loop_build``); the
+# loop takes the towers apart into their arrays at this level and builds the same towers around
+# the fresh ones.  When the body returns a tower of a wider spec than the state's (a value the body
+# makes mapped, or gives a tangent), the state is widened (each level's ``loop_widen``: broadcast
+# along the batch axis, zero tangents) and the loop recorded again, until the spec is the same
+# after an iteration as before.  A level that cannot be carried through a loop (reverse mode,
+# whose tape would need every iteration of every later call) raises from its ``loop_spec``.
 
 _ARRAY = "array"  # the spec of an array at the recording's level
-
-LOOP_GRAD = (
-    "lf.while_loop under lf.jit: reverse-mode differentiation (lf.grad, lf.vjp, lf.jacrev, lf.hessian) "
-    "through a loop whose number of iterations depends on traced values is not supported (its backward "
-    "pass would need the values of every iteration of every later call). Loop a fixed number of times "
-    "instead (lf.scan, or `for _ in range(n)` with lf.cond / xr.where selecting when to stop), "
-    "differentiate in forward mode (lf.jvp, lf.jacfwd), or call lf.grad outside lf.jit."
-)
 
 
 def recording_of(value):
@@ -168,9 +158,9 @@ def _recording(level, reads):
 
 def _any_true(level, pred):
     """The slot of "any example of ``pred`` is true" (``pred`` a boolean tower, 0-d per example)."""
-    while type(pred) in (BatchTracer, JVPTracer, VJPTracer):
-        pred = pred._value
-    if type(pred) is JitTracer and pred._level is level:
+    while isinstance(pred, Traced) and pred._level is not level and not pred._level.abstract:
+        pred = pred._value  # the levels above the recording: the values (primals) below them
+    if traced_by(pred, level):
         if pred.ndim:  # one per example of the vmap levels: all of them
             pred = level.process(reduce_any, [pred], {"axis": tuple(range(pred.ndim)), "keepdims": False})
         slot = level.output_slot(pred)
@@ -192,7 +182,7 @@ def _output_slot(level, out, value, reads):
         raise TypeError(f"lf.while_loop: the body returns an array of shape {shape} and dtype {dtype} for a "
                         f"loop value of shape {tuple(value.shape)} and dtype {expected}; under lf.jit each "
                         "iteration must keep the shapes and dtypes of the loop value")
-    if type(out) is JitTracer and out._level is level:
+    if traced_by(out, level):
         slot = level.output_slot(out)
         reads.setdefault(slot, out._value)
         return slot
@@ -202,22 +192,10 @@ def _output_slot(level, out, value, reads):
 
 
 def _spec(value, level, arrays):
-    """The structure of the tower ``value`` above ``level``; its arrays at ``level`` are
-    appended to ``arrays`` (primal before tangent)."""
-    kind = type(value)
-    if kind is BatchTracer:
-        return ("batch", value._level, _spec(value._value, level, arrays))
-    if kind is JVPTracer:
-        if value._view is not None:
-            refresh_view(value)
-        primal = _spec(value._value, level, arrays)
-        tangent = None if value._tangent is None else _spec(value._tangent, level, arrays)
-        return ("jvp", value._level, primal, tangent)
-    if kind is VJPTracer:
-        raise UnsupportedOperationError(LOOP_GRAD)
-    if isinstance(value, Traced) and value._level is not level:  # pragma: no cover - no other level traces
-        raise UnsupportedOperationError(f"lf.while_loop under lf.jit: its state is traced by lf.{value._level.name}, "
-                                        "which lf.jit cannot record a loop of")
+    """The structure of the tower ``value`` above ``level`` (each level's ``loop_spec``); its
+    arrays at ``level`` are appended to ``arrays`` (in the order ``loop_build`` reads them)."""
+    if isinstance(value, Traced) and value._level is not level:
+        return value._level.loop_spec(value, lambda inner: _spec(inner, level, arrays))
     arrays.append(value)
     return _ARRAY
 
@@ -226,19 +204,16 @@ def _build(spec, arrays):
     """The tower of ``spec`` around the next arrays of the iterator ``arrays``."""
     if spec is _ARRAY:
         return next(arrays)
-    if spec[0] == "batch":
-        return BatchTracer(spec[1], _build(spec[2], arrays))
-    primal = _build(spec[2], arrays)
-    return JVPTracer(spec[1], primal, None if spec[3] is None else _build(spec[3], arrays))
+    return spec[0].loop_build(spec, lambda part: _build(part, arrays))
 
 
 def _top(spec):
-    return None if spec is _ARRAY else spec[1]
+    return None if spec is _ARRAY else spec[0]
 
 
 def _join(a, b):
-    """The narrowest spec that both specs widen to: mapped where either is mapped, with a
-    tangent where either has one."""
+    """The narrowest spec that both specs widen to: each level's parts where either has them
+    (mapped where either is mapped, with a tangent where either has one)."""
     if a == b:
         return a
     top_a, top_b = _top(a), _top(b)
@@ -246,39 +221,25 @@ def _join(a, b):
         return _with_top(a, b)
     if top_b is not None and (top_a is None or top_b.depth > top_a.depth):
         return _with_top(b, a)
-    if a[0] == "batch":
-        return ("batch", top_a, _join(a[2], b[2]))
-    tangent = b[3] if a[3] is None else a[3] if b[3] is None else _join(a[3], b[3])
-    return ("jvp", top_a, _join(a[2], b[2]), tangent)
+    return (top_a,) + tuple(y if x is None else x if y is None else _join(x, y) for x, y in zip(a[1:], b[1:]))
 
 
 def _with_top(a, b):
-    """``a``'s top level (which ``b`` lacks) over the join of the rest."""
-    if a[0] == "batch":
-        return ("batch", a[1], _join(a[2], b))
-    return ("jvp", a[1], _join(a[2], b), a[3])
+    """``a``'s top level (which ``b`` lacks) over the join of the rest (its first part: the
+    value below the level; the other parts, a tangent, stay ``a``'s)."""
+    return (a[0], _join(a[1], b)) + tuple(a[2:])
 
 
 def _widened(value, spec):
-    """``value`` as a tower of ``spec`` (which it widens to): broadcast along the batch axes
-    it lacks, zero tangents where it has none."""
+    """``value`` as a tower of ``spec`` (which it widens to): each level of the spec makes up
+    what the value lacks (``loop_widen``); a level the spec lacks and that carries nothing for
+    the value is dropped (``loop_strip``)."""
     top = _top(spec)
-    while type(value) is JVPTracer and value._level is not top and value._tangent is None and (
-            top is None or value._level.depth > top.depth):
-        value = value._value  # a level that carries no tangent for it
+    while isinstance(value, Traced) and value._level is not top and (top is None or value._level.depth > top.depth):
+        stripped = value._level.loop_strip(value)
+        if stripped is None:
+            break
+        value = stripped
     if spec is _ARRAY:
         return value
-    if spec[0] == "batch":
-        if type(value) is BatchTracer and value._level is top:
-            return BatchTracer(top, _widened(value._value, spec[2]))
-        return BatchTracer(top, _widened(kcore.broadcast_batch(value, top.axis_size), spec[2]))
-    if type(value) is JVPTracer and value._level is top:
-        if value._view is not None:
-            refresh_view(value)
-        primal, tangent = value._value, value._tangent
-    else:
-        primal, tangent = value, None
-    primal = _widened(primal, spec[2])
-    if spec[3] is not None:
-        tangent = _widened(kc.zeros_like.bind(primal) if tangent is None else tangent, spec[3])
-    return JVPTracer(top, primal, tangent)
+    return top.loop_widen(value, spec, _widened)
