@@ -340,3 +340,47 @@ def interp_period_samples(rng, dtype):
 
 ENTRIES.append(OpInfo("interp_period", np.interp, interp_period_samples,
                       domain=(Domain(-6.0, 12.0), ANY, ANY)))
+
+
+# --- ufunc.at beyond add, add.reduceat, np.asarray(..., like=traced) ----------------------------------
+def ufunc_at(ufunc):
+    def op(x, values, *, indices):
+        """``ufunc.at`` (in place) on a copy of ``x``; the indices a constant (a tuple here)."""
+        y = x * 1
+        ufunc.at(y, np.asarray(indices), values)
+        return y
+    op.__name__ = f"{ufunc.__name__}_at"
+    return op
+
+
+UFUNC_AT_CALLS = [((A(5), A(7)), {"indices": (0, 3, 0, -1, 3, 0, 2)}),  # repeated targets, in NumPy's order
+                  ((A(4, 3), A(3, 3)), {"indices": (2, 2, 0)}),  # rows
+                  ((A(4, 3), A(3)), {"indices": (1, 1)})]  # the value broadcast over the rows
+for _ufunc in (np.maximum, np.minimum, np.fmax, np.fmin, np.multiply):
+    ENTRIES.append(fixed(f"{_ufunc.__name__}_at", ufunc_at(_ufunc), UFUNC_AT_CALLS, dtypes=FLOAT + INT,
+                         writes_into_first_arg=True, strict_ok=False))
+
+
+def add_reduceat(x, *, indices, axis=0):
+    return np.add.reduceat(x, np.asarray(indices), axis=axis)
+
+
+ENTRIES.append(fixed("add_reduceat", add_reduceat,
+                     [((A(7),), {"indices": (0, 4, 1, 5)}),  # overlapping segments, a[4] alone
+                      ((A(3, 7),), {"indices": (0, 2, 2, 6), "axis": 1}),
+                      ((A(5, 2),), {"indices": (3,)}),
+                      ((A(4),), {"indices": (0, 1, 2, 3)})],
+                     dtypes=FLOAT + INT + COMPLEX, strict_ok=False))
+
+
+def array_like(func):
+    def op(x):
+        """``func(constant, like=x)`` is NumPy's constant; ``func(x, like=x)`` is ``x``."""
+        return func(np.arange(x.shape[-1] if x.ndim else 1, dtype=x.dtype), like=x) * x + func(x, like=x)
+    op.__name__ = f"{func.__name__}_like"
+    return op
+
+
+for _func in (np.asarray, np.asanyarray, np.array, np.ascontiguousarray, np.asfortranarray):
+    ENTRIES.append(fixed(f"{_func.__name__}_like", array_like(_func), [((A(3, 4),), {}), ((A(5),), {})],
+                         dtypes=FLOAT + INT + COMPLEX, strict_ok=False))

@@ -16,6 +16,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.backend import device_of, dtype_kind, known_true, is_array, namespace, namespace_dtype, normalize_axis
+from labeled_func_kernels.primitive import Traced
 
 from ..errors import UnsupportedOperationError
 from .dispatch import asarray, implements
@@ -218,3 +219,50 @@ def _as_array(value, other):
     reference = asarray(other)
     xp = namespace(reference) if hasattr(reference, "dtype") else np
     return xp.asarray(value)
+
+
+# --- like=: NumPy's array creators asked for an array of a traced array's kind ------------------
+def _contains_traced(value):
+    if isinstance(value, Traced):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_contains_traced(item) for item in value)
+    return False
+
+
+def _array_like(func):
+    """``np.asarray(a, like=traced)`` (flox, dask): the array of ``a``.  ``a`` not traced is a
+    constant of the computation, and NumPy's array is the answer (what NumPy gives without
+    ``like=``); a traced ``a`` is already an array of the like's kind: itself, cast to
+    ``dtype``, copied where NumPy copies (``np.array``'s default) and given ``ndmin``."""
+    name = func.__name__
+
+    def handler(a, dtype=None, *args, **kwargs):
+        if not _contains_traced(a):
+            return func(a, dtype, *args, **kwargs)  # a constant (a list of tracers raises the conversion error)
+        kwargs.pop("order", None), kwargs.pop("device", None), kwargs.pop("subok", None)
+        copy = kwargs.pop("copy", True if name == "array" else None)
+        ndmin = kwargs.pop("ndmin", 0)
+        if args or kwargs:
+            raise UnsupportedOperationError(f"numpy.{name}(traced, like=...) with {sorted(kwargs) or list(args)} "
+                                            "is not supported on traced arrays")
+        out = a
+        if isinstance(out, (list, tuple)):
+            raise UnsupportedOperationError(
+                f"numpy.{name}(a list of traced values, like=...) is not supported on traced arrays: "
+                "build the array with np.stack")
+        if dtype is not None and np.dtype(dtype) != out.dtype:
+            out = ew.astype.bind(out, dtype=np.dtype(dtype))
+        elif copy:
+            out = kcore.copy.bind(out)
+        if ndmin > out.ndim:
+            out = kcore.reshape.bind(out, shape=(1,) * (ndmin - out.ndim) + tuple(out.shape))
+        return out
+
+    handler.__name__ = handler.__qualname__ = f"_{name}_like"
+    handler.__doc__ = _array_like.__doc__
+    return handler
+
+
+for _func in (np.asarray, np.asanyarray, np.array, np.ascontiguousarray, np.asfortranarray):
+    implements(_func)(_array_like(_func))

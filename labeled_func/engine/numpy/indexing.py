@@ -11,7 +11,10 @@ DynamicShapeError, except in an assignment that is exactly a select
 """
 from __future__ import annotations
 
+import dis
+import math
 import operator
+import sys
 
 import numpy as np
 
@@ -26,11 +29,11 @@ from labeled_func_kernels.primitive import Traced, known, top_level
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
 from ..stack import inplace_assign, is_batched, traced_by
-from .dispatch import asarray, implements, implements_method, kind, unlabeled
+from .dispatch import asarray, implements, implements_method, kind, ufunc_name, unlabeled
 from .dynamic import agreed_constant, agreed_positions, fixed, pick
 from .elementwise import clip
 
-__all__ = ["getitem", "setitem"]
+__all__ = ["getitem", "setitem", "constant_indices"]
 
 
 def _is_boolean_index(item):
@@ -56,9 +59,135 @@ def getitem(x, key):
     """``x[key]`` for a traced ``x`` (``Tracer.__getitem__``)."""
     key = _prepare_key(key)
     if any(_is_boolean_index(item) for item in key):
+        if (len(key) == 1 and (is_batched(key[0]) or not known(key[0])) and key[0].ndim <= x.ndim
+                and _augmented_assignment(sys._getframe(1))):
+            return _MaskedUpdate(x, key[0])
         key = _masks_as_positions(key, "boolean-mask indexing x[mask]")
     template, arrays = ki.split_key(key)
     return ki.getitem.bind(x, *arrays, template=template)
+
+
+# --- x[mask] op= v with a mask that differs per example (vmap) or is traced (lf.jit) ----------------
+_AUGMENTED: dict = {}  # code object -> the offsets of the subscripts that read x[key] in ``x[key] op= v``
+
+
+def _augmented_assignment(frame):
+    """Whether the caller of ``Tracer.__getitem__`` (``frame``) reads ``x[key]`` to update it in
+    place, ``x[key] op= v``: its bytecode duplicates ``x`` and ``key`` (two ``COPY 2``) right before
+    the subscript, to store the result back with them (no other statement reads a subscript so).
+    Python 3.11 and later; the offsets per code object are cached."""
+    if frame.f_code.co_name != "__getitem__":
+        return False
+    caller = frame.f_back
+    if caller is None:
+        return False
+    code = caller.f_code
+    offsets = _AUGMENTED.get(code)
+    if offsets is None:
+        instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+        found = set()
+        for k in range(2, len(instructions)):
+            instruction = instructions[k]
+            subscript = instruction.opname == "BINARY_SUBSCR" or (
+                instruction.opname == "BINARY_OP" and instruction.argrepr == "[]")
+            copies = [(i.opname, i.arg) for i in instructions[k - 2:k]]
+            if subscript and copies == [("COPY", 2), ("COPY", 2)]:
+                # a specialised subscript reports its last inline cache entry as the offset
+                end = instructions[k + 1].offset if k + 1 < len(instructions) else instruction.offset + 2
+                found.update(range(instruction.offset, end, 2))
+        _AUGMENTED[code] = offsets = frozenset(found)
+    return caller.f_lasti in offsets
+
+
+class _MaskedUpdate:
+    """``x[mask]`` read by ``x[mask] op= v`` where the mask differs per example (or is traced
+    by lf.jit): not an array (its shape would follow the values) but the pending update,
+    which the store that follows writes as ``where(mask, x op v, x)``.  One value for every
+    selected element (a scalar, or one row), as in ``x[mask] = v``."""
+
+    __slots__ = ("x", "mask", "new")
+
+    def __init__(self, x, mask, new=None):
+        self.x, self.mask, self.new = x, mask, new
+
+    def _apply(self, ufunc, value, symbol):
+        if self.new is not None:
+            raise UnsupportedOperationError(f"x[mask] {symbol}= v: one update of a selection at a time")
+        x, mask = self.x, self.mask
+        value = asarray(unlabeled(value))
+        rest = x.ndim - mask.ndim
+        shape = tuple(getattr(value, "shape", ()))
+        if len(shape) == rest + 1 and shape[:1] == (1,):
+            value = kcore.reshape.bind(value, shape=shape[1:])
+            shape = shape[1:]
+        operation = f"x[mask] {symbol}= v"
+        if tuple(mask.shape) != tuple(x.shape[: mask.ndim]):
+            _refuse_masked(operation, f"the mask (of shape {tuple(mask.shape)}) must cover the leading dims of x "
+                                      f"(of shape {tuple(x.shape)})")
+        if len(shape) > rest:
+            _refuse_masked(operation, f"a value of shape {shape} holds one entry per selected element, and the "
+                                      "number of selected elements differs per example")
+        result = np.result_type(_dtype_or_number(x), _dtype_or_number(value))
+        if symbol not in ("/", "**") and not np.can_cast(result, _dtype_or_number(x), "same_kind"):
+            raise TypeError(f"{operation}: cannot cast the {result} result into a {_dtype_or_number(x)} array "
+                            "(NumPy's same_kind casting)")
+        if symbol == "/" and dtype_kind(x.dtype) in "biu":
+            raise TypeError(f"{operation}: cannot cast the float64 result into a {_dtype_or_number(x)} array "
+                            "(NumPy's same_kind casting)")
+        updated = ufunc(x, value)
+        condition = kcore.reshape.bind(mask, shape=tuple(mask.shape) + (1,) * rest) if rest else mask
+        new = ew.where.bind(condition, updated, x)
+        if new.dtype != x.dtype:
+            new = ew.astype.bind(new, dtype=x.dtype)
+        return _MaskedUpdate(x, mask, new)
+
+    def __iadd__(self, v):
+        return self._apply(np.add, v, "+")
+
+    def __isub__(self, v):
+        return self._apply(np.subtract, v, "-")
+
+    def __imul__(self, v):
+        return self._apply(np.multiply, v, "*")
+
+    def __itruediv__(self, v):
+        return self._apply(np.true_divide, v, "/")
+
+    def __ifloordiv__(self, v):
+        return self._apply(np.floor_divide, v, "//")
+
+    def __imod__(self, v):
+        return self._apply(np.remainder, v, "%")
+
+    def __ipow__(self, v):
+        return self._apply(np.power, v, "**")
+
+    def __iand__(self, v):
+        return self._apply(np.bitwise_and, v, "&")
+
+    def __ior__(self, v):
+        return self._apply(np.bitwise_or, v, "|")
+
+    def __ixor__(self, v):
+        return self._apply(np.bitwise_xor, v, "^")
+
+    def __ilshift__(self, v):
+        return self._apply(np.left_shift, v, "<<")
+
+    def __irshift__(self, v):
+        return self._apply(np.right_shift, v, ">>")
+
+    def __repr__(self):
+        return "<the selection x[mask] of an update x[mask] op= v>"
+
+
+def _refuse_masked(operation, reason):
+    site = diagnose.call_site()
+    where = f" (called from {site.location})" if site.location else ""
+    raise DynamicShapeError(
+        f"{operation} with a mask that differs per example (or is traced by lf.jit){where}: it is done as a select, "
+        f"where(mask, x op v, x), which needs one value for every selected element; here {reason}. "
+        "Write x = np.where(mask, x op values, x) with values of x's shape.")
 
 
 def _masks_as_positions(key, culprit):
@@ -90,6 +219,11 @@ def _masks_as_positions(key, culprit):
 def setitem(x, key, value):
     """``x[key] = value`` for a traced ``x`` (``Tracer.__setitem__``): an in-place update."""
     key = _prepare_key(key)
+    if isinstance(value, _MaskedUpdate):
+        if value.new is None or value.x is not x or len(key) != 1 or key[0] is not value.mask:
+            raise UnsupportedOperationError("x[mask] op= v: the selection of one update stored elsewhere")
+        inplace_assign(x, value.new, "x[mask] op= v")
+        return
     value = asarray(unlabeled(value))
     top = top_level((x, value), "x[...] = value")
     if top is not None and not traced_by(x, top):  # the in-place policy, before the write: a boolean
@@ -165,6 +299,68 @@ def _add_at(ufunc, inputs, kwargs):
     template, arrays = ki.split_key(key)
     inplace_assign(a, ki.index_add.bind(a, b, *arrays, template=template), "numpy.add.at(a, indices, b)")
     return None
+
+
+@implements_method("at", np.maximum, np.minimum, np.fmax, np.fmin, np.multiply)
+def _binary_at(ufunc, inputs, kwargs):
+    """``np.maximum.at(a, indices, b)`` (and ``minimum``, ``fmax``, ``fmin``, ``multiply``):
+    in place, ``a[i] = ufunc(a[i], b_j)`` for each index ``i`` in turn, as NumPy applies them,
+    so repeated positions combine in NumPy's order (same bits; a tie goes where NumPy's
+    ``maximum`` sends it, and the derivatives follow: the product rule over repeats for
+    ``multiply``).  Done in rounds: round ``r`` updates the ``r``-th occurrence of every
+    position at once (a gather, the ufunc and a write of distinct positions), so the
+    derivatives are those of the primitives; as many rounds as a position repeats.
+    The indices must be the same for every example and known when traced (a constant,
+    or an integer array computed under grad/jvp)."""
+    name = f"{ufunc_name(ufunc)}.at"
+    if len(inputs) != 3:
+        raise TypeError(f"{name} takes 3 arguments (a, indices, b) here, got {len(inputs)}")
+    a, key, b = inputs
+    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
+        raise TypeError(f"{name}: the first argument must be an array, not {type(a).__name__}")
+    key = _prepare_key(unlabeled(key))
+    if any(_is_boolean_index(item) for item in key):
+        key = _masks_as_positions(key, f"{name}(a, mask, b)")
+    key = tuple(constant_indices(item, name) if hasattr(item, "dtype") else item for item in key)
+    b = asarray(unlabeled(b))
+    target = _dtype_or_number(a)
+    result = np.result_type(target, _dtype_or_number(b))
+    if not np.can_cast(result, target, "same_kind"):
+        raise TypeError(f"{name}: cannot combine {result} values into a {target} array in place "
+                        "(NumPy's same_kind casting)")
+    b = _in_dtype(b, target) if hasattr(b, "dtype") else np.asarray(b, dtype=target)
+    shape = tuple(a.shape)
+    positions = np.arange(math.prod(shape), dtype=np.intp).reshape(shape)[key]
+    flat = positions.reshape(-1)
+    if flat.size == 0:
+        return None
+    values = b if tuple(b.shape) == positions.shape else kcore.broadcast_to.bind(b, shape=positions.shape)
+    values = kcore.reshape.bind(values, shape=(-1,))
+    order = np.argsort(flat, kind="stable")
+    ordered = flat[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    rank = np.empty_like(flat)
+    rank[order] = np.arange(flat.size) - np.repeat(starts, np.diff(np.r_[starts, flat.size]))
+    out = kcore.reshape.bind(a, shape=(-1,))
+    for r in range(int(rank.max()) + 1):
+        chosen = np.flatnonzero(rank == r)
+        where_ = flat[chosen]
+        current = ki.getitem.bind(out, where_, template=(ki.Slot(0),))
+        update = ufunc(current, ki.getitem.bind(values, chosen, template=(ki.Slot(0),)))
+        out = ki.setitem.bind(out, update, where_, template=(ki.Slot(0),))
+    inplace_assign(a, kcore.reshape.bind(out, shape=shape), f"{name}(a, indices, b)")
+    return None
+
+
+def constant_indices(item, name, why=("the indices decide how many times each position is combined. Pass the "
+                                      "indices as a constant, or use np.add.at (which takes traced indices).")):
+    """Integer index array ``item`` as NumPy's: refused where it differs per example (vmap) or
+    stands for later calls' values (lf.jit); under grad/jvp, its one value."""
+    if top_level((item,), name) is not None and (is_batched(item) or not known(item)):
+        transform = ("vmap (indices that differ per example)" if is_batched(item)
+                     else "lf.jit (indices computed from traced values)")
+        raise UnsupportedOperationError(f"{name} under {transform} is not supported: {why}")
+    return fixed(item, name)  # NumPy's (CuPy's brought to the host)
 
 
 # --- gathers --------------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ import operator
 import numpy as np
 
 from labeled_func_kernels import core as kcore
+from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import reductions as kr
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype_kind, is_integer_dtype, looking_waits,
@@ -33,6 +35,7 @@ from .creation import linspace
 from .dispatch import NO_VALUE, asarray, flag, given, implements, implements_method, reject
 from .dynamic import fixed
 from .elementwise import clip
+from .indexing import constant_indices
 
 __all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quantile", "median", "average",
            "searchsorted", "nan_mask"]
@@ -513,6 +516,43 @@ def _accumulate(ufunc, inputs, kwargs):
     return _scan(prim, asarray(inputs[0]), kwargs.get("axis", 0), kwargs.get("dtype"))
 
 
+@implements_method("reduceat", np.add)
+def _add_reduceat(ufunc, inputs, kwargs):
+    """``np.add.reduceat(a, indices, axis=0)``: segment sums, ``a[i:j].sum(axis)`` for each
+    index ``i`` and the next ``j`` (``a[i]`` alone where ``j <= i``; the last to the end).  The
+    elements each segment takes are gathered along ``axis`` and added up with ``index_add``
+    (so the derivative is a gather of the cotangent).  The indices must be the same for every
+    example and known when traced; the sums agree with NumPy's to rounding (NumPy adds in
+    pairs), lf.jit's with the eager ones to the bit."""
+    _options(ufunc, "reduceat", kwargs, {"axis", "dtype", "casting", "order", "subok"})
+    if len(inputs) != 2:
+        raise TypeError(f"numpy.add.reduceat takes 2 arguments (array, indices) here, got {len(inputs)}")
+    a = asarray(inputs[0])
+    indices = constant_indices(asarray(inputs[1]), "numpy.add.reduceat",
+                                why="the indices decide which elements each segment sums. Pass them as a constant.")
+    if indices.ndim != 1:
+        raise ValueError("numpy.add.reduceat: indices must be one-dimensional")
+    if a.ndim == 0:
+        raise TypeError("numpy.add.reduceat: the array must have at least one dimension")
+    axis = normalize_axis(kwargs.get("axis", 0), a.ndim)[0]
+    size = a.shape[axis]
+    indices = indices.astype(np.intp)
+    bad = indices[(indices < 0) | (indices >= size)]
+    if bad.size:
+        raise IndexError(f"index {int(bad[0])} out-of-bounds in add.reduceat [0, {size})")
+    dtype = np.add.reduceat(np.zeros(1, dtype=a.dtype), [0], dtype=kwargs.get("dtype")).dtype
+    ends = np.r_[indices[1:], size]
+    counts = np.where(ends > indices, ends - indices, 1)
+    segments = np.repeat(np.arange(indices.size), counts)
+    elements = np.repeat(indices - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
+    a = _cast(a, dtype) if a.dtype != dtype else a
+    lead = (slice(None),) * axis
+    taken = ki.getitem.bind(a, elements, template=lead + (ki.Slot(0),))
+    shape = tuple(a.shape[:axis]) + (indices.size,) + tuple(a.shape[axis + 1:])
+    zeros = kc.zeros_like.bind(a, dtype=dtype, shape=shape)
+    return ki.index_add.bind(zeros, taken, segments, template=lead + (ki.Slot(0),))
+
+
 # --- sorting, quantiles --------------------------------------------------------------------------
 @implements(np.sort)
 def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
@@ -628,7 +668,7 @@ def _gather_last(x, axis, keepdims):
     return merged, out_shape
 
 
-def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None):
+def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None, method="linear"):
     """Linear-interpolation quantiles (NumPy's default method) at the static levels ``q``
     (fractions in [0, 1]): NaN where a slice has NaN, or with ``skip_nan`` the quantiles
     of the values that are not NaN (NaN where a slice has none).
@@ -640,9 +680,12 @@ def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None):
     fraction ``t >= 0.5`` (so a quantile next to an infinity is that infinity, not NaN).
     The result's dtype is NumPy's promotion of the data with ``q`` (``weak``: ``q`` was a
     Python int or float, which promotes weakly; default: whether ``q`` is one).
+    NumPy's other ``method``s: :func:`_quantile_by_method`.
     """
     levels = np.asarray(q)
     weak = type(q) in (int, float) if weak is None else weak
+    if method != "linear":
+        return _quantile_by_method(x, levels, axis, keepdims, skip_nan, weak, method)
     dtype = _quantile_dtype(x.dtype, levels, weak)
     xp = namespace(x)
     merged, out_shape = _gather_last(x, axis, keepdims)
@@ -669,6 +712,120 @@ def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None):
         return results[0]
     stacked = stack.bind(*results, axis=0)
     return kcore.reshape.bind(stacked, shape=levels.shape + tuple(out_shape))
+
+
+# NumPy's other quantile methods (Hyndman and Fan's, and lower / higher / nearest / midpoint):
+# the virtual index ``n q + alpha + q (1 - alpha - beta) - 1`` of the continuous ones...
+_ALPHA_BETA = {"interpolated_inverted_cdf": (0, 1), "hazen": (0.5, 0.5), "weibull": (0, 0),
+               "median_unbiased": (1 / 3.0, 1 / 3.0), "normal_unbiased": (3 / 8.0, 3 / 8.0)}
+# ... and the methods that pick an element (an integer virtual index: the data's dtype)
+_PICKING = ("lower", "higher", "nearest", "inverted_cdf", "closest_observation")
+QUANTILE_METHODS = ("linear", "averaged_inverted_cdf", "midpoint") + tuple(_ALPHA_BETA) + _PICKING
+
+
+def _quantile_by_method(x, levels, axis, keepdims, skip_nan, weak, method):
+    """Quantiles by NumPy's ``method`` other than linear, step for step as NumPy's
+    ``_quantile`` (same virtual indices, neighbours, weights and interpolation, in the same
+    dtypes): for each level, the virtual index from the number of values ``n`` (with
+    ``skip_nan``, per slice: the values that are not NaN, as NumPy's nan* forms take each
+    slice); an element of the sorted slices for the picking methods, else the
+    interpolation between the neighbours of the virtual index."""
+    merged, out_shape = _gather_last(x, axis, keepdims)
+    last = merged.ndim - 1
+    size = merged.shape[-1]
+    picking = method in _PICKING
+    data = merged if picking else _float(merged)
+    target = namespace_dtype(namespace(x), merged.dtype if picking else _quantile_dtype(x.dtype, levels, weak))
+    ordered = kr.sort.bind(data, axis=last)  # NaNs sort last
+    nan = ew.isnan.bind(data) if not is_integer_dtype(data.dtype) else None
+    if skip_nan and nan is not None:
+        count = ew.subtract.bind(size, kcore.reduce_sum.bind(nan, axis=(last,), keepdims=True,
+                                                             dtype=_index_dtype(merged)))
+        n = ew.astype.bind(count, dtype=namespace_dtype(namespace(x), levels.dtype))
+    else:
+        count, n = None, size
+    results = []
+    for level in levels.reshape(-1):
+        if picking:
+            index = _picked_index(method, n, level)
+            if count is None:  # one number of values: a static position
+                value = getitem_static(ordered, (Ellipsis, int(index)))
+            else:
+                index = ew.minimum.bind(ew.maximum.bind(index, 0), ew.maximum.bind(ew.subtract.bind(count, 1), 0))
+                value = kr.take_along_axis.bind(ordered, index, axis=last)
+        else:
+            virtual = _virtual_index(method, n, level)
+            low_index, high_index, fraction = _neighbours(method, n, virtual, level.dtype)
+            complement = level.dtype.type(1) - fraction if count is None else ew.subtract.bind(1.0, fraction)
+            if count is None:
+                low = getitem_static(ordered, (Ellipsis, int(low_index)))
+                high = getitem_static(ordered, (Ellipsis, int(high_index)))
+                value = _lerp(low, high, float(fraction), float(complement), bool(fraction >= 0.5), target)
+            else:  # index -1: the last value that is not NaN
+                last_present = ew.maximum.bind(ew.subtract.bind(count, 1), 0)
+                low_index, high_index = (ew.where.bind(ew.less.bind(i, 0), last_present, i)
+                                         for i in (low_index, high_index))
+                low = kr.take_along_axis.bind(ordered, low_index, axis=last)
+                high = kr.take_along_axis.bind(ordered, high_index, axis=last)
+                value = _lerp(low, high, fraction, complement, ew.greater_equal.bind(fraction, 0.5), target)
+        if count is not None:
+            value = ew.where.bind(ew.equal.bind(count, 0), math.nan, value)
+            value = kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
+        elif nan is not None:
+            value = ew.where.bind(kr.reduce_any.bind(nan, axis=(last,), keepdims=False), math.nan, value)
+        results.append(kcore.reshape.bind(value, shape=out_shape))
+    if levels.ndim == 0:
+        return results[0]
+    stacked = stack.bind(*results, axis=0)
+    return kcore.reshape.bind(stacked, shape=levels.shape + tuple(out_shape))
+
+
+def _virtual_index(method, n, q):
+    """NumPy's virtual index of a continuous ``method`` for ``n`` values (a Python int, or
+    an array of the levels' dtype) at level ``q`` (a NumPy scalar), in the same operations."""
+    if method in _ALPHA_BETA:
+        alpha, beta = _ALPHA_BETA[method]
+        return n * q + (alpha + q * (1 - alpha - beta)) - 1
+    if method == "averaged_inverted_cdf":
+        return n * q - 1
+    scaled = (n - 1) * q  # midpoint
+    return 0.5 * (np.floor(scaled) + np.ceil(scaled))
+
+
+def _picked_index(method, n, q):
+    """NumPy's integer index of a picking ``method`` (see :func:`_virtual_index`)."""
+    if method in ("lower", "higher", "nearest"):
+        rounded = {"lower": np.floor, "higher": np.ceil, "nearest": np.rint}[method]((n - 1) * q)
+    else:  # inverted_cdf, closest_observation: to the boundaries of the steps
+        index = n * q - 1 if method == "inverted_cdf" else n * q - 1 - 0.5
+        previous = np.floor(index)
+        gamma = index - previous
+        lower = gamma == 0
+        if method == "closest_observation":
+            lower = np.logical_and(lower, np.remainder(previous, 2) == 1)
+        rounded = np.maximum(np.where(lower, previous, previous + 1), 0)
+    return rounded.astype(np.intp)
+
+
+def _neighbours(method, n, virtual, dtype):
+    """The neighbours of ``virtual`` (NumPy's ``_get_indexes``: the last value from index -1
+    at or past the end, the first before the start) and the weight of the upper one
+    (``_get_gamma``, with the method's correction), in the levels' ``dtype``."""
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    below = virtual < 0
+    previous = np.where(above, -1, np.where(below, 0, previous))
+    following = np.where(above, -1, np.where(below, 0, following))
+    gamma = virtual - previous
+    if method == "averaged_inverted_cdf":
+        gamma = np.where(gamma == 0, 0.5, 1.0)
+    elif method == "midpoint":
+        gamma = np.where(np.remainder(virtual, 1) == 0, 0.0, 0.5)
+    gamma = gamma.astype(dtype)
+    if isinstance(n, int):  # one number of values: static positions
+        return int(previous), int(following), dtype.type(gamma)
+    return previous.astype(np.intp), following.astype(np.intp), gamma
 
 
 def _quantile_dtype(dtype, levels, weak):
@@ -811,8 +968,12 @@ def _quantile_handler(scale, skip_nan):
     def handler(a, q, axis=None, out=None, overwrite_input=False, method="linear",
                 keepdims=False, *, weights=None, interpolation=None):
         name = ("nan" if skip_nan else "") + ("percentile" if scale == 100 else "quantile")
-        if method != "linear" or interpolation not in (None, "linear") or weights is not None:
-            raise UnsupportedOperationError(f"numpy.{name}: only method='linear' without weights is supported on traced arrays")
+        if interpolation is not None:  # NumPy's deprecated spelling of method
+            method = interpolation
+        if method not in QUANTILE_METHODS:
+            raise ValueError(f"{method!r} is not a valid method. Use one of: {QUANTILE_METHODS}")
+        if weights is not None:
+            raise UnsupportedOperationError(f"numpy.{name}: weights= is not supported on traced arrays")
         if isinstance(q, Traced):
             raise UnsupportedOperationError(f"numpy.{name}: the quantile levels q must not be traced")
         # NumPy's levels: q / 100 for percentiles (a float dtype), q as given for quantiles
@@ -822,7 +983,7 @@ def _quantile_handler(scale, skip_nan):
         if not (levels.size == 0 or bool(((levels >= 0) & (levels <= 1)).all())):
             raise ValueError("Percentiles must be in the range [0, 100]" if scale == 100
                              else "Quantiles must be in the range [0, 1]")
-        return quantile(asarray(a), levels, axis, keepdims, skip_nan, weak=type(q) in (int, float))
+        return quantile(asarray(a), levels, axis, keepdims, skip_nan, weak=type(q) in (int, float), method=method)
 
     return handler
 
