@@ -30,11 +30,12 @@ from .autodiff import jacfwd, jacrev, vjp
 from .backends import check_one_backend
 from .dask import compiled_blocks
 from .jit import Jitted, jit as lf_jit
-from .sobol import sample, sobol  # lf.sensitivity.sample and .sobol (variance-based: sobol.py)
+from .morris import morris  # lf.sensitivity.morris (elementary effects: morris.py)
+from .sobol import sample, sobol, sobol_convergence  # lf.sensitivity.sample and .sobol (variance-based: sobol.py)
 from .units import Inputs, derivative_units, label_output
 from .vmap import vmap
 
-__all__ = ["dgsm", "local", "sample", "sobol", "plot_indices"]
+__all__ = ["dgsm", "local", "sample", "sobol", "sobol_convergence", "morris", "plot_indices"]
 
 MODES = ("auto", "forward", "reverse")
 SALIB_DISTS = ("unif", "triang", "norm", "truncnorm", "lognorm", "logunif")
@@ -262,11 +263,14 @@ def plot_indices(result: xr.Dataset | xr.DataArray, variables: str | list[str] |
     ----------
     result : xarray.Dataset or xarray.DataArray
         With a ``param`` dim and no other (select the output's dims first, e.g.
-        ``result.sel(t=1.0)``): ``dgsm``'s result, or one of its variables.
+        ``result.sel(t=1.0)``): the result of ``dgsm``, ``sobol`` or ``morris``, or
+        one of its variables.  For a field, draw maps instead: ``result.ST.plot(col="param")``.
     variables : str or list of str, optional
-        The Dataset's variables to draw.  By default its dimensionless indices (units
-        ``"1"``) other than the half-widths: ``dgsm`` and ``ST_bound`` of a ``dgsm``
-        with bounds; without them, its first variable (``vi``).
+        The Dataset's variables to draw.  By default ``mu_star`` (and ``mu_star_grad``)
+        of a ``morris`` result; else its dimensionless indices (units ``"1"``) along
+        ``param`` alone, other than the half-widths: ``S1`` and ``ST`` of a ``sobol``
+        result (``S2`` is left out), ``dgsm`` and ``ST_bound`` of a ``dgsm`` with
+        bounds; without them, its first variable (``vi``).
     ax : matplotlib.axes.Axes, optional
         Where to draw; by default a new figure's axes.
 
@@ -301,9 +305,10 @@ def plot_indices(result: xr.Dataset | xr.DataArray, variables: str | list[str] |
         drawn = {result.name or "index": (result, None)}
     elif isinstance(result, xr.Dataset):
         if variables is None:
-            found = [n for n in result.data_vars if "param" in result[n].dims and n != "gradients"
-                     and not str(n).endswith(("_conf", "_std"))]
-            variables = [n for n in found if result[n].attrs.get("units") == "1"] or found[:1]
+            found = [n for n in result.data_vars if "param" in result[n].dims and "param_2" not in result[n].dims
+                     and n not in ("gradients", "converged") and not str(n).endswith(("_conf", "_std"))]
+            morris = [n for n in ("mu_star", "mu_star_grad") if n in found]   # morris: the screening measure
+            variables = morris or [n for n in found if result[n].attrs.get("units") == "1"] or found[:1]
             if not variables:
                 raise ValueError(f"sensitivity.plot_indices: the Dataset has no variable along 'param' "
                                  f"(its variables: {list(result.data_vars)})")

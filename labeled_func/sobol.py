@@ -19,7 +19,7 @@ import xarray as xr
 
 from .vmap import vmap
 
-__all__ = ["sample", "sobol"]
+__all__ = ["sample", "sobol", "sobol_convergence"]
 
 # SALib's distributions and the numbers each takes in problem["bounds"].
 DISTS = {"unif": ("low", "high"), "triang": ("low", "high", "peak"), "norm": ("mean", "std"),
@@ -27,6 +27,7 @@ DISTS = {"unif": ("low", "high"), "triang": ("low", "high", "peak"), "norm": ("m
          "logunif": ("low", "high")}
 METHODS = ("sobol", "lhs", "random")
 RESULT_DIMS = ("param", "param_2")
+SUMS_ELEMENTS = 2 ** 21   # resample sums computed at once before they are added (16 MiB of float64)
 _LONG_NAMES = {
     "S1": "first order Sobol' index (Saltelli et al. 2010)",
     "S1_conf": "half-width of the confidence interval of S1",
@@ -159,7 +160,8 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     mean; the bootstrap resamples the base samples with the same indices as
     ``SALib.analyze.sobol.analyze`` (an integer seed gives SALib's intervals). Each
     block of model outputs is reduced at once to the sums the estimators need (for
-    all resamples, by one matrix product), so the outputs are not kept.
+    all resamples, by matrix products, a few output elements at a time), so the
+    outputs are not kept.
 
     Examples
     --------
@@ -186,14 +188,27 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         raise ValueError(f"sensitivity.sobol: chunk_size={chunk_size!r} must be a positive int or None")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
-    base = _unit_points("sobol", n, 2 * d, seed, "sobol")
+    (sums,), template = _saltelli_sums(model, names, dists, units, [n], second_order, seed, int(num_resamples),
+                                       dim, chunk_size, "sobol")
+    return _indices(sums, n, d, step, second_order, conf_level, names, template)
+
+
+def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num_resamples, dim, chunk_size,
+                   caller):
+    """([sums of the first m base samples, for m in ``prefixes``], template): the model run once
+    on Saltelli's design of ``max(prefixes)`` base samples, each block of outputs reduced to the
+    weighted sums of every prefix it overlaps, with the bootstrap counts ``sobol(..., m, seed)``
+    draws (the first m scrambled Sobol' points are those of ``sobol(..., m, seed)``)."""
+    d, n = len(names), max(prefixes)
+    step = 2 * d + 2 if second_order else d + 2
+    base = _unit_points("sobol", n, 2 * d, seed, caller)
     a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
     b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
-    counts = _bootstrap_counts(n, int(num_resamples), seed)
+    counts = [_bootstrap_counts(m, num_resamples, seed) for m in prefixes]
     per_block = n if chunk_size is None else max(1, int(chunk_size) // step)
-    evaluate = vmap(_checked_model(model, names, dim), dim=dim)
+    evaluate = vmap(_checked_model(model, names, dim, caller), dim=dim)
 
-    sums, shift, template = 0, None, None
+    sums, shift, template = [None] * len(prefixes), None, None
     for start in range(0, n, per_block):
         stop = min(n, start + per_block)
         outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim))
@@ -202,9 +217,123 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         if template is None:
             template = outputs.isel({dim: 0}, drop=True)
             shift = y.mean(axis=(0, 1))   # for precision only: the estimators below are exact for any shift
-        sums = sums + _block_sums(y - shift, d, second_order, _weights(counts, start, stop))
-    return _indices(sums, n, d, step, second_order, conf_level, names, template)
+        for k, m in enumerate(prefixes):
+            if start < m:
+                end = min(stop, m)
+                sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, second_order,
+                                          _weights(counts[k], start, end))
+    return sums, template
 
+
+def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
+                      steps: int | None = None, tol: float | None = None, second_order: bool = False,
+                      seed: int | None = None, num_resamples: int = 100, conf_level: float = 0.95,
+                      dim: str = "sample", chunk_size: int | None = None) -> xr.Dataset:
+    """Sobol' indices and their intervals for the first n/2^k base samples, from ONE run.
+
+    The model runs once, on Saltelli's design of ``n`` base samples, as in
+    :func:`labeled_func.sensitivity.sobol`; the indices are then estimated on the
+    prefixes of ``n / 2**k`` base samples (prefixes of length 2^m of Sobol' points are
+    balanced), each exactly as ``sobol(model, problem_or_bounds, n / 2**k, seed=seed)``
+    would (the same points and bootstrap; to rounding).
+
+    Parameters
+    ----------
+    model, problem_or_bounds, second_order, seed, num_resamples, conf_level, dim, chunk_size
+        As for :func:`labeled_func.sensitivity.sobol`.
+    n : int
+        Base samples of the whole run: a power of two, at least 2.
+    steps : int, optional
+        The number of prefixes: ``n, n/2, ..., n/2**(steps - 1)`` (at least 2 base
+        samples each); by default down to 256 (only ``n`` for a smaller ``n``).
+    tol : float, optional
+        Adds ``converged`` and the attr ``n_converged`` (see Returns).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``sobol``'s variables with a leading dim ``n`` (coords: the prefixes' sizes,
+        increasing); with ``tol``, ``converged`` (dims ``(param, *output dims)``: every
+        half-width ``*_conf`` of that parameter and output element below ``tol`` at the
+        largest ``n``) and the attr ``n_converged``: the smallest ``n`` from which on
+        every half-width of every parameter and element is below ``tol`` (None if none).
+
+    Raises
+    ------
+    ValueError
+        As ``sobol``; and for an ``n`` that is not a power of two, a bad ``steps`` or
+        ``tol``.
+
+    Notes
+    -----
+    Each block of model outputs is reduced to the weighted sums of every prefix it
+    overlaps (one matrix product per prefix), so the outputs are not kept: the memory
+    is ``sobol``'s times the number of prefixes for the sums, and the bootstrap counts
+    of all prefixes (less than 2 ``num_resamples`` ``n`` int32).  The half-widths
+    shrink as 1/sqrt(n) once the estimates have settled.
+
+    Examples
+    --------
+    >>> import numpy as np, labeled_func as lf
+    >>> run = lf.sensitivity.sobol_convergence(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 1024,
+    ...                                        steps=3, tol=0.2, seed=1)
+    >>> run.n.values.tolist(), run.ST_conf.dims
+    ([256, 512, 1024], ('n', 'param'))
+    >>> run.converged.values.tolist(), run.attrs["n_converged"]
+    ([True, True], 256)
+    """
+    where = "sensitivity.sobol_convergence"
+    if not callable(model):
+        raise ValueError(f"{where}: model must be a function of one sample's parameters (a Dataset), "
+                         f"not a {type(model).__name__}; the problem or bounds come second")
+    names, dists, units = _read(problem_or_bounds, "sobol_convergence")
+    n = _check_n(n, "sobol_convergence", minimum=2)
+    if n & (n - 1):
+        raise ValueError(f"{where}: n={n} must be a power of two (the prefixes n/2**k are balanced Sobol' "
+                         "point sets only then)")
+    if steps is None:
+        steps = max(1, n.bit_length() - 1 - 7)
+    elif isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or not 1 <= steps <= n.bit_length() - 1:
+        raise ValueError(f"{where}: steps={steps!r} must be an int from 1 to {n.bit_length() - 1} (the "
+                         f"smallest prefix n/2**(steps - 1) needs 2 base samples)")
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float, np.floating))
+                            or not tol > 0):
+        raise ValueError(f"{where}: tol={tol!r} must be a positive number or None")
+    if not isinstance(second_order, (bool, np.bool_)):
+        raise ValueError(f"{where}: second_order={second_order!r} must be a bool")
+    _check_seed(seed, "sobol_convergence")
+    if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
+        raise ValueError(f"{where}: num_resamples={num_resamples!r} must be an int >= 2")
+    if not (isinstance(conf_level, (int, float, np.floating)) and 0 < conf_level < 1):
+        raise ValueError(f"{where}: conf_level={conf_level!r} must be between 0 and 1")
+    _check_dim(dim, "sobol_convergence")
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
+                                   or chunk_size < 1):
+        raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
+    d = len(names)
+    step = 2 * d + 2 if second_order else d + 2
+    prefixes = [n >> k for k in reversed(range(int(steps)))]
+    all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, bool(second_order), seed,
+                                        int(num_resamples), dim, chunk_size, "sobol_convergence")
+    runs = [_indices(sums, m, d, step, second_order, conf_level, names, template)
+            for sums, m in zip(all_sums, prefixes)]
+    result = xr.concat(runs, dim=xr.DataArray(prefixes, dims="n", attrs={"long_name": "base samples"}),
+                       combine_attrs="override")
+    result.attrs = {"base_samples": n, "model_evaluations": n * step}
+    if tol is not None:
+        below = None
+        for key in [k for k in result.data_vars if str(k).endswith("_conf")]:
+            ok = (result[key] < tol) | result[key].isnull()
+            if "param_2" in ok.dims:
+                ok = ok.all("param_2")
+            below = ok if below is None else below & ok
+        result["converged"] = below.isel(n=-1, drop=True).assign_attrs(
+            long_name=f"every half-width below {tol} at n = {n}")
+        everywhere = below.all([k for k in below.dims if k != "n"]).values
+        later = np.logical_and.accumulate(everywhere[::-1])[::-1]   # below tol at this n and every larger one
+        result.attrs.update(tol=float(tol), n_converged=int(prefixes[int(np.argmax(later))]) if later.any()
+                            else None)
+    return result
 
 # --- problems and bounds ----------------------------------------------------------------------
 def _read(problem_or_bounds, caller):
@@ -359,25 +488,25 @@ def _design(a, b, names, units, second_order, dim):
     return xr.Dataset(variables)
 
 
-def _checked_model(model, names, dim):
+def _checked_model(model, names, dim, caller="sobol"):
     def one(example):
         output = model(example)
         if isinstance(output, (xr.Dataset, xr.DataTree)):
-            raise ValueError(f"sensitivity.sobol: the model returned a {type(output).__name__}; return one "
+            raise ValueError(f"sensitivity.{caller}: the model returned a {type(output).__name__}; return one "
                              "DataArray (or a scalar), e.g. lambda p: model(p)['y']")
         if not isinstance(output, xr.DataArray):
             if not ((hasattr(output, "shape") and hasattr(output, "dtype"))
                     or isinstance(output, (int, float, np.generic))):
-                raise ValueError(f"sensitivity.sobol: the model returned a {type(output).__name__}; return a "
+                raise ValueError(f"sensitivity.{caller}: the model returned a {type(output).__name__}; return a "
                                  "scalar or one DataArray per example: for several outputs, one DataArray with "
                                  "an output dim (xr.concat([...], dim='output'))")
             if np.ndim(output):
-                raise ValueError("sensitivity.sobol: the model returned an array without dims for one example; "
+                raise ValueError(f"sensitivity.{caller}: the model returned an array without dims for one example; "
                                  "return a scalar or a DataArray with named dims")
             return xr.DataArray(output)
         clashes = [name for name in output.dims if name in (dim,) + RESULT_DIMS or name in names]
         if clashes:
-            raise ValueError(f"sensitivity.sobol: the model's output has dims {output.dims}, and {clashes} is the "
+            raise ValueError(f"sensitivity.{caller}: the model's output has dims {output.dims}, and {clashes} is the "
                              f"samples' dim ({dim!r}), a dim of the result {RESULT_DIMS} or a parameter's name; "
                              "the model gets one sample: rename that output dim, or pass dim=")
         return output
@@ -400,32 +529,68 @@ def _weights(counts, start, stop):
     return np.concatenate([np.ones((1, stop - start)), counts[:, start:stop]])
 
 
-def _block_sums(y, d, second_order, weights):
-    """(1 + resample, statistic, output element): the weighted sums over one block of base
-    samples of the statistics that the estimators are made of; ``y`` is (base, row, element)."""
+def _add_block_sums(total, y, d, second_order, weights):
+    """``total`` (None: zeros) plus the weighted sums over one block of base samples of the
+    statistics that the estimators are made of, (1 + resample, statistic, output element);
+    ``y`` is (base, row, element).  A few output elements at a time: their statistics are
+    made, multiplied by the weights and added in place, so that neither all the block's
+    statistics nor a second array of the sums' size (for a field, the largest array here)
+    is ever held."""
+    rows, count = weights.shape[0], y.shape[2]
+    statistics = 3 + 3 * d + (d + d * (d - 1) // 2 if second_order else 0)
+    if total is None:
+        total = np.zeros((rows, statistics, count))
+    step = max(1, SUMS_ELEMENTS // (rows * statistics))
+    for first in range(0, count, step):
+        last = min(count, first + step)
+        stacked = _statistics(y[:, :, first:last], d, second_order)
+        part = weights @ stacked.reshape(stacked.shape[0], -1)
+        total[:, :, first:last] += part.reshape(rows, statistics, last - first)
+    return total
+
+
+def _statistics(y, d, second_order):
+    """(base, statistic, element): the per-sample statistics the estimators are made of."""
     y_a, y_b, y_ab = y[:, 0], y[:, -1], y[:, 1:d + 1]
-    statistics = [y_a[:, None], y_b[:, None], (y_a ** 2 + y_b ** 2)[:, None], y_ab,
-                  y_b[:, None] * (y_ab - y_a[:, None]), (y_a[:, None] - y_ab) ** 2]
+    pairs = d * (d - 1) // 2 if second_order else 0
+    out = np.empty((y.shape[0], 3 + 3 * d + (d + pairs if second_order else 0), y.shape[2]))
+    out[:, 0], out[:, 1] = y_a, y_b                                    # written in place: one pass each
+    np.square(y_a, out=out[:, 2])
+    out[:, 2] += np.square(y_b)
+    out[:, 3:3 + d] = y_ab
+    difference = np.subtract(y_ab, y_a[:, None], out=out[:, 3 + 2 * d:3 + 3 * d])
+    np.multiply(y_b[:, None], difference, out=out[:, 3 + d:3 + 2 * d])   # f(B) (f(AB_i) - f(A))
+    np.square(difference, out=difference)                                # (f(A) - f(AB_i))^2
     if second_order:
         y_ba = y[:, d + 1:2 * d + 1]
         j, k = np.triu_indices(d, 1)
-        statistics += [y_ba, y_ba[:, j] * y_ab[:, k] - (y_a * y_b)[:, None]]
-    stacked = np.concatenate(statistics, axis=1)
-    shape = stacked.shape
-    return (weights @ stacked.reshape(shape[0], -1)).reshape((weights.shape[0],) + shape[1:])
+        out[:, 3 + 3 * d:3 + 4 * d] = y_ba
+        joint = np.multiply(y_ba[:, j], y_ab[:, k], out=out[:, 3 + 4 * d:])
+        joint -= (y_a * y_b)[:, None]
+    return out
 
 
 def _indices(sums, n, d, step, second_order, conf_level, names, template):
-    means = sums / n
-    mean_a, mean_b, mean_squares = means[:, 0], means[:, 1], means[:, 2]
-    mean_ab = means[:, 3:3 + d]
+    """The indices and half-widths from the sums; ``sums`` is overwritten (by the means): for a
+    field it is the largest array, and it is not copied."""
     # SALib centres the outputs on the mean of all N * step of them (the point estimate's)
     centre = (sums[0, 0] + sums[0, 1] + sums[0, 3:3 + d].sum(axis=0)
               + (sums[0, 3 + 3 * d:3 + 4 * d].sum(axis=0) if second_order else 0)) / (n * step)
+    means = np.divide(sums, n, out=sums)
+    mean_a, mean_b, mean_squares = means[:, 0], means[:, 1], means[:, 2]
+    mean_ab = means[:, 3:3 + d]
     variance = mean_squares / 2 - ((mean_a + mean_b) / 2) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
-        first = (means[:, 3 + d:3 + 2 * d] - centre * (mean_ab - mean_a[:, None])) / variance[:, None]
-        total = means[:, 3 + 2 * d:3 + 3 * d] / 2 / variance[:, None]
+        # (mean(f(B) (f(AB) - f(A))) - centre (mean f(AB) - mean f(A))) / V and
+        # mean((f(A) - f(AB))^2) / 2 / V, over the means they are made of: no new array of that size
+        first, total = means[:, 3 + d:3 + 2 * d], means[:, 3 + 2 * d:3 + 3 * d]
+        for i in range(d):
+            correction = np.subtract(mean_ab[:, i], mean_a)
+            correction *= centre
+            np.subtract(first[:, i], correction, out=first[:, i])
+            first[:, i] /= variance
+            total[:, i] /= 2
+            total[:, i] /= variance
         estimates = {"S1": first, "ST": total}
         if second_order:
             mean_ba = means[:, 3 + 3 * d:3 + 4 * d]
@@ -443,10 +608,11 @@ def _indices(sums, n, d, step, second_order, conf_level, names, template):
     for key, values in estimates.items():
         dims = RESULT_DIMS[:values.ndim - 2] + out_dims
         shape = values.shape[1:-1] + out_shape
-        point = values[0].reshape(shape)
+        point = values[0].reshape(shape).copy()   # not a view that keeps every resample
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)   # the NaN below the diagonal of S2
-            conf = z * values[1:].std(axis=0, ddof=1).reshape(shape)
+            conf = np.stack([values[1:, i].std(axis=0, ddof=1) for i in range(d)])   # one param at a time
+            conf = (z * conf).reshape(shape)
         result[key] = xr.DataArray(point, dims=dims, attrs={"units": "1", "long_name": _LONG_NAMES[key]})
         result[f"{key}_conf"] = xr.DataArray(conf, dims=dims, attrs={"units": "1",
                                                                       "long_name": _LONG_NAMES[f"{key}_conf"]})

@@ -292,3 +292,78 @@ def test_an_offset_output_gives_the_same_indices():
                                   chunk_size=1000)
     for key in plain.data_vars:
         np.testing.assert_allclose(offset[key].values, plain[key].values, rtol=0, atol=1e-8)
+
+
+# --- sobol_convergence ----------------------------------------------------------------------------
+def test_convergence_last_prefix_is_sobol():
+    run = lf.sensitivity.sobol_convergence(ishigami, ISHIGAMI_BOUNDS, 2 ** 12, steps=5, seed=3, second_order=True)
+    assert run.n.values.tolist() == [256, 512, 1024, 2048, 4096]
+    assert run.S1.dims == ("n", "param") and run.S2.dims == ("n", "param", "param_2")
+    assert run.attrs == {"base_samples": 4096, "model_evaluations": 4096 * 8}
+    whole = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 2 ** 12, seed=3, second_order=True)
+    for key in whole.data_vars:   # the same run, the same sums: to the bit
+        np.testing.assert_array_equal(run[key].sel(n=4096).values, whole[key].values)
+        assert run[key].attrs == whole[key].attrs
+    small = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=3, second_order=True)
+    for key in small.data_vars:   # every prefix is sobol's with that n (the outputs' shift differs: rounding)
+        np.testing.assert_allclose(run[key].sel(n=512).values, small[key].values, rtol=0, atol=1e-12)
+
+
+def test_convergence_widths_shrink_as_one_over_sqrt_n():
+    run = lf.sensitivity.sobol_convergence(ishigami, ISHIGAMI_BOUNDS, 2 ** 14, seed=0)
+    assert run.n.values.tolist() == [2 ** k for k in range(8, 15)]     # default: down to 256
+    for key in ("S1_conf", "ST_conf"):
+        widths = run[key].values                                          # (n, param)
+        slopes = np.polyfit(np.log(run.n.values), np.log(widths), 1)[0]   # one slope per param
+        np.testing.assert_allclose(slopes, -0.5, atol=0.15)
+    s1, st, _ = ishigami_indices()
+    np.testing.assert_allclose(run.ST.isel(n=-1).values, st, atol=0.01)
+
+
+def test_convergence_tol_and_field_output():
+    t = xr.DataArray([0.0, 1.0], dims="time", coords={"time": [0.0, 1.0]})
+    run = lf.sensitivity.sobol_convergence(lambda p: p.a * (1 + t) + p.b * t ** 2, {"a": (0, 1), "b": (0, 1)},
+                                           2 ** 11, steps=4, tol=0.03, seed=0, chunk_size=1000)
+    assert run.S1.dims == ("n", "param", "time") and run.converged.dims == ("param", "time")
+    conf = np.maximum(run.S1_conf, run.ST_conf)
+    np.testing.assert_array_equal(run.converged.values, (conf.isel(n=-1) < 0.03).values)
+    everywhere = (conf < 0.03).all(["param", "time"]).values
+    first = next((m for m, ok, later in zip(run.n.values, everywhere,
+                                            [everywhere[k:].all() for k in range(len(everywhere))]) if later), None)
+    assert run.attrs["n_converged"] == first and run.attrs["tol"] == 0.03
+    whole = lf.sensitivity.sobol(lambda p: p.a * (1 + t) + p.b * t ** 2, {"a": (0, 1), "b": (0, 1)}, 2 ** 11,
+                                 seed=0)
+    for key in whole.data_vars:   # chunked here, in one call there
+        np.testing.assert_allclose(run[key].isel(n=-1).values, whole[key].values, rtol=0, atol=1e-12)
+    never = lf.sensitivity.sobol_convergence(lambda p: p.a + p.b ** 3, {"a": (0, 1), "b": (0, 1)}, 64, steps=2,
+                                             tol=1e-9, seed=0)
+    assert never.attrs["n_converged"] is None and not never.converged.any()
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"n": 100}, "n=100 must be a power of two"),
+    ({"n": 1}, "n=1 must be an int >= 2"),
+    ({"steps": 0}, "steps=0 must be an int from 1 to 6"),
+    ({"steps": 7}, "steps=7"),
+    ({"tol": 0}, "tol=0 must be a positive number"),
+    ({"tol": "0.1"}, "tol='0.1'"),
+    ({"num_resamples": 1}, "num_resamples=1"),
+    ({"chunk_size": -1}, "chunk_size=-1"),
+])
+def test_convergence_bad_options(options, match):
+    kwargs = {"n": 64, **options}
+    n = kwargs.pop("n")
+    with pytest.raises(ValueError, match=f"sensitivity.sobol_convergence: {match}"):
+        lf.sensitivity.sobol_convergence(lambda p: p.a + p.b, {"a": (0, 1), "b": (0, 1)}, n, **kwargs)
+
+
+def test_plot_indices_draws_s1_and_st():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    result = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 256, seed=0, second_order=True)
+    ax = lf.sensitivity.plot_indices(result)       # S2 (param, param_2) is left out
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["S1", "ST"] and len(ax.patches) == 6
+    errorbars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    assert len(errorbars) == 2
+    heights = [p.get_height() for p in ax.patches]
+    np.testing.assert_allclose(heights, np.concatenate([result.S1.values, result.ST.values]))
