@@ -28,7 +28,7 @@ from labeled_func_kernels.indexing import getitem_static
 from .assemble import coord_variables, joined_labels, merged_arrays
 from ._wrapping import transformed
 from .backends import check_one_backend
-from .flat import FlatArrays, match_arrays
+from .flat import Arrays, FlatArrays, match_arrays
 from .engine import (JVPLevel, VJPLevel, active, backward, held, input_node, node_of, primal_of,
                      tangent_of, traced_by)
 from .engine.errors import InplaceError
@@ -898,15 +898,7 @@ class _AliasGuard:
 
 def _arrays_in(value):
     """The data arrays of a pytree of arrays and labeled values (to compare memory with)."""
-    arrays = []
-    for leaf in optree.tree_leaves(value):
-        if isinstance(leaf, (xr.DataArray, xr.Variable)):
-            arrays.append(leaf.data)
-        elif isinstance(leaf, xr.Dataset):
-            arrays.extend(variable.data for variable in leaf.data_vars.values())
-        elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-            arrays.append(leaf)
-    return arrays
+    return Arrays(value, none_is_leaf=False).arrays
 
 
 def _shares_memory(a, b):
@@ -996,10 +988,10 @@ def _split_aux(result, has_aux, name):
 
 
 def _scalar(out, name):
-    if isinstance(out, xr.DataArray):
+    if isinstance(out, (xr.DataArray, xr.Variable)):  # a Variable: its data, as a DataArray's
         if out.ndim:
             raise ValueError(
-                f"{name}: the function must return a scalar, but it returned a DataArray with dims "
+                f"{name}: the function must return a scalar, but it returned a {type(out).__name__} with dims "
                 f"{out.dims}; reduce it (e.g. .sum() or .mean()) or use lf.jacrev for the full Jacobian"
             )
         return out.data

@@ -11,11 +11,13 @@ array_api_strict arrays is a mix.
 """
 from __future__ import annotations
 
-import optree
 import xarray as xr
 
 from labeled_func_kernels.backend import is_array, library_of, namespace, namespace_library
 from labeled_func_kernels.primitive import bottom
+
+from .flat import Arrays
+from .named import tree_nodes
 
 __all__ = ["check_one_backend", "data_arrays"]
 
@@ -69,21 +71,29 @@ def check_one_backend(leaves, labels, *, transform=None):
 
 
 def data_arrays(value, label):
-    """(array, label) for every data array inside ``value`` (coordinates left out)."""
-    paths, leaves, _ = optree.tree_flatten_with_path(value, none_is_leaf=True)
-    for path, leaf in zip(paths, leaves):
-        where = label + "".join(f"[{k!r}]" for k in path)
-        if isinstance(leaf, (xr.DataArray, xr.Variable)):
-            yield leaf.data, where
-        elif isinstance(leaf, xr.Dataset):
-            for name, variable in leaf.data_vars.variables.items():
-                yield variable.data, f"{where}[{name!r}]"
-        elif isinstance(leaf, xr.DataTree):
-            for node in leaf.subtree:
-                for name, variable in node.data_vars.variables.items():
-                    yield variable.data, f"{where}[{node.path.rstrip('/') + '/' + str(name)!r}]"
-        else:
-            yield leaf, where
+    """(array, label) for every data array inside ``value`` (coordinates left out; the
+    walk of flat.Arrays), and every other leaf but labeled ones as it is (a number, None, a
+    pint Quantity: the caller judges them)."""
+    walk = Arrays(value)
+    k = 0
+    for path, leaf, count in zip(walk.paths, walk.leaves, walk.counts):
+        where = label + "".join(f"[{key!r}]" for key in path)
+        if not count:
+            if not isinstance(leaf, (xr.DataArray, xr.Dataset, xr.Variable, xr.DataTree)):
+                yield leaf, where
+            continue
+        for array, suffix in zip(walk.arrays[k:k + count], _suffixes(leaf)):
+            yield array, where + suffix
+        k += count
+
+
+def _suffixes(leaf):
+    """What follows the label of ``leaf`` for each of its arrays, in the walk's order."""
+    if isinstance(leaf, xr.Dataset):
+        return [f"[{name!r}]" for name in leaf.data_vars]
+    if isinstance(leaf, xr.DataTree):
+        return [f"[{path.rstrip('/') + '/' + str(name)!r}]" for path, ds in tree_nodes(leaf) for name in ds.data_vars]
+    return [""]
 
 
 def _library(array):

@@ -21,7 +21,8 @@ from labeled_func_kernels.primitive import known
 
 from .engine import any_example_true, is_batched
 from .engine.compiler import recording_of
-from .flat import replace_arrays
+from .flat import Arrays, is_number, leaf_arrays
+from .named import tree_nodes
 
 __all__ = ["cond", "while_loop"]
 
@@ -185,22 +186,11 @@ def _recorded_loop(cond_fn, body_fn, value, level):
     ``engine.compiler.loops.record_while_loop``).
     Where the condition is mapped, the body's step is selected per example (the examples
     already done keep their value) and the node loops while any example runs."""
-    paths, leaves, treedef = optree.tree_flatten_with_path(value, none_is_leaf=True)
-    leaves = [np.asarray(leaf) if _is_number(leaf) else leaf for leaf in leaves]
-    counts, arrays = [], []
-    for leaf in leaves:
-        found = _state_arrays(leaf)
-        counts.append(len(found))
-        arrays.extend(found)
+    walk = Arrays(value, numbers="arrays", check=_check_state_leaf)  # a number: a 0-d array of NumPy's dtype
+    paths, treedef, arrays, rebuild = walk.paths, walk.treedef, walk.arrays, walk.rebuild
+    leaves = [np.asarray(leaf) if is_number(leaf) else leaf for leaf in walk.leaves]
     several = len(leaves) > 1 or paths != [()]
     names = ["output" + "".join(f"[{k!r}]" for k in path) if several else "the loop value" for path in paths]
-
-    def rebuild(state):
-        rebuilt, k = [], 0
-        for leaf, count in zip(leaves, counts):
-            rebuilt.append(replace_arrays(leaf, state[k:k + count]) if count else leaf)
-            k += count
-        return optree.tree_unflatten(treedef, rebuilt)
 
     def cond(state):
         return _loop_predicate(cond_fn(rebuild(state)))
@@ -224,17 +214,10 @@ def _is_number(leaf):
     return isinstance(leaf, (bool, int, float, complex, np.generic))
 
 
-def _state_arrays(leaf):
-    """The arrays of a leaf of a loop value recorded by lf.jit."""
-    if isinstance(leaf, xr.DataArray):
-        return [leaf.data]
-    if isinstance(leaf, xr.Dataset):
-        return [leaf[name].data for name in leaf.data_vars]
+def _check_state_leaf(leaf, path):
+    """A leaf of a loop value recorded by lf.jit: a Variable refused."""
     if isinstance(leaf, xr.Variable):
         raise TypeError("lf.while_loop under lf.jit: the loop value holds an xr.Variable; use a DataArray")
-    if hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        return [leaf]
-    return []
 
 
 def _aligned_arrays(leaf, result, name):
@@ -246,9 +229,13 @@ def _aligned_arrays(leaf, result, name):
     elif isinstance(leaf, xr.Dataset):
         found = [result[var].transpose(*leaf[var].dims).data for var in leaf.data_vars]
         expected = [leaf[var].data for var in leaf.data_vars]
+    elif isinstance(leaf, xr.DataTree):  # node by node (the structure is checked by _check_body)
+        nodes = dict(tree_nodes(result))
+        found = [nodes[path][var].transpose(*ds[var].dims).data for path, ds in tree_nodes(leaf) for var in ds.data_vars]
+        expected = leaf_arrays(leaf)
     else:
-        found = _state_arrays(leaf) and [result.data if isinstance(result, xr.DataArray) else result]
-        expected = _state_arrays(leaf)
+        expected = leaf_arrays(leaf)
+        found = expected and [result.data if isinstance(result, xr.DataArray) else result]
     arrays = []
     for array, reference in zip(found, expected):
         dtype, got = _dtype(reference), _dtype(np.asarray(array) if _is_number(array) else array)
@@ -380,6 +367,8 @@ def _describe(leaf):
     'a number' (it takes the dtype of the other branch, as in NumPy)."""
     if isinstance(leaf, xr.Dataset):
         return ("Dataset", {name: _describe(var) for name, var in leaf.data_vars.items()}, None)
+    if isinstance(leaf, xr.DataTree):
+        return ("DataTree", {path: _describe(ds) for path, ds in tree_nodes(leaf)}, None)
     if isinstance(leaf, (xr.DataArray, xr.Variable)):
         return (type(leaf).__name__, dict(leaf.sizes), np.dtype(getattr(leaf.dtype, "_np_dtype", leaf.dtype)))
     if leaf is None:
@@ -413,6 +402,14 @@ def _difference(a, b):
         return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
     if kind_a != kind_b:
         return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
+    if kind_a == "DataTree":
+        if sorted(sizes_a) != sorted(sizes_b):
+            return "nodes", sorted(sizes_a), sorted(sizes_b)
+        for path in sizes_a:
+            found = _difference(sizes_a[path], sizes_b[path])
+            if found is not None:
+                return f"{found[0]} in node {path!r}", found[1], found[2]
+        return None
     if kind_a == "Dataset":
         if sorted(sizes_a) != sorted(sizes_b):
             return "data variables", sorted(sizes_a), sorted(sizes_b)

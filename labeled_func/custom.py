@@ -27,12 +27,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import optree
-import xarray as xr
-
 from ._wrapping import call_repr
-from .engine import bind_custom_jvp, bind_custom_vjp, differentiated, is_traced
-from .flat import FlatArrays, match_arrays, replace_arrays
+from .engine import bind_custom_jvp, bind_custom_vjp, differentiated
+from .flat import Arrays, FlatArrays, match_arrays
 
 __all__ = ["custom_jvp", "custom_vjp"]
 
@@ -235,7 +232,7 @@ class _Call:
         self.slots = [FlatArrays(a, f"argument {i}", "custom rule", allow_any=True) for i, a in enumerate(args)]
         self.arrays = [a for slot in self.slots for a in slot.arrays]
         self.output = None
-        self.residual_leaves = self.residual_treedef = None
+        self.residual_walk = None
 
     def args(self, arrays):
         """The arguments with their arrays replaced by ``arrays`` (same shapes)."""
@@ -270,27 +267,11 @@ class _Call:
     # residuals travel through the engine as a flat list of arrays (a vmap level unwraps
     # and rewraps its own tracers among them); their structure stays here
     def flatten_residuals(self, tree):
-        self.residual_leaves, self.residual_treedef = optree.tree_flatten(tree, none_is_leaf=True)
-        return [array for leaf in self.residual_leaves for array in _arrays_of(leaf)]
+        self.residual_walk = Arrays(tree, traced_only=True)  # plain values stay in the structure
+        return self.residual_walk.arrays
 
     def residuals(self, arrays):
-        leaves, start = [], 0
-        for leaf in self.residual_leaves:
-            count = len(_arrays_of(leaf))
-            data, start = arrays[start:start + count], start + count
-            leaves.append(replace_arrays(leaf, data) if count else leaf)
-        return optree.tree_unflatten(self.residual_treedef, leaves)
-
-
-def _arrays_of(leaf):
-    """The traced arrays a residual leaf holds (none for plain values)."""
-    if isinstance(leaf, xr.DataArray):
-        return [leaf.data]
-    if isinstance(leaf, xr.Dataset):
-        return [leaf[name].data for name in leaf.data_vars]
-    if is_traced(leaf):
-        return [leaf]
-    return []
+        return self.residual_walk.rebuild(arrays)
 
 
 def _positional_only(custom, kind, kwargs):

@@ -25,7 +25,7 @@ import xarray as xr
 from ._wrapping import transformed
 from .assemble import dataarray_like, dataset_like, holding
 from .engine import bind_checkpoint
-from .flat import replace_arrays
+from .flat import Arrays
 
 __all__ = ["checkpoint", "scan"]
 
@@ -81,12 +81,12 @@ def checkpoint(func: Callable[..., Any]) -> Callable[..., Any]:
         raise TypeError(f"lf.checkpoint: func must be callable, got {type(func).__name__}")
 
     def checkpointed(*args, **kwargs):
-        inputs = _Arrays((args, kwargs), "the arguments")
+        inputs = _arrays((args, kwargs), "the arguments")
         seen = []
 
         def run(arrays):
             new_args, new_kwargs = inputs.rebuild(arrays)
-            output = _Arrays(func(*new_args, **new_kwargs), "the output")
+            output = _arrays(func(*new_args, **new_kwargs), "the output")
             if not seen:
                 seen.append(output)
             return output.arrays
@@ -423,34 +423,13 @@ def _coordinates(xs, dim):
 
 
 # --- pytrees as flat lists of arrays ----------------------------------------------------------------
-class _Arrays:
-    """The arrays inside a pytree (a DataArray's data, a Dataset's variables, bare arrays),
-    and how to put new ones back; every other leaf stays as it is."""
+def _arrays(tree, what):
+    """The arrays inside a pytree (flat.Arrays: numbers stay constants); a DataTree refused."""
+    def check(leaf, path):
+        if isinstance(leaf, xr.DataTree):
+            raise TypeError(f"lf.checkpoint: {what} hold a DataTree; pass its datasets (tree.to_dict()) instead")
 
-    def __init__(self, tree, what):
-        self.leaves, self.treedef = optree.tree_flatten(tree, none_is_leaf=True)
-        self.arrays, self.counts = [], []
-        for leaf in self.leaves:
-            if isinstance(leaf, xr.DataTree):
-                raise TypeError(f"lf.checkpoint: {what} hold a DataTree; pass its datasets (tree.to_dict()) instead")
-            found = _arrays_of(leaf)
-            self.arrays.extend(found)
-            self.counts.append(len(found))
-
-    def rebuild(self, arrays):
-        leaves, k = [], 0
-        for leaf, count in zip(self.leaves, self.counts):
-            leaves.append(replace_arrays(leaf, list(arrays[k:k + count])) if count else leaf)
-            k += count
-        return optree.tree_unflatten(self.treedef, leaves)
-
-
-def _arrays_of(leaf):
-    if isinstance(leaf, xr.DataArray):
-        return [leaf.data]
-    if isinstance(leaf, xr.Dataset):
-        return [leaf[v].data for v in leaf.data_vars]
-    return [leaf] if _is_array(leaf) else []
+    return Arrays(tree, check=check)
 
 
 def _is_array(value):

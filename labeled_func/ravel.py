@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import optree
 import xarray as xr
 
 from labeled_func_kernels import core as kcore
@@ -23,7 +22,7 @@ from labeled_func_kernels.backend import dtype_kind, namespace, namespace_dtype
 from labeled_func_kernels.indexing import getitem_static
 
 from .backends import check_one_backend
-from .flat import replace_arrays
+from .flat import Arrays, is_number
 from .units import reject_quantities
 
 __all__ = ["ravel", "element_labels", "element_attrs"]
@@ -158,17 +157,19 @@ class _Layout:
 
     def __init__(self, tree):
         self.tree = tree
-        paths, self.leaves, self.treedef = optree.tree_flatten_with_path(tree)
+        self.walk = Arrays(tree, check=_check_leaf, none_is_leaf=False)  # None: no leaf at all
+        paths, self.leaves, self.treedef = self.walk.paths, self.walk.leaves, self.walk.treedef
         labels = ["tree" + "".join(f"[{k!r}]" for k in path) for path in paths]
-        reject_quantities(self.leaves, labels, transform="ravel")
-        self.arrays, self.counts, self.names, self.attrs, wheres = [], [], [], [], []
+        self.arrays, self.counts = self.walk.arrays, self.walk.counts
+        self.names, self.attrs, wheres = [], [], []
         for path, leaf, where in zip(paths, self.leaves, labels):
-            found = _arrays_of(leaf, where)
-            self.arrays.extend(array for array, _ in found)
-            self.names.extend(_name(path, leaf, var) for _, var in found)
-            self.attrs.extend(_attrs(leaf, var) for _, var in found)
-            wheres.extend(_where(where, var) for _, var in found)
-            self.counts.append(len(found))
+            for var in (list(leaf.data_vars) if isinstance(leaf, xr.Dataset) else [None]):
+                self.names.append(_name(path, leaf, var))
+                self.attrs.append(_attrs(leaf, var))
+                wheres.append(_where(where, var))
+        for array, where in zip(self.arrays, wheres):
+            if dtype_kind(array.dtype) not in "biufc":
+                raise TypeError(f"ravel: {where} has dtype {array.dtype}; ravel takes numeric arrays only")
         check_one_backend(self.arrays, wheres, transform="ravel")
         self.shapes = [tuple(a.shape) for a in self.arrays]
         self.sizes = [int(np.prod(s)) for s in self.shapes]
@@ -204,35 +205,22 @@ class _Layout:
             piece = getitem_static(data, (slice(start, start + size),))
             arrays.append(_cast(kcore.reshape.bind(piece, shape=shape), array.dtype))
             start += size
-        leaves, k = [], 0
-        for leaf, count in zip(self.leaves, self.counts):
-            leaves.append(replace_arrays(leaf, arrays[k:k + count]))
-            k += count
-        return optree.tree_unflatten(self.treedef, leaves)
+        return self.walk.rebuild(arrays)
 
 
-def _arrays_of(leaf, where):
-    """[(array, Dataset variable or None)] of one leaf; a TypeError naming ``where`` for
-    anything else."""
-    if isinstance(leaf, xr.DataArray):
-        found = [(leaf.data, None)]
-    elif isinstance(leaf, xr.Dataset):
-        found = [(leaf[var].data, var) for var in leaf.data_vars]
-    elif isinstance(leaf, xr.DataTree):
+def _check_leaf(leaf, path):
+    """ravel takes labeled values and arrays; a TypeError naming the leaf for anything else."""
+    where = "tree" + "".join(f"[{k!r}]" for k in path)
+    reject_quantities([leaf], [where], transform="ravel")
+    if isinstance(leaf, xr.DataTree):
         raise TypeError(f"ravel: {where} is a DataTree; ravel its datasets instead "
                         "(a dict of them, e.g. {path: node.to_dataset() for path, node in tree.subtree_with_keys})")
-    elif isinstance(leaf, (numbers.Number, np.generic)):
+    if is_number(leaf) or isinstance(leaf, np.generic):
         raise TypeError(f"ravel: {where} is the number {leaf!r}, not an array; unravel could not give it back "
                         "as a number inside a transform. Make it an array: np.asarray(...) or xr.DataArray(...)")
-    elif hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
-        found = [(leaf, None)]
-    else:
+    if not (isinstance(leaf, (xr.DataArray, xr.Dataset, xr.Variable)) or hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
         raise TypeError(f"ravel: {where} is a {type(leaf).__module__}.{type(leaf).__qualname__}, not an array; "
                         "ravel takes DataArrays, Datasets and arrays, in tuples, lists and dicts")
-    for array, var in found:
-        if dtype_kind(array.dtype) not in "biufc":
-            raise TypeError(f"ravel: {_where(where, var)} has dtype {array.dtype}; ravel takes numeric arrays only")
-    return found
 
 
 def _where(where, var):
@@ -252,7 +240,7 @@ def _name(path, leaf, var):
 def _attrs(leaf, var):
     if var is not None:
         return dict(leaf[var].attrs)
-    return dict(leaf.attrs) if isinstance(leaf, xr.DataArray) else {}
+    return dict(leaf.attrs) if isinstance(leaf, (xr.DataArray, xr.Variable)) else {}
 
 
 def _cast(array, dtype):
