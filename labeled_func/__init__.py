@@ -6,11 +6,13 @@
 ('sample',)
 """
 from . import accessor, diagnostics, random, sensitivity  # noqa: F401 (register .func; xarray's diagnostics)
+from . import xarray_interp  # noqa: F401 (installs the hook of xarray's interp under the transforms)
 from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp
 from .jit import jit
 from .loops import checkpoint, scan
+from .per_example import per_example
 from .ravel import ravel
 from .solvers import implicit_root, linear_solve
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
@@ -23,7 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
     "jit", "ravel", "cond", "while_loop", "checkpoint", "scan", "custom_jvp", "custom_vjp", "random",
-    "sensitivity", "linear_solve", "implicit_root",
+    "sensitivity", "linear_solve", "implicit_root", "per_example",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError", "RetraceWarning",

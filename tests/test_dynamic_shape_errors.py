@@ -407,7 +407,7 @@ def test_masked_assignment_on_a_dataarray_names_assignment_and_its_fix():
 
 # --- 4. conversions deep inside xarray / SciPy / pandas name the user's call ---------------------------
 def interp_model(x):
-    return x.interp(t=[0.5, 1.5])
+    return x.interp(t=[0.5, 1.5], method="cubic")
 
 
 TRANSFORMS = {
@@ -419,21 +419,23 @@ TRANSFORMS = {
 
 
 @pytest.mark.parametrize("transform", sorted(TRANSFORMS))
-def test_interp_conversion_names_interp_scipy_and_the_line(transform):
-    with pytest.raises(lf.ConversionError) as excinfo:
+def test_interp_refusal_names_interp_the_method_and_the_line(transform):
+    """Linear and nearest interp work under the transforms (tests/test_xarray_interp.py);
+    SciPy's other methods are refused, naming the method and the user's line."""
+    with pytest.raises(lf.UnsupportedOperationError) as excinfo:
         TRANSFORMS[transform](interp_model)
-    assert_policy(excinfo, lf.ConversionError, "inside xarray's DataArray.interp", "scipy.interpolate",
-                  "which needs NumPy arrays", f"called from {line_of(interp_model)}", "isel")
+    assert_policy(excinfo, lf.UnsupportedOperationError, "xarray's interp", "method='cubic'", "method='linear'",
+                  f"{line_of(interp_model)}")
 
 
-def test_interp_at_a_mapped_coordinate_names_interp_not_an_if():
+def test_interp_at_a_mapped_coordinate_is_the_loop():
     def model(x, q):
         return x.interp(t=q)
 
-    with pytest.raises(lf.DataDependentControlFlowError) as excinfo:
-        lf.vmap(model, dim="sample")(series(), xr.DataArray([0.5, 1.2, 3.0], dims="sample"))
-    assert_policy(excinfo, lf.DataDependentControlFlowError, "DataArray.interp", "You wrote no `if`",
-                  "pandas", line_of(model), "hat functions")
+    xs, q = series(), xr.DataArray([0.5, 1.2, 3.0], dims="sample")
+    got = lf.vmap(model, dim="sample")(xs, q)
+    expected = [float(xs.isel(sample=i).interp(t=float(q[i]))) for i in range(3)]
+    np.testing.assert_allclose(got.values, expected, rtol=1e-14)
 
 
 def test_hat_function_interpolation_at_mapped_points_matches_interp():

@@ -767,11 +767,15 @@ DATAARRAY: dict[str, list[Case]] = {
                                                            "ffill")))],
     "bfill": [unless_numbagg(optional("bottleneck", raises(lambda d: d.where(d > 0).bfill("t"), lf.ConversionError,
                                                            "bfill")))],
-    # SciPy's interpolators and pandas' gap finder need concrete values (docs/limitations.md)
+    # pandas' gap finder needs concrete values (docs/limitations.md); interp's linear and nearest
+    # methods go through the interp primitive (labeled_func/xarray_interp.py), the others refuse
     "interpolate_na": [raises(lambda d: d.where(d > -1.2).interpolate_na("t"), lf.ConversionError,
                               "interpolate_na", ("grad", "jvp"))],
-    "interp": [raises(lambda d: d.interp(t=[0.05, 0.2, 0.5]), lf.ConversionError, "interp1d")],
-    "interp_like": [raises(lambda d: d.interp_like(OTHER.assign_coords(t=T / 2)), lf.ConversionError, "interp1d")],
+    "interp": [works(lambda d: d.interp(t=[0.05, 0.2, 0.5])),
+               works(lambda d: d.interp(t=[0.05, 0.2, 0.5, 0.9], method="nearest")),
+               raises(lambda d: d.interp(t=[0.05, 0.2], method="cubic"), lf.UnsupportedOperationError,
+                      "method='cubic'")],
+    "interp_like": [works(lambda d: d.interp_like(OTHER.assign_coords(t=T / 2)))],
     # groups and windows
     "groupby": [works(lambda d: d.assign_coords(g=("x", [0, 1, 0])).groupby("g").mean())],
     "groupby_bins": [works(lambda d: d.groupby_bins("t", [0.0, 0.2, 1.0]).sum())],
@@ -785,7 +789,7 @@ DATAARRAY: dict[str, list[Case]] = {
     # time and strings
     "dt": [works(lambda d: d * _timed(d).time.dt.day.values), like_plain(lambda d: d.dt)],
     "convert_calendar": [optional("cftime", works(lambda d: _timed(d).convert_calendar("noleap")))],
-    "interp_calendar": [raises(lambda d: _timed(d).interp_calendar(_timed(d).time), lf.ConversionError, "interp1d")],
+    "interp_calendar": [works(lambda d: _timed(d).interp_calendar(_timed(d).time))],
     "str": [like_plain(lambda d: d.str.upper())],
     # operators
     "__abs__": [works(abs)],
