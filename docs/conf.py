@@ -47,6 +47,7 @@ example_figures_scripts = [
     "examples/calibrate_scipy.py",
     "examples/ishigami_dgsm.py",
     "examples/quickstart.py",
+    "examples/sobol_indices.py",
 ]
 example_figures_dir = "_figures"
 

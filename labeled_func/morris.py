@@ -18,7 +18,7 @@ import numpy as np
 import xarray as xr
 
 from .autodiff import jacfwd, jacrev
-from .sobol import _check_dim, _check_seed, _checked_model, _inverse_cdf, _read, _units_attrs
+from .sobol import _check_dim, _check_finite, _check_seed, _checked_model, _inverse_cdf, _read, _units_attrs
 from .vmap import vmap
 
 __all__ = ["morris"]
@@ -93,7 +93,9 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
     ValueError
         For a problem or bounds it cannot use (naming the parameter; an unbounded
         distribution), for bad options, or for a model output that is not one
-        DataArray (or scalar) per sample, or that has the dim ``dim`` or ``param``.
+        DataArray (or scalar) per sample, or that has the dim ``dim`` or ``param``; for a
+        model output that is not finite (NaN or infinite) in some rows of the design,
+        saying how many and which (their parameters): SALib would give NaN statistics.
 
     Notes
     -----
@@ -155,6 +157,8 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         stop = min(r, start + per_block)
         outputs = evaluate(_rows(inputs[start:stop].reshape(-1, d), names, units, dim)).transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, d + 1, -1)
+        _check_finite(y.reshape((stop - start) * (d + 1), -1), inputs[start:stop].reshape(-1, d).__getitem__,
+                      names, start * (d + 1), r * (d + 1), "morris")
         if template is None:
             template = outputs.isel({dim: 0}, drop=True)
             effects = np.empty((r, d, y.shape[-1]))

@@ -2,8 +2,9 @@
 
 ``sample`` draws a labelled Dataset of inputs (scrambled Sobol', Latin hypercube or
 plain random points, mapped through the inverse CDFs of SALib's distributions);
-``sobol`` runs Saltelli's design through ``lf.vmap`` and gives SALib's first, total
-and second order indices with bootstrap intervals, for a scalar output or a field.
+``sobol`` runs Saltelli's design through ``lf.vmap`` (in memory, or lazily on Dask with
+``chunks=``) and gives SALib's first, total and second order indices with bootstrap
+intervals, for a scalar output or a field.
 Both are re-exported as ``lf.sensitivity.sample`` and ``lf.sensitivity.sobol``.
 """
 from __future__ import annotations
@@ -103,7 +104,8 @@ def sample(problem_or_bounds: Mapping[str, Any], n: int, *,
 
 def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
           second_order: bool = False, seed: int | None = None, num_resamples: int = 100,
-          conf_level: float = 0.95, dim: str = "sample", chunk_size: int | None = None) -> xr.Dataset:
+          conf_level: float = 0.95, dim: str = "sample", chunk_size: int | None = None,
+          chunks: int | None = None) -> xr.Dataset:
     """Sobol' indices of ``model`` by Saltelli's design, with bootstrap intervals.
 
     Parameters
@@ -132,6 +134,14 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     chunk_size : int, optional
         Model evaluations per vectorised call, rounded down to whole base samples
         (D + 2 or 2D + 2 rows each, at least one); all in one call when None.
+    chunks : int, optional
+        Run on Dask: the design becomes a Dask-backed Dataset in blocks of ``chunks``
+        model evaluations (rounded down to whole base samples, as ``chunk_size``),
+        ``lf.vmap`` maps the model over it lazily, block by block, and each block's
+        outputs are reduced to their sums in its own task. The result is lazy: nothing
+        runs before ``.compute()`` (on any Dask scheduler). It equals
+        ``sobol(..., chunk_size=chunks)`` to the bit, and any other chunking to
+        rounding. Not with ``chunk_size``. Needs Dask.
 
     Returns
     -------
@@ -147,9 +157,12 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     ValueError
         For a problem or bounds it cannot use, naming the parameter, for bad options,
         or for a model output that is not one DataArray (or scalar) per example, or
-        that has the dim ``dim``, ``param`` or ``param_2``.
+        that has the dim ``dim``, ``param`` or ``param_2``; for a model output that is
+        not finite (NaN or infinite) in some rows of the design, saying how many and
+        which (their parameters), since every index would be NaN (with ``chunks``: at
+        compute).
     ImportError
-        Without SciPy (its ``qmc.Sobol`` makes the points).
+        Without SciPy (its ``qmc.Sobol`` makes the points); ``chunks`` without Dask.
 
     Notes
     -----
@@ -186,8 +199,18 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"sensitivity.sobol: chunk_size={chunk_size!r} must be a positive int or None")
+    if chunks is not None:
+        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+            raise ValueError(f"sensitivity.sobol: chunks={chunks!r} must be a positive int (model evaluations "
+                             "per Dask block) or None")
+        if chunk_size is not None:
+            raise ValueError("sensitivity.sobol: give chunks= (Dask blocks, each one vmap call) or chunk_size= "
+                             "(in-memory vmap calls), not both")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
+    if chunks is not None:
+        return _lazy_sobol(model, names, dists, units, n, bool(second_order), seed, int(num_resamples),
+                           conf_level, dim, int(chunks))
     (sums,), template = _saltelli_sums(model, names, dists, units, [n], second_order, seed, int(num_resamples),
                                        dim, chunk_size, "sobol")
     return _indices(sums, n, d, step, second_order, conf_level, names, template)
@@ -214,6 +237,9 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
         outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim))
         outputs = outputs.transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, step, -1)
+        _check_finite(y.reshape(len(y) * step, -1), lambda rows: _design_rows(a[start:stop], b[start:stop],
+                                                                                 second_order)[rows],
+                      names, start * step, n * step, caller)
         if template is None:
             template = outputs.isel({dim: 0}, drop=True)
             shift = y.mean(axis=(0, 1))   # for precision only: the estimators below are exact for any shift
@@ -223,6 +249,70 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
                 sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, second_order,
                                           _weights(counts[k], start, end))
     return sums, template
+
+
+def _lazy_sobol(model, names, dists, units, n, second_order, seed, num_resamples, conf_level, dim, chunks):
+    """``sobol`` on Dask: a lazy Dataset.  The design's blocks (whole base samples), the lazy
+    ``lf.vmap`` of the model over them, one task per block that reduces its outputs to the sums
+    (as ``_saltelli_sums`` does in memory, about the mean of the first block's outputs), the sums
+    added block after block (the order of ``chunk_size``'s loop: the same bits), and one task that
+    makes the indices."""
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as error:  # pragma: no cover - dask is in the test environment
+        raise ImportError("sensitivity.sobol: chunks= needs Dask (pip install 'dask[array]')") from error
+    d = len(names)
+    step = 2 * d + 2 if second_order else d + 2
+    if seed is None:   # one seed for the points and the bootstrap, drawn now: every block gets the same
+        seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0])
+    base = _unit_points("sobol", n, 2 * d, seed, "sobol")
+    a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
+    b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
+    del base
+    counts = _bootstrap_counts(n, num_resamples, seed)
+    per_block = max(1, chunks // step)
+    starts = list(range(0, n, per_block))
+    spans = [(start, min(n, start + per_block)) for start in starts]
+
+    blocks = [da.from_delayed(dask.delayed(_design_rows, pure=True)(a[start:stop], b[start:stop], second_order),
+                              shape=((stop - start) * step, d), dtype=float) for start, stop in spans]
+    rows = da.concatenate(blocks, axis=0)
+    design = xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
+    outputs = vmap(_checked_model(model, names, dim, "sobol"), dim=dim)(design)
+    outputs = outputs.transpose(dim, ...)
+    template = outputs.isel({dim: 0}, drop=True)
+    data = outputs.data
+    if not isinstance(data, da.Array):
+        data = da.from_array(np.asarray(data), chunks=(rows.chunks[0],) + (-1,) * (data.ndim - 1))
+    data = data.rechunk((rows.chunks[0],) + (-1,) * (data.ndim - 1))
+    y_blocks = data.to_delayed().reshape(-1)
+    row_blocks = rows.to_delayed().reshape(-1)
+    shift = dask.delayed(_block_shift, pure=True)(y_blocks[0], step)
+    total = None
+    for (start, stop), y, design_rows in zip(spans, y_blocks, row_blocks):
+        part = dask.delayed(_lazy_block_sums, pure=True)(y, design_rows, shift, counts[:, start:stop], names, start,
+                                                       n, d, step, second_order)
+        total = part if total is None else dask.delayed(np.add, pure=True)(total, part)
+    values = dask.delayed(_index_arrays, pure=True)(total, n, d, step, second_order, conf_level, template.shape)
+    shape = tuple(template.shape)
+    arrays = {}
+    for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else []):
+        key_shape = ((d, d) if key.startswith("S2") else (d,)) + shape
+        arrays[key] = da.from_delayed(values[key], shape=key_shape, dtype=float)
+    return _labelled(arrays, n, step, second_order, names, template)
+
+
+def _block_shift(y, step):
+    """The mean output of the first block: the reference value of every block's sums."""
+    return np.asarray(y, dtype=float).reshape(-1, step, int(np.prod(y.shape[1:], dtype=int))).mean(axis=(0, 1))
+
+
+def _lazy_block_sums(y, rows, shift, counts, names, start, n, d, step, second_order):
+    """One Dask block's sums (as one pass of ``_saltelli_sums``'s loop), its outputs checked."""
+    y = np.asarray(y, dtype=float).reshape(len(y) // step, step, -1)
+    _check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, "sobol")
+    return _add_block_sums(None, y - shift, d, second_order, _weights(counts, 0, counts.shape[1]))
 
 
 def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
@@ -477,15 +567,38 @@ def _scipy_stats(what, caller):
 def _design(a, b, names, units, second_order, dim):
     """The rows of base samples ``a``, ``b`` in SALib's order: per base sample A, AB_1 ...
     AB_D, (BA_1 ... BA_D,) B, where AB_i is A with column i from B."""
-    d = len(names)
-    variables = {}
-    for j, name in enumerate(names):
-        columns = [a[:, j]] + [b[:, j] if i == j else a[:, j] for i in range(d)]
-        if second_order:
-            columns += [a[:, j] if i == j else b[:, j] for i in range(d)]
-        columns.append(b[:, j])
-        variables[name] = (dim, np.stack(columns, axis=1).reshape(-1), _units_attrs(units[name]))
-    return xr.Dataset(variables)
+    rows = _design_rows(a, b, second_order)
+    return xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
+
+
+def _design_rows(a, b, second_order):
+    """(rows, D): the design of base samples ``a``, ``b`` (each (N, D)), ``_design``'s rows."""
+    d = a.shape[1]
+    columns = [a] + [np.where(np.arange(d) == i, b, a) for i in range(d)]        # A, AB_1 ... AB_D
+    if second_order:
+        columns += [np.where(np.arange(d) == i, a, b) for i in range(d)]         # BA_1 ... BA_D
+    columns.append(b)
+    return np.stack(columns, axis=1).reshape(-1, d)
+
+
+def _check_finite(y, rows, names, first, total, caller, unit="row"):
+    """Refuse model outputs ``y`` (row, element) that are not all finite: say how many rows of the
+    ``total`` (this block's start at ``first``) and which, with their parameters (``rows(indices)``:
+    those rows of the inputs, (k, D))."""
+    finite = np.isfinite(y).all(axis=1)
+    if finite.all():
+        return
+    bad = np.flatnonzero(~finite)
+    shown = bad[:5]
+    values = rows(shown)
+    listed = "; ".join(f"{first + i}: " + ", ".join(f"{name}={v:.6g}" for name, v in zip(names, point))
+                       for i, point in zip(shown, values))
+    where = (f"in {len(bad)} of its {len(y)} {unit}s" if len(y) == total else
+             f"in {len(bad)} of the {len(y)} {unit}s {first} to {first + len(y) - 1} of the {total} (one block "
+             f"of them; the other blocks are not counted)")
+    raise ValueError(f"sensitivity.{caller}: the model's output is not finite (NaN or infinite) {where}, and "
+                     f"every result would be NaN. The {'first 5 ' if len(bad) > 5 else ''}{unit}s (0-based in the "
+                     f"design) and their parameters: {listed}. Fix the model or narrow the bounds")
 
 
 def _checked_model(model, names, dim, caller="sobol"):
@@ -573,6 +686,13 @@ def _statistics(y, d, second_order):
 def _indices(sums, n, d, step, second_order, conf_level, names, template):
     """The indices and half-widths from the sums; ``sums`` is overwritten (by the means): for a
     field it is the largest array, and it is not copied."""
+    values = _index_arrays(sums, n, d, step, second_order, conf_level, template.shape)
+    return _labelled(values, n, step, second_order, names, template)
+
+
+def _index_arrays(sums, n, d, step, second_order, conf_level, out_shape):
+    """{"S1": point, "S1_conf": half-width, ...}: NumPy arrays of shape ``(param, *out_shape)``
+    (``(param, param_2, *out_shape)`` for S2); ``sums`` is overwritten."""
     # SALib centres the outputs on the mean of all N * step of them (the point estimate's)
     centre = (sums[0, 0] + sums[0, 1] + sums[0, 3:3 + d].sum(axis=0)
               + (sums[0, 3 + 3 * d:3 + 4 * d].sum(axis=0) if second_order else 0)) / (n * step)
@@ -602,22 +722,24 @@ def _indices(sums, n, d, step, second_order, conf_level, names, template):
             full[:, j, k] = pairs
             estimates["S2"] = full
     z = NormalDist().inv_cdf(0.5 + conf_level / 2)
-    out_dims, out_shape = template.dims, template.shape
-    coords = {"param": names, **{key: c for key, c in template.coords.items()}}
     result = {}
     for key, values in estimates.items():
-        dims = RESULT_DIMS[:values.ndim - 2] + out_dims
-        shape = values.shape[1:-1] + out_shape
-        point = values[0].reshape(shape).copy()   # not a view that keeps every resample
+        shape = values.shape[1:-1] + tuple(out_shape)
+        result[key] = values[0].reshape(shape).copy()   # not a view that keeps every resample
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)   # the NaN below the diagonal of S2
             conf = np.stack([values[1:, i].std(axis=0, ddof=1) for i in range(d)])   # one param at a time
-            conf = (z * conf).reshape(shape)
-        result[key] = xr.DataArray(point, dims=dims, attrs={"units": "1", "long_name": _LONG_NAMES[key]})
-        result[f"{key}_conf"] = xr.DataArray(conf, dims=dims, attrs={"units": "1",
-                                                                      "long_name": _LONG_NAMES[f"{key}_conf"]})
+            result[f"{key}_conf"] = (z * conf).reshape(shape)
+    return result
+
+
+def _labelled(values, n, step, second_order, names, template):
+    """The Dataset of the arrays ``values`` (NumPy or Dask) of ``_index_arrays``."""
+    out_dims = template.dims
+    coords = {"param": names, **{key: c for key, c in template.coords.items()}}
     if second_order:
         coords["param_2"] = names
     order = ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else [])
-    return xr.Dataset({key: result[key] for key in order}, coords=coords,
-                      attrs={"base_samples": n, "model_evaluations": n * step})
+    result = {key: xr.DataArray(values[key], dims=RESULT_DIMS[:values[key].ndim - len(out_dims)] + out_dims,
+                                attrs={"units": "1", "long_name": _LONG_NAMES[key]}) for key in order}
+    return xr.Dataset(result, coords=coords, attrs={"base_samples": n, "model_evaluations": n * step})

@@ -84,6 +84,9 @@ EXPECTED_LABELS = {
     ("calibration.png", 0): ("time [day]", "population [cells]"),  # from the model's attrs
     ("ishigami_gradients.png", 2): ("input x3", "∂f/∂x3 per sample"),  # from the long_names
     ("quickstart.png", 0): ("t [s]", "sensor voltage [mV]"),
+    ("sobol_bars.png", 0): ("param", "Sobol' index [1]"),
+    ("sobol_st_maps.png", 0): ("longitude [degrees_east]", "latitude [degrees_north]"),  # from the coords' attrs
+    ("sobol_st_maps.png", 3): ("", "total order Sobol' index\n(Jansen 1999) [1]"),  # the colour bar (wrapped)
 }
 
 

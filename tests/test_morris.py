@@ -214,3 +214,23 @@ def test_plot_indices_draws_mu_star():
     assert sum(type(c).__name__ == "ErrorbarContainer" for c in ax.containers) == 2   # mu_star_conf, mu_star_grad_conf
     ax = lf.sensitivity.plot_indices(result.drop_vars([k for k in result.data_vars if "grad" in k]))
     assert len(ax.patches) == 2
+
+
+def test_non_finite_outputs_are_refused_with_their_rows():
+    def model(p):
+        return np.sqrt(p.a - 0.5) + p.b   # NaN on the grid's levels 0 and 1/3 of a
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError) as caught:
+            lf.sensitivity.morris(model, {"a": (0, 1), "b": (0, 1)}, 10, seed=0)
+    design = trajectory_design(10, 2, 4, 0).reshape(-1, 2)   # the oracle: the rows' a
+    bad = np.flatnonzero(design[:, 0] < 0.5)
+    message = str(caught.value)
+    assert f"sensitivity.morris: the model's output is not finite (NaN or infinite) in {len(bad)} of its 30 rows" \
+        in message
+    assert f"{bad[0]}: a={design[bad[0], 0]:.6g}, b={design[bad[0], 1]:.6g}" in message
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError, match=r"in \d+ of the 9 rows 0 to 8 of the 30 \(one block"):
+            lf.sensitivity.morris(model, {"a": (0, 1), "b": (0, 1)}, 10, seed=0, chunk_size=9)

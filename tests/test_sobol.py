@@ -367,3 +367,114 @@ def test_plot_indices_draws_s1_and_st():
     assert len(errorbars) == 2
     heights = [p.get_height() for p in ax.patches]
     np.testing.assert_allclose(heights, np.concatenate([result.S1.values, result.ST.values]))
+
+
+# --- Dask: chunks= ------------------------------------------------------------------------------
+@pytest.mark.parametrize("second_order", [False, True])
+def test_dask_chunks_give_the_in_memory_result(second_order):
+    da = pytest.importorskip("dask.array")
+    whole = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=4, second_order=second_order)
+    step = 8 if second_order else 5
+    for chunks in (1, 7 * step, 700, 512 * step, 10 ** 6):
+        lazy = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=4, second_order=second_order, chunks=chunks)
+        assert all(isinstance(lazy[key].data, da.Array) for key in lazy.data_vars)
+        computed = lazy.compute()
+        for key in whole.data_vars:
+            np.testing.assert_allclose(computed[key].values, whole[key].values, rtol=0, atol=1e-12)
+            assert computed[key].attrs == whole[key].attrs
+        assert computed.attrs == whole.attrs
+        # the blocks' sums are added in chunk_size's order: the same bits
+        looped = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=4, second_order=second_order,
+                                      chunk_size=chunks)
+        for key in whole.data_vars:
+            np.testing.assert_array_equal(computed[key].values, looped[key].values)
+
+
+def test_dask_field_output_and_schedulers():
+    pytest.importorskip("dask.array")
+    t = xr.DataArray([0.0, 1.0, 5.0], dims="time", coords={"time": [0.0, 1.0, 5.0]})
+    problem = {"names": ["k", "T0"], "bounds": [[0.1, 0.5], [280.0, 5.0]], "dists": ["unif", "norm"]}
+
+    def cooling(p):
+        return p.T0 * np.exp(-p.k * t)
+
+    whole = lf.sensitivity.sobol(cooling, problem, 256, seed=0)
+    lazy = lf.sensitivity.sobol(cooling, problem, 256, seed=0, chunks=100)
+    assert lazy.S1.dims == ("param", "time") and lazy.time.values.tolist() == [0.0, 1.0, 5.0]
+    for scheduler in ("threads", "synchronous"):
+        computed = lazy.compute(scheduler=scheduler)
+        xr.testing.assert_allclose(computed, whole, rtol=0, atol=1e-12)
+
+
+def test_dask_computes_nothing_before_compute():
+    pytest.importorskip("dask.array")
+    from dask.callbacks import Callback
+
+    tasks, rows = [], []
+
+    def model(p):
+        rows.append(p.sizes)   # the stand-in vmap runs once to learn the output's structure
+        return np.log(p.a - 0.5) + p.b   # NaN where a < 0.5: refused, but only when computed
+
+    with Callback(posttask=lambda *args: tasks.append(args[0])):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lazy = lf.sensitivity.sobol(model, {"a": (0, 1), "b": (0, 1)}, 64, seed=0, chunks=40)
+    assert tasks == []
+    with pytest.raises(ValueError, match=r"sensitivity.sobol: the model's output is not finite .* in \d+ of the 40 "
+                                         r"rows \d+ to \d+ of the 256 \(one block"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lazy.compute()
+
+
+def test_dask_seed_none_is_one_consistent_run():
+    pytest.importorskip("dask.array")
+    result = lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 1024, chunks=1000).compute()
+    np.testing.assert_allclose(result.S1.values, [0.2, 0.8], atol=0.05)
+
+
+@pytest.mark.parametrize(("options", "match"), [
+    ({"chunks": 0}, r"chunks=0 must be a positive int \(model evaluations per Dask block\) or None"),
+    ({"chunks": 2.5}, r"chunks=2.5 must be a positive int"),
+    ({"chunks": 10, "chunk_size": 10}, "give chunks= .* or chunk_size= .*, not both"),
+])
+def test_dask_bad_chunks(options, match):
+    with pytest.raises(ValueError, match="sensitivity.sobol: " + match):
+        lf.sensitivity.sobol(lambda p: p.a, {"a": (0, 1)}, 8, **options)
+
+
+# --- non-finite outputs -------------------------------------------------------------------------
+def test_non_finite_outputs_are_refused_with_their_rows():
+    bounds = {"a": (0, 1), "b": (0, 1)}
+
+    def model(p):
+        return np.log(p.a - 0.5) + p.b   # NaN for a < 0.5
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError) as caught:
+            lf.sensitivity.sobol(model, bounds, 16, seed=0)
+    message = str(caught.value)
+    # the oracle: a in Saltelli's rows (A, AB_1, AB_2, B per base sample) of the same points
+    qmc = pytest.importorskip("scipy.stats").qmc
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        points = qmc.Sobol(4, scramble=True, seed=0).random(16)
+    a_of_rows = np.stack([points[:, 0], points[:, 2], points[:, 0], points[:, 2]], axis=1).reshape(-1)
+    bad = np.flatnonzero(a_of_rows < 0.5)
+    assert f"not finite (NaN or infinite) in {len(bad)} of its 64 rows" in message
+    assert "The first 5 rows (0-based in the design) and their parameters: " in message
+    assert message.count("a=") == 5 and f"{bad[0]}: a={a_of_rows[bad[0]]:.6g}" in message
+
+
+def test_non_finite_field_element_counts_its_row():
+    t = xr.DataArray([1.0, 0.0], dims="time")
+
+    def model(p):   # the second element is 0 / 0 in every row whose b is below 0.5
+        return (p.a * t) / xr.where(p.b < 0.5, t, 1.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(ValueError, match=r"sensitivity.sobol: the model's output is not finite .* in \d+ of "
+                                             r"the 20 rows 0 to 19 of the 64 \(one block"):
+            lf.sensitivity.sobol(model, {"a": (0, 1), "b": (0, 1)}, 16, seed=0, chunk_size=20)
