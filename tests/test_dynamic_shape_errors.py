@@ -457,7 +457,8 @@ def test_hat_function_interpolation_at_mapped_points_matches_interp():
 CONVERSIONS_INSIDE_LIBRARIES = [
     ("interpolate_na", lambda x: x.where(x > 0).interpolate_na("t"),
      ("DataArray.interpolate_na", "pandas", "numpy.vectorize", "fillna"), ("grad",)),
-    ("sortby", lambda x: x.sortby(x), ("DataArray.sortby", "np.sort"), ("vmap", "grad")),
+    # sortby of values: works under grad, refused along an indexed dim under vmap/jit
+    # (tests/test_xarray_methods.py)
     # the vectorized function is the user's: the error points at its own np.asarray
     ("apply_ufunc-vectorize",
      lambda x: xr.apply_ufunc(lambda v: np.asarray(v).sum(), x, input_core_dims=[["t"]], vectorize=True),
@@ -565,11 +566,12 @@ def test_item_errors_say_where():
     assert_policy(excinfo, lf.ItemError, f"at {line_of(model)}", "float()")
 
 
-def test_mapped_label_lookup_via_idxmax_names_idxmax():
+def test_mapped_label_lookup_via_idxmax_gathers_the_labels():
+    # labeled_func.xarray_methods gathers the labels by position (tests/test_xarray_methods.py)
     xs = series()
-    with pytest.raises(lf.ConversionError) as excinfo:
-        lf.vmap(lambda v: v.idxmax("t"), dim="sample")(xs)
-    assert_policy(excinfo, lf.ConversionError, "inside xarray's DataArray.idxmax", "argmax", HERE)
+    got = lf.vmap(lambda v: v.idxmax("t"), dim="sample")(xs)
+    xr.testing.assert_identical(got, xr.concat([xs.isel(sample=i).idxmax("t") for i in range(xs.sizes["sample"])],
+                                               "sample"))
 
 
 def test_loc_with_a_mapped_mask_or_label():

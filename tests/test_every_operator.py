@@ -735,8 +735,8 @@ DATAARRAY: dict[str, list[Case]] = {
     "argmax": [works(lambda d: d.argmax("t"))],
     "argmin": [works(lambda d: d.argmin("x"))],
     "argsort": [works(lambda d: d.argsort())],
-    "idxmax": [policy(lambda d: d.idxmax("t"), lf.ConversionError, "idxmax")],
-    "idxmin": [policy(lambda d: d.idxmin("x"), lf.ConversionError, "idxmin")],
+    "idxmax": [works(lambda d: d.idxmax("t"))],  # labels gathered by position (labeled_func.xarray_methods)
+    "idxmin": [works(lambda d: d.idxmin("x"))],
     "quantile": [works(lambda d: d.quantile([0.25, 0.5], dim="t"))],
     # bottleneck's and numbagg's compiled loops need concrete arrays (the plain call's ImportError without them)
     "rank": [optional("bottleneck", raises(lambda d: d.rank("t"), lf.ConversionError, "rank"))],
@@ -749,8 +749,7 @@ DATAARRAY: dict[str, list[Case]] = {
     "integrate": [works(lambda d: d.integrate("t"))],
     "cumulative_integrate": [works(lambda d: d.cumulative_integrate("t"))],
     "dot": [works(lambda d: d.dot(d, dim="t"))],
-    "polyfit": [policy(lambda d: d.polyfit("t", 1).polyfit_coefficients, lf.DataDependentControlFlowError,
-                       "skipna=False"),  # xarray tests the values for NaN
+    "polyfit": [works(lambda d: d.polyfit("t", 1).polyfit_coefficients),  # skipna: labeled_func.xarray_methods
                 works(lambda d: d.polyfit("t", 1, skipna=False).polyfit_coefficients)],
     "curvefit": [raises(lambda d: d.curvefit("t", _line).curvefit_coefficients, lf.ConversionError,
                         "curve_fit", ("grad", "jvp"))],

@@ -397,33 +397,15 @@ def test_quantile_refusals_and_numpys_errors():
         lf.vmap(lambda v: np.quantile(v, 0.5, method="inverted_cdf", weights=np.ones(5)), in_dims=0)(x)
 
 
-# --- still refused: the xarray methods whose refusal is xarray's own code, not a NumPy call -------
+# --- the xarray methods whose refusal is xarray's own code, not a NumPy call ----------------------
 def labeled():
     rng = np.random.default_rng(13)
     return (xr.DataArray(rng.normal(size=(3, 6)), dims=("s", "x"), coords={"x": np.linspace(0.0, 1.0, 6) ** 2}),
             xr.DataArray(rng.random((3, 6)), dims=("s", "x")))
 
 
-@pytest.mark.parametrize("name", ["idxmax", "idxmin"])
-def test_idxmax_under_vmap_and_jit_names_the_label_lookup(name):
-    # xarray indexes the coordinate's NumPy array with the traced argmax (ndarray[tracer]):
-    # no tracer is asked; under grad the primal decides
-    da, _ = labeled()
-    f = lambda d: getattr(d, name)("x")  # noqa: E731
-    with pytest.raises(lf.errors.ConversionError, match=f"inside xarray's DataArray.{name} .*mapped index"):
-        lf.vmap(f, dim="s")(da)
-    with pytest.raises(lf.errors.ConversionError, match=f"inside xarray's DataArray.{name} .*traced index"):
-        lf.jit(f)(da.isel(s=0))
-
-
-def test_sortby_values_under_vmap_and_jit_names_the_conversion():
-    # xarray sorts through np.lexsort of DataArrays, which converts them
-    da, _ = labeled()
-    f = lambda d: d.sortby(d)  # noqa: E731
-    with pytest.raises(lf.errors.ConversionError, match="inside xarray's DataArray.sortby"):
-        lf.vmap(f, dim="s")(da)
-    with pytest.raises(lf.errors.ConversionError, match="inside xarray's DataArray.sortby"):
-        lf.jit(f)(da.isel(s=0))
+# idxmax/idxmin (vmap, jit), sortby of values (along a dim without index coordinate; under
+# grad with one) and polyfit's default skipna now work: tests/test_xarray_methods.py.
 
 
 def test_weighted_with_traced_weights_under_jit_names_xarrays_check():

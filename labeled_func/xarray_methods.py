@@ -1,0 +1,254 @@
+"""xarray's ``idxmax``/``idxmin``, ``sortby`` and ``polyfit`` on traced values: hooks into
+xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
+
+- ``xarray.computation.computation._calc_idxminmax`` (``idxmax``/``idxmin``) picks the
+  labels by indexing the coordinate's NumPy array with the argmax (``ndarray[tracer]``:
+  NumPy never asks the tracer).  Wrapped: where the array is traced, the labels are
+  gathered with ``np.take_along_axis`` (a constant table, traced positions), so vmap and
+  jit give the loop's labels, numbers and datetimes alike; xarray's semantics otherwise
+  (``skipna``, an all-NaN slice gives ``fill_value``, ``keep_attrs``, the coordinates).
+  The labels carry no derivative (a label is not a function of the values).
+- ``Dataset.sortby`` (also reached from ``DataArray.sortby``) calls ``np.lexsort`` on a
+  tuple of DataArrays, which NumPy converts.  Wrapped: where a key is traced, the order
+  is computed by ``np.lexsort`` on the keys' data (the engine's ``lexsort``) and applied
+  with ``isel``.  Under grad/jvp the order is the primal's: every transform works.  Under
+  vmap or jit an order that follows the values works only along a dim *without* an index
+  coordinate (nor any other variable along it that the transform does not trace): the
+  labels would be reordered per example (vmap) or per call (jit); otherwise
+  :class:`UnsupportedOperationError` says so and how to proceed.
+- ``xarray.computation.fit.polyfit`` decides ``skipna`` (default ``None``) by
+  ``bool(np.any(var.isnull()))``, and ``least_squares(..., skipna=True)`` writes into a
+  NumPy buffer.  Wrapped: where a data variable is traced, ``skipna=None`` becomes
+  ``skipna=True`` (the same result wherever there is no NaN), and the skipna fit of
+  traced values drops the NaN rows of each column by zeroing them (the same least
+  squares problem), solved with the pseudo-inverse of each column's masked matrix.
+  All-NaN columns give NaN coefficients; the residuals are NaN where a column keeps no
+  more rows than coefficients, or where the design matrix itself is rank deficient, as
+  NumPy's ``lstsq`` gives.  The RankWarning of a column whose kept rows are rank
+  deficient is not raised under a transform (the rank follows the values).
+
+Outside transforms (nothing traced) the wrappers call xarray's own functions with the
+same arguments.  :func:`install` checks that xarray's functions have the expected
+signatures and are called by these names; otherwise it patches nothing (``STATUS`` says
+why) and these methods raise what they raised before.
+"""
+from __future__ import annotations
+
+import inspect
+from collections import defaultdict
+
+import numpy as np
+import xarray as xr
+from xarray.computation import computation as xr_computation
+from xarray.computation import fit as xr_fit
+from xarray.core import dataarray as xr_dataarray
+from xarray.core import dataset as xr_dataset
+from xarray.core import dtypes as xr_dtypes
+
+from .engine import is_batched, is_traced
+from .errors import UnsupportedOperationError
+
+__all__ = ["install", "installed", "STATUS", "TESTED_XARRAY_VERSIONS"]
+
+#: The xarray versions whose internals these hooks were written and tested against.
+TESTED_XARRAY_VERSIONS = ("2026.9.0",)
+
+#: Why the hooks are or are not installed ("installed", or the reason they were not).
+STATUS = "not installed"
+
+_ORIGINAL = {}
+
+
+def _traced_variables(obj):
+    return any(is_traced(v._data) for v in obj.variables.values())
+
+
+# --- idxmax / idxmin -------------------------------------------------------------------------------
+def _calc_idxminmax(*, array, func, dim=None, skipna=None, fill_value=xr_dtypes.NA, keep_attrs=None):
+    """``computation._calc_idxminmax``: xarray's own where nothing is traced."""
+    if not is_traced(array.data):
+        return _ORIGINAL["_calc_idxminmax"](array=array, func=func, dim=dim, skipna=skipna,
+                                            fill_value=fill_value, keep_attrs=keep_attrs)
+    if not array.ndim:
+        raise ValueError("This function does not apply for scalars")
+    if dim is None:
+        if array.ndim != 1:
+            raise ValueError("Must supply 'dim' argument for multidimensional arrays")
+        dim = array.dims[0]
+    if dim not in array.dims:
+        raise KeyError(f"Dimension {dim!r} not found in array dimensions {array.dims!r}")
+    if dim not in array.coords:
+        raise KeyError(f"Dimension {dim!r} is not one of the coordinates {tuple(array.coords.keys())}")
+    coord = array[dim]._variable.to_base_variable()
+    if is_traced(coord._data):
+        name = getattr(func, "__name__", "idxmax").replace("arg", "idx")
+        raise UnsupportedOperationError(
+            f"xarray's {name} with a traced coordinate {dim!r} (inside a transform): the labels must be "
+            f"known; use the positions ({name.replace('idx', 'arg')}) and gather with np.take_along_axis.")
+
+    skip = skipna or (skipna is None and array.dtype.kind in "cfO")
+    if skip:
+        allna = array.isnull().all(dim)
+        array = array.where(~allna, 0)
+    index = func(array, dim=dim, axis=None, keep_attrs=keep_attrs, skipna=skipna)
+    positions = index.data
+    table = np.asarray(coord.data)
+    flat = np.reshape(positions, (-1,))
+    labels = np.reshape(np.take_along_axis(table, flat, axis=0), np.shape(positions))
+    res = index._replace(coord._replace(dims=index.variable.dims, data=labels)).rename(dim)
+    if skip:
+        res = res.where(~allna, fill_value)
+    res.attrs = index.attrs
+    return res
+
+
+# --- sortby ----------------------------------------------------------------------------------------
+def _sortby(self, variables, ascending=True):
+    """``Dataset.sortby``: xarray's own where no key is traced."""
+    original = _ORIGINAL["sortby"]
+    if callable(variables):
+        variables = variables(self)
+    if not isinstance(variables, list):
+        variables = [variables]
+    arrays = [v if isinstance(v, xr_dataarray.DataArray) else self[v] for v in variables]
+    if not any(is_traced(a.data) for a in arrays):
+        return original(self, variables, ascending=ascending)
+    aligned = xr.align(self, *arrays, join="left")
+    aligned_self, others = aligned[0], aligned[1:]
+    by_dim = defaultdict(list)
+    for data_array in others:
+        if data_array.ndim != 1:
+            raise ValueError("Input DataArray is not 1-D.")
+        (key,) = data_array.dims
+        by_dim[key].append(data_array)
+    indices = {}
+    for key, keys in by_dim.items():
+        data = [k.data for k in keys]
+        if ascending:
+            order = np.lexsort(tuple(reversed(data)))
+        else:  # NaN last, as xarray (https://github.com/pydata/xarray/issues/7358)
+            order = np.lexsort(tuple([*reversed(data), *[~np.isnan(d) if np.dtype(d.dtype).kind in "fc"
+                                                           else np.ones(d.shape, bool) for d in reversed(data)]]))
+            order = order[::-1]
+        fixed = [name for name, v in aligned_self.variables.items() if key in v.dims and not is_traced(v._data)]
+        if is_traced(order) and fixed:
+            how = "each example" if is_batched(order) else "each call of lf.jit"
+            what = (f"{key!r} has an index coordinate" if key in aligned_self.xindexes else
+                    f"the variables {fixed} along {key!r} are not traced")
+            raise UnsupportedOperationError(
+                f"sortby of traced values along dim {key!r} (inside lf.vmap or lf.jit): {what}, and sorting by "
+                f"the values would give their labels a different order in {how}, "
+                f"which one labeled result cannot hold. Drop them first (x.drop_vars({fixed!r})), or sort "
+                f"the values alone: "
+                f"xr.apply_ufunc(np.sort, x, input_core_dims=[[{key!r}]], output_core_dims=[[{key!r}]]). "
+                f"Under lf.grad/lf.jvp the order is known and sortby works.")
+        indices[key] = order
+    return aligned_self.isel(indices)
+
+
+# --- polyfit ---------------------------------------------------------------------------------------
+def _polyfit(obj, dim, deg, skipna=None, rcond=None, w=None, full=False, cov=False):
+    """``fit.polyfit``: ``skipna=None`` on traced data is ``skipna=True`` (see the module)."""
+    if skipna is None and _traced_variables(obj):
+        skipna = True
+    return _ORIGINAL["polyfit"](obj, dim, deg, skipna=skipna, rcond=rcond, w=w, full=full, cov=cov)
+
+
+def _least_squares(lhs, rhs, rcond=None, skipna=False):
+    """``duck_array_ops.least_squares`` as ``fit`` imports it: traced rhs with skipna below."""
+    if not (skipna and is_traced(rhs)) or is_traced(lhs):
+        return _ORIGINAL["least_squares"](lhs, rhs, rcond=rcond, skipna=skipna)
+    out_shape = rhs.shape
+    rows, order = lhs.shape
+    columns = np.reshape(rhs, (rows, -1))  # (n, k)
+    missing = np.isnan(columns)
+    kept = ~missing
+    filled = np.where(missing, 0.0, columns)
+    masked = lhs[np.newaxis, :, :] * np.transpose(kept)[:, :, np.newaxis]  # (k, n, m): NaN rows zeroed
+    tolerance = rows * np.finfo(np.float64).eps if rcond is None else rcond
+    solution = np.matmul(np.linalg.pinv(masked, rcond=tolerance), np.transpose(filled)[:, :, np.newaxis])
+    coeffs = np.transpose(solution[:, :, 0])  # (m, k)
+    count = np.sum(kept, axis=0)
+    coeffs = np.where(count == 0, np.nan, coeffs)
+    misfit = filled - np.matmul(lhs, np.where(count == 0, 0.0, coeffs))
+    misfit = np.where(kept, misfit, 0.0)
+    residuals = np.sum(misfit * misfit, axis=0)
+    full_rank = np.linalg.matrix_rank(np.asarray(lhs)) == order
+    residuals = np.where((count > order) & full_rank, residuals, np.nan)
+    if not full_rank:
+        _warn_deficient_rank(order)
+    coeffs = np.reshape(coeffs, (order,) + tuple(out_shape[1:]))
+    residuals = np.reshape(residuals, tuple(out_shape[1:]))
+    return coeffs, residuals
+
+
+def _warn_deficient_rank(order):
+    from xarray.core.nputils import warn_on_deficient_rank
+    warn_on_deficient_rank(order - 1, order)
+
+
+# --- installing ------------------------------------------------------------------------------------
+def _code(func):
+    return getattr(func, "__wrapped__", func).__code__
+
+
+def _check():
+    """None if xarray's internals look as these hooks expect, else why not."""
+    comp, fit, ds, da = xr_computation, xr_fit, xr_dataset.Dataset, xr_dataarray.DataArray
+    for module, name in ((comp, "_calc_idxminmax"), (fit, "polyfit"), (fit, "least_squares")):
+        if not callable(getattr(module, name, None)):
+            return f"{getattr(module, '__name__', module)}.{name} is missing"
+    params = list(inspect.signature(comp._calc_idxminmax).parameters)
+    if params != ["array", "func", "dim", "skipna", "fill_value", "keep_attrs"]:
+        return f"_calc_idxminmax has the parameters {params}"
+    for method in (da.idxmax, da.idxmin):
+        if "_calc_idxminmax" not in _code(method).co_names:
+            return f"DataArray.{method.__name__} does not call _calc_idxminmax by name"
+    params = list(inspect.signature(fit.polyfit).parameters)
+    if params != ["obj", "dim", "deg", "skipna", "rcond", "w", "full", "cov"]:
+        return f"xarray.computation.fit.polyfit has the parameters {params}"
+    if "least_squares" not in _code(fit.polyfit).co_names:
+        return "fit.polyfit does not call least_squares by name"
+    if list(inspect.signature(fit.least_squares).parameters) != ["lhs", "rhs", "rcond", "skipna"]:
+        return "least_squares does not take (lhs, rhs, rcond, skipna)"
+    if "polyfit" not in _code(ds.polyfit).co_names:
+        return "Dataset.polyfit does not call fit.polyfit"
+    if list(inspect.signature(ds.sortby).parameters) != ["self", "variables", "ascending"]:
+        return "Dataset.sortby does not take (variables, ascending)"
+    if "lexsort" not in _code(ds.sortby).co_names or "sortby" not in _code(da.sortby).co_names:
+        return "Dataset.sortby does not sort with np.lexsort, or DataArray.sortby does not call it"
+    return None
+
+
+def installed():
+    """Whether these methods go through this module under transforms."""
+    return all(getattr(f, "_labeled_func_hook", False) for f in (
+        xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby))
+
+
+def install():
+    """Patch xarray (idempotent); return ``STATUS``."""
+    global STATUS
+    if installed():
+        return STATUS
+    reason = _check()
+    if reason is not None:
+        STATUS = f"not installed: {reason}"
+        return STATUS
+    targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
+               (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby))
+    for owner, name, wrapper in targets:
+        _ORIGINAL[name] = getattr(owner, name)
+        wrapper._labeled_func_hook = True
+        wrapper.__wrapped__ = _ORIGINAL[name]
+        setattr(owner, name, wrapper)
+    STATUS = "installed"
+    return STATUS
+
+
+def original(name):
+    """xarray's own function (for tests)."""
+    return _ORIGINAL[name]
+
+
+install()  # at import (labeled_func imports this module): idempotent, version-checked
