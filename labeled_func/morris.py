@@ -10,6 +10,7 @@ point of each trajectory.  Re-exported as ``lf.sensitivity.morris``.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any
@@ -18,7 +19,8 @@ import numpy as np
 import xarray as xr
 
 from .autodiff import jacfwd, jacrev
-from .sobol import _check_dim, _check_finite, _check_seed, _checked_model, _inverse_cdf, _read, _units_attrs
+from .sobol import (_check_block_options, _check_dim, _check_finite, _check_seed, _checked_model, _inverse_cdf,
+                    _ModelBlocks, _per_block, _Progress, _read, _units_attrs)
 from .vmap import vmap
 
 __all__ = ["morris"]
@@ -40,7 +42,8 @@ _LONG_NAMES = {
 
 def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], trajectories: int, *,
            levels: int = 4, seed: int | None = None, num_resamples: int = 1000, conf_level: float = 0.95,
-           dim: str = "sample", chunk_size: int | None = None, gradients: bool = False) -> xr.Dataset:
+           dim: str = "sample", chunk_size: int | None = None, gradients: bool = False,
+           progress: bool | Callable[[int, int], Any] | None = None, jit: bool | None = None) -> xr.Dataset:
     """Morris' elementary effects of ``model`` on SALib's trajectory design.
 
     Parameters
@@ -78,6 +81,18 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         that the derivative predicts, equal to it for a model linear in that input.
         Adds ``mu_grad``, ``mu_star_grad``, ``sigma_grad`` and ``mu_star_grad_conf``.
         The model must be differentiable by ``lf``.
+    progress : bool or callable, optional
+        ``True`` draws a progress bar (tqdm when installed, else a line on stderr); a
+        callable is called as ``progress(done, total)`` after each block of model
+        evaluations (and of gradients).  Without ``chunk_size`` the model then runs in
+        ten blocks.  As ``lf.sensitivity.dgsm``'s.
+    jit : bool, optional
+        Run the vmapped model as one ``lf.jit`` program, traced in the first block and
+        replayed in every other (the last block padded with copies of its last row), as
+        ``lf.sensitivity.sobol`` does: ``None`` (the default) jits with several blocks
+        or an ``lf.jit``-wrapped model, and falls back to the un-jitted model where
+        ``lf.jit`` cannot trace it; ``True`` raises there; ``False`` never jits.  The
+        gradients (``gradients=True``) run un-jitted.
 
     Returns
     -------
@@ -143,19 +158,23 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
     if gradients is not True and gradients is not False:
         raise ValueError(f"{where}: gradients={gradients!r} must be True or False")
+    _check_block_options(jit, progress, "morris")
 
     r, d, levels = int(trajectories), len(names), int(levels)
     delta = levels / (2.0 * (levels - 1))
     unit = trajectory_design(r, d, levels, seed)                       # (r, d + 1, d) in [0, 1]
     inputs = np.stack([_inverse_cdf(unit[..., j], *dists[name]) for j, name in enumerate(names)], axis=-1)
     moved, sign = _moves(unit)
-    per_block = r if chunk_size is None else max(1, int(chunk_size) // (d + 1))
-    evaluate = vmap(_checked_model(model, names, dim, "morris"), dim=dim)
+    per_block = _per_block(r, d + 1, chunk_size, progress)
+    blocks = math.ceil(r / per_block)
+    evaluate = _ModelBlocks(model, names, dim, "morris", jit, blocks)
+    report = _Progress(progress, blocks * (2 if gradients else 1), "morris")
 
     effects, template = None, None
     for start in range(0, r, per_block):
         stop = min(r, start + per_block)
-        outputs = evaluate(_rows(inputs[start:stop].reshape(-1, d), names, units, dim)).transpose(dim, ...)
+        outputs = evaluate(_rows(inputs[start:stop].reshape(-1, d), names, units, dim),
+                           per_block * (d + 1)).transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, d + 1, -1)
         _check_finite(y.reshape((stop - start) * (d + 1), -1), inputs[start:stop].reshape(-1, d).__getitem__,
                       names, start * (d + 1), r * (d + 1), "morris")
@@ -165,6 +184,7 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         steps = (y[:, 1:] - y[:, :-1]) * sign[start:stop, :, None] / delta         # (block, step, element)
         rows = np.arange(stop - start)[:, None]
         effects[start + rows, moved[start:stop]] = steps                            # by parameter
+        report.advance()
 
     rng = np.random.default_rng(seed)
     z = NormalDist().inv_cdf(0.5 + conf_level / 2)
@@ -172,10 +192,12 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
     attrs = {"trajectories": r, "levels": levels, "delta": delta, "model_evaluations": r * (d + 1)}
     if gradients:
         scale = np.abs(inputs[:, -1] - inputs[:, 0]) / delta   # each input's step, per unit of delta
-        partials = _gradients(model, names, units, dim, inputs[:, 0], template, per_block)   # (r, d, element)
+        partials = _gradients(evaluate.model, names, units, dim, inputs[:, 0], template, per_block,
+                              report)   # (r, d, element)
         result.update(_statistics(partials * scale[:, :, None], int(num_resamples), z,
                                   np.random.default_rng(seed), "_grad"))
         attrs["gradient_evaluations"] = r
+    report.close()
     return _labelled(result, names, template, attrs)
 
 
@@ -210,7 +232,7 @@ def _rows(points, names, units, dim):
     return xr.Dataset({name: (dim, points[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
 
 
-def _gradients(model, names, units, dim, points, template, per_block):
+def _gradients(model, names, units, dim, points, template, per_block, report):
     """(r, d, element): the model's partial derivatives at ``points`` (r, d), by reverse mode
     for outputs no larger than d, else forward."""
     checked = _checked_model(model, names, dim, "morris")
@@ -221,6 +243,7 @@ def _gradients(model, names, units, dim, points, template, per_block):
         partials = batched(_rows(points[start:start + per_block], names, units, dim))
         blocks.append(np.stack([np.asarray(partials[name].transpose(dim, *template.dims).data, dtype=float)
                                 .reshape(partials.sizes[dim], -1) for name in names], axis=1))
+        report.advance()
     return np.concatenate(blocks)
 
 

@@ -13,7 +13,6 @@ namespace.
 from __future__ import annotations
 
 import math
-import sys
 import threading
 import warnings
 import weakref
@@ -32,6 +31,7 @@ from .dask import compiled_blocks
 from .jit import Jitted, jit as lf_jit
 from .morris import morris  # lf.sensitivity.morris (elementary effects: morris.py)
 from .sobol import sample, sobol, sobol_convergence  # lf.sensitivity.sample and .sobol (variance-based: sobol.py)
+from .sobol import _Progress  # the progress= protocol, shared with sobol and morris
 from .units import Inputs, derivative_units, label_output
 from .vmap import vmap
 
@@ -850,43 +850,3 @@ def _bootstrap_weights(entropy, num_resamples, start, stop):
     weights = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=1)
     offset = first * WEIGHT_BLOCK
     return weights[:, start - offset:stop - offset]
-
-
-# --- progress ---------------------------------------------------------------------------------
-class _Progress:
-    """Reports steps done of ``total``: to a callable, a tqdm bar, or a line on stderr."""
-
-    def __init__(self, progress, total):
-        self.done, self.total, self.bar, self.callback = 0, total, None, None
-        if progress is None or progress is False:
-            return
-        if callable(progress):
-            self.callback = progress
-        elif progress is True:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError:
-                self.callback = self._print
-            else:
-                self.bar = tqdm(total=total, desc="dgsm", unit="step")
-        else:
-            raise ValueError(f"sensitivity.dgsm: progress={progress!r} must be None, a bool, or a callable "
-                             "progress(done, total)")
-
-    def advance(self):
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(1)
-        elif self.callback is not None:
-            self.callback(self.done, self.total)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-        elif self.callback == self._print:
-            sys.stderr.write("\n")
-
-    def _print(self, done, total):
-        sys.stderr.write(f"\rdgsm: {done}/{total} steps")
-        sys.stderr.flush()
-

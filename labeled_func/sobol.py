@@ -10,7 +10,9 @@ Both are re-exported as ``lf.sensitivity.sample`` and ``lf.sensitivity.sobol``.
 from __future__ import annotations
 
 import math
+import sys
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any, Literal
@@ -18,6 +20,7 @@ from typing import Any, Literal
 import numpy as np
 import xarray as xr
 
+from .jit import Jitted, jit as lf_jit
 from .vmap import vmap
 
 __all__ = ["sample", "sobol", "sobol_convergence"]
@@ -28,6 +31,7 @@ DISTS = {"unif": ("low", "high"), "triang": ("low", "high", "peak"), "norm": ("m
          "logunif": ("low", "high")}
 METHODS = ("sobol", "lhs", "random")
 RESULT_DIMS = ("param", "param_2")
+STEPS_WITH_PROGRESS = 10  # model blocks when progress is on and chunk_size is not given
 SUMS_ELEMENTS = 2 ** 21   # resample sums computed at once before they are added (16 MiB of float64)
 _LONG_NAMES = {
     "S1": "first order Sobol' index (Saltelli et al. 2010)",
@@ -105,7 +109,8 @@ def sample(problem_or_bounds: Mapping[str, Any], n: int, *,
 def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
           second_order: bool = False, seed: int | None = None, num_resamples: int = 100,
           conf_level: float = 0.95, dim: str = "sample", chunk_size: int | None = None,
-          chunks: int | None = None) -> xr.Dataset:
+          chunks: int | None = None, progress: bool | Callable[[int, int], Any] | None = None,
+          jit: bool | None = None) -> xr.Dataset:
     """Sobol' indices of ``model`` by Saltelli's design, with bootstrap intervals.
 
     Parameters
@@ -113,7 +118,9 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     model : callable
         Maps ONE example's parameters (a Dataset of 0-d variables, as for
         ``lf.sensitivity.dgsm``) to a scalar or a DataArray (a field: any dims but
-        ``dim``, ``param`` and ``param_2``).
+        ``dim``, ``param`` and ``param_2``).  An ``lf.jit``-wrapped model: its function
+        is vmapped and jitted as a whole (see ``jit``), and that program is kept on it,
+        so that a later call with the same layout replays it.
     problem_or_bounds : dict
         ``{name: (low, high)}`` or SALib's problem, as for
         :func:`labeled_func.sensitivity.sample`.
@@ -141,7 +148,22 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         outputs are reduced to their sums in its own task. The result is lazy: nothing
         runs before ``.compute()`` (on any Dask scheduler). It equals
         ``sobol(..., chunk_size=chunks)`` to the bit, and any other chunking to
-        rounding. Not with ``chunk_size``. Needs Dask.
+        rounding. Not with ``chunk_size``, ``progress`` or ``jit=True``. Needs Dask.
+    progress : bool or callable, optional
+        ``True`` draws a progress bar (tqdm when installed, else a line on stderr); a
+        callable is called as ``progress(done, total)`` after each block of model
+        evaluations.  Without ``chunk_size`` the model then runs in ten blocks.  As
+        ``lf.sensitivity.dgsm``'s.
+    jit : bool, optional
+        Run the vmapped model as one ``lf.jit`` program, traced in the first block and
+        replayed in every other (the last block padded with copies of its last row,
+        whose outputs are dropped), as ``dgsm`` runs its gradients.  ``None`` (the
+        default) jits where there are several blocks (``chunk_size``, ``progress``) or
+        the model is ``lf.jit``-wrapped, and runs a model that ``lf.jit`` cannot trace
+        un-jitted (with a warning for an ``lf.jit``-wrapped model); ``True`` raises
+        there; ``False`` never jits.  The indices are the un-jitted ones, to the bit
+        except where ``lf.jit`` fuses transcendental functions or sums (1e-12
+        relative, docs/jit.md).
 
     Returns
     -------
@@ -206,18 +228,25 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         if chunk_size is not None:
             raise ValueError("sensitivity.sobol: give chunks= (Dask blocks, each one vmap call) or chunk_size= "
                              "(in-memory vmap calls), not both")
+    _check_block_options(jit, progress, "sobol")
+    if chunks is not None and (progress not in (None, False) or jit is True):
+        raise ValueError("sensitivity.sobol: with chunks= nothing runs here (the result is lazy) and the blocks "
+                         "run un-jitted: progress= and jit=True are for in-memory runs; wrap the compute in "
+                         "dask.diagnostics.ProgressBar() instead")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
     if chunks is not None:
+        if isinstance(model, Jitted):   # under the lazy vmap an lf.jit would run as it is
+            model = model.func
         return _lazy_sobol(model, names, dists, units, n, bool(second_order), seed, int(num_resamples),
                            conf_level, dim, int(chunks))
     (sums,), template = _saltelli_sums(model, names, dists, units, [n], second_order, seed, int(num_resamples),
-                                       dim, chunk_size, "sobol")
+                                       dim, chunk_size, "sobol", progress, jit)
     return _indices(sums, n, d, step, second_order, conf_level, names, template)
 
 
 def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num_resamples, dim, chunk_size,
-                   caller):
+                   caller, progress, jit):
     """([sums of the first m base samples, for m in ``prefixes``], template): the model run once
     on Saltelli's design of ``max(prefixes)`` base samples, each block of outputs reduced to the
     weighted sums of every prefix it overlaps, with the bootstrap counts ``sobol(..., m, seed)``
@@ -228,13 +257,15 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
     a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
     b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
     counts = [_bootstrap_counts(m, num_resamples, seed) for m in prefixes]
-    per_block = n if chunk_size is None else max(1, int(chunk_size) // step)
-    evaluate = vmap(_checked_model(model, names, dim, caller), dim=dim)
+    per_block = _per_block(n, step, chunk_size, progress)
+    blocks = math.ceil(n / per_block)
+    evaluate = _ModelBlocks(model, names, dim, caller, jit, blocks)
+    report = _Progress(progress, blocks, caller)
 
     sums, shift, template = [None] * len(prefixes), None, None
     for start in range(0, n, per_block):
         stop = min(n, start + per_block)
-        outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim))
+        outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim), per_block * step)
         outputs = outputs.transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, step, -1)
         _check_finite(y.reshape(len(y) * step, -1), lambda rows: _design_rows(a[start:stop], b[start:stop],
@@ -248,6 +279,8 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
                 end = min(stop, m)
                 sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, second_order,
                                           _weights(counts[k], start, end))
+        report.advance()
+    report.close()
     return sums, template
 
 
@@ -318,7 +351,9 @@ def _lazy_block_sums(y, rows, shift, counts, names, start, n, d, step, second_or
 def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
                       steps: int | None = None, tol: float | None = None, second_order: bool = False,
                       seed: int | None = None, num_resamples: int = 100, conf_level: float = 0.95,
-                      dim: str = "sample", chunk_size: int | None = None) -> xr.Dataset:
+                      dim: str = "sample", chunk_size: int | None = None,
+                      progress: bool | Callable[[int, int], Any] | None = None,
+                      jit: bool | None = None) -> xr.Dataset:
     """Sobol' indices and their intervals for the first n/2^k base samples, from ONE run.
 
     The model runs once, on Saltelli's design of ``n`` base samples, as in
@@ -329,8 +364,8 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
 
     Parameters
     ----------
-    model, problem_or_bounds, second_order, seed, num_resamples, conf_level, dim, chunk_size
-        As for :func:`labeled_func.sensitivity.sobol`.
+    model, problem_or_bounds, second_order, seed, num_resamples, conf_level, dim, chunk_size, progress, jit
+        As for :func:`labeled_func.sensitivity.sobol` (one run: ``progress`` counts its blocks).
     n : int
         Base samples of the whole run: a power of two, at least 2.
     steps : int, optional
@@ -400,11 +435,12 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
+    _check_block_options(jit, progress, "sobol_convergence")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
     prefixes = [n >> k for k in reversed(range(int(steps)))]
     all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, bool(second_order), seed,
-                                        int(num_resamples), dim, chunk_size, "sobol_convergence")
+                                        int(num_resamples), dim, chunk_size, "sobol_convergence", progress, jit)
     runs = [_indices(sums, m, d, step, second_order, conf_level, names, template)
             for sums, m in zip(all_sums, prefixes)]
     result = xr.concat(runs, dim=xr.DataArray(prefixes, dims="n", attrs={"long_name": "base samples"}),
@@ -743,3 +779,114 @@ def _labelled(values, n, step, second_order, names, template):
     result = {key: xr.DataArray(values[key], dims=RESULT_DIMS[:values[key].ndim - len(out_dims)] + out_dims,
                                 attrs={"units": "1", "long_name": _LONG_NAMES[key]}) for key in order}
     return xr.Dataset(result, coords=coords, attrs={"base_samples": n, "model_evaluations": n * step})
+
+
+# --- blocks of model evaluations: one lf.jit program, and progress ----------------------------------
+_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # lf.jit-wrapped model -> {options: _Program}
+
+
+def _check_block_options(jit, progress, caller):
+    if not any(jit is allowed for allowed in (None, True, False)):
+        raise ValueError(f"sensitivity.{caller}: jit={jit!r} must be True, False or None")
+    if not (progress is None or progress is True or progress is False or callable(progress)):
+        raise ValueError(f"sensitivity.{caller}: progress={progress!r} must be None, a bool, or a callable "
+                         "progress(done, total)")
+
+
+def _per_block(total, unit, chunk_size, progress):
+    """Whole units (base samples, trajectories) per block: ``chunk_size`` rows rounded down to
+    whole units (at least one), or a tenth of them with progress, or all of them."""
+    if chunk_size is not None:
+        return max(1, int(chunk_size) // unit)
+    return math.ceil(total / STEPS_WITH_PROGRESS) if progress else total
+
+
+class _Program:
+    """The vmapped model and its lf.jit program (kept on an lf.jit-wrapped model, per options)."""
+
+    def __init__(self, plain, options):
+        self.plain, self.program, self.refused = plain, lf_jit(plain, **options), None
+
+
+class _ModelBlocks:
+    """The vmapped model on blocks of design rows, as dgsm runs its gradients: un-jitted, or one
+    ``lf.jit`` program traced in the first block and replayed in every other (each block padded
+    to one size with copies of its last row, whose outputs are dropped).  ``jit=None`` jits with
+    several blocks or an lf.jit-wrapped model, and runs the model un-jitted where lf.jit cannot
+    trace it (with a warning for an lf.jit-wrapped model); ``True`` raises there; ``False`` never jits."""
+
+    def __init__(self, model, names, dim, caller, jit, blocks):
+        wrapped = model if isinstance(model, Jitted) else None
+        self.model = model if wrapped is None else wrapped.func   # under vmap an lf.jit would run as it is
+        self.dim, self.caller, self.strict = dim, caller, jit is True
+        self.name = None if wrapped is None else getattr(wrapped.func, "__name__", "the model")
+        if wrapped is None:
+            self.kept = _Program(vmap(_checked_model(self.model, names, dim, caller), dim=dim), {})
+        else:
+            programs = _PROGRAMS.setdefault(wrapped, {})
+            key = (caller, tuple(names), dim)
+            if key not in programs:
+                options = {"keep_buffers": wrapped.keep_buffers, "warn_after_traces": wrapped.warn_after_traces}
+                programs[key] = _Program(vmap(_checked_model(self.model, names, dim, caller), dim=dim), options)
+            self.kept = programs[key]
+        self.jitted = jit is True or (jit is None and (blocks > 1 or wrapped is not None)
+                                      and self.kept.refused is None)   # lf.jit refused it before: not again
+        self.replayed = False
+
+    def __call__(self, rows, size):
+        """The outputs of the design ``rows`` (a Dataset along ``dim``), run as a block of ``size`` rows."""
+        if self.jitted:
+            count = rows.sizes[self.dim]
+            try:   # always a copy: every block has one memory layout
+                outputs = self.kept.program(rows.isel({self.dim: np.minimum(np.arange(size), count - 1)}))
+            except Exception as error:
+                if self.strict or self.replayed:
+                    raise
+                self.jitted, self.kept.refused = False, error
+                if self.name is not None:
+                    warnings.warn(
+                        f"sensitivity.{self.caller}: lf.jit could not trace {self.name} on the design's blocks "
+                        f"({type(error).__name__}: {error}); they run un-jitted. Pass the model without lf.jit, "
+                        "or jit=False, to skip the attempt", stacklevel=4)
+            else:
+                self.replayed = True
+                return outputs if count == size else outputs.isel({self.dim: slice(0, count)})
+        return self.kept.plain(rows)
+
+
+class _Progress:
+    """Reports steps done of ``total``: to a callable, a tqdm bar, or a line on stderr."""
+
+    def __init__(self, progress, total, name="dgsm"):
+        self.done, self.total, self.bar, self.callback, self.name = 0, total, None, None, name
+        if progress is None or progress is False:
+            return
+        if callable(progress):
+            self.callback = progress
+        elif progress is True:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:
+                self.callback = self._print
+            else:
+                self.bar = tqdm(total=total, desc=name, unit="step")
+        else:
+            raise ValueError(f"sensitivity.{name}: progress={progress!r} must be None, a bool, or a callable "
+                             "progress(done, total)")
+
+    def advance(self):
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.callback is not None:
+            self.callback(self.done, self.total)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.callback == self._print:
+            sys.stderr.write("\n")
+
+    def _print(self, done, total):
+        sys.stderr.write(f"\r{self.name}: {done}/{total} steps")
+        sys.stderr.flush()

@@ -123,7 +123,8 @@ def test_chunk_size_equals_one_call(monkeypatch):
     bounds = {name: (-np.pi, np.pi) for name in ("x1", "x2", "x3")}
     whole = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True)
     monkeypatch.setattr(module, "vmap", counting_vmap)
-    chunked = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True, chunk_size=30)
+    monkeypatch.setattr(importlib.import_module("labeled_func.sobol"), "vmap", counting_vmap)  # the model's blocks
+    chunked = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True, chunk_size=30, jit=False)
     assert sizes == [28, 28, 28, 16] + [7, 7, 7, 4]   # 7 trajectories of 4 rows, then the gradients
     for key in whole.data_vars:
         np.testing.assert_allclose(chunked[key].values, whole[key].values, rtol=0, atol=1e-12)
@@ -164,6 +165,8 @@ def test_bounded_distributions_and_refusals():
     ({"dim": "param"}, "dim='param'"),
     ({"chunk_size": 0}, "chunk_size=0"),
     ({"gradients": 1}, "gradients=1 must be True or False"),
+    ({"jit": "yes"}, "sensitivity.morris: jit='yes' must be True, False or None"),
+    ({"progress": 1.5}, "sensitivity.morris: progress=1.5 must be None, a bool, or a callable"),
 ])
 def test_bad_options(options, match):
     kwargs = {"trajectories": 4, **options}
@@ -234,3 +237,51 @@ def test_non_finite_outputs_are_refused_with_their_rows():
         warnings.simplefilter("ignore", RuntimeWarning)
         with pytest.raises(ValueError, match=r"in \d+ of the 9 rows 0 to 8 of the 30 \(one block"):
             lf.sensitivity.morris(model, {"a": (0, 1), "b": (0, 1)}, 10, seed=0, chunk_size=9)
+
+
+# --- blocks replay one lf.jit program; progress ------------------------------------------------------
+STEPPING_BOUNDS = {"r": (0.5, 1.5), "K": (1.0, 2.0), "h": (0.0, 0.2)}
+
+
+def stepping(p):
+    """50 explicit Euler steps in xarray (nothing lf.jit fuses differently: the same bits)."""
+    y = xr.zeros_like(p.r) + 0.1
+    for _ in range(50):
+        y = y + 0.05 * (p.r * y * (1 - y / p.K) - p.h * y)
+    return y
+
+
+def counted(model):
+    def wrapped(p):
+        wrapped.calls += 1
+        return model(p)
+
+    wrapped.calls = 0
+    wrapped.__name__ = model.__name__
+    return wrapped
+
+
+def test_blocks_replay_one_program_and_give_the_unjitted_results():
+    model, plain_model, steps = counted(stepping), counted(stepping), []
+    jitted = lf.sensitivity.morris(model, STEPPING_BOUNDS, 50, seed=1, chunk_size=7 * 4, gradients=True,
+                                   progress=lambda done, total: steps.append((done, total)))
+    assert model.calls == 1 + 8            # 8 blocks of 7 trajectories, the last padded: one trace; the gradients
+                                           # (un-jitted): once per block
+    assert steps == [(k, 16) for k in range(1, 17)]   # 8 blocks of the model, 8 of its gradients
+    plain = lf.sensitivity.morris(plain_model, STEPPING_BOUNDS, 50, seed=1, chunk_size=7 * 4, gradients=True,
+                                  jit=False)
+    assert plain_model.calls == 8 + 8
+    xr.testing.assert_identical(jitted, plain)
+
+
+def test_a_jitted_model_and_progress_without_chunk_size():
+    model, steps = counted(stepping), []
+    fast = lf.jit(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = lf.sensitivity.morris(fast, STEPPING_BOUNDS, 20, seed=0, progress=lambda d, t: steps.append((d, t)))
+        second = lf.sensitivity.morris(fast, STEPPING_BOUNDS, 20, seed=3, progress=lambda d, t: None)
+    assert model.calls == 1 and steps == [(k, 10) for k in range(1, 11)]   # ten blocks of 2 trajectories
+    xr.testing.assert_identical(first, lf.sensitivity.morris(stepping, STEPPING_BOUNDS, 20, seed=0))
+    xr.testing.assert_identical(second, lf.sensitivity.morris(stepping, STEPPING_BOUNDS, 20, seed=3))
+

@@ -3,6 +3,7 @@ closed-form Sobol' indices of the Ishigami function, of linear models with norma
 inputs and of Sobol's G-function; a field output element by element; chunked against
 in-memory; the bootstrap's coverage; SALib itself where it is installed."""
 import importlib
+import sys
 import warnings
 
 import numpy as np
@@ -130,7 +131,7 @@ def test_chunk_size_bounds_each_model_call(monkeypatch):
         return call
 
     monkeypatch.setattr(module, "vmap", counting_vmap)
-    lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 64, seed=0, chunk_size=50)
+    lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 64, seed=0, chunk_size=50, jit=False)
     assert sizes == [48] * 5 + [16]   # 12 base samples of 4 rows per call, then the remaining 4
 
 
@@ -219,6 +220,10 @@ def test_bad_model_outputs():
     ({"chunk_size": 0}, "chunk_size=0 must be a positive int or None"),
     ({"second_order": "yes"}, "second_order='yes' must be a bool"),
     ({"dim": "param"}, "dim='param' must be a string other than"),
+    ({"jit": "yes"}, "jit='yes' must be True, False or None"),
+    ({"progress": "yes"}, "progress='yes' must be None, a bool, or a callable"),
+    ({"chunks": 4, "progress": True}, "with chunks= .* progress= and jit=True are for in-memory runs"),
+    ({"chunks": 4, "jit": True}, "with chunks= .* progress= and jit=True are for in-memory runs"),
 ])
 def test_bad_options(options, match):
     with pytest.raises(ValueError, match="sensitivity.sobol: " + match):
@@ -478,3 +483,120 @@ def test_non_finite_field_element_counts_its_row():
         with pytest.raises(ValueError, match=r"sensitivity.sobol: the model's output is not finite .* in \d+ of "
                                              r"the 20 rows 0 to 19 of the 64 \(one block"):
             lf.sensitivity.sobol(model, {"a": (0, 1), "b": (0, 1)}, 16, seed=0, chunk_size=20)
+
+
+# --- blocks replay one lf.jit program; progress ------------------------------------------------------
+STEPPING_BOUNDS = {"r": (0.5, 1.5), "K": (1.0, 2.0), "h": (0.0, 0.2)}
+
+
+def stepping(p):
+    """50 explicit Euler steps in xarray: a harvested logistic growth (nothing that lf.jit fuses
+    differently: the jitted outputs are the un-jitted ones to the bit)."""
+    y = xr.zeros_like(p.r) + 0.1
+    for _ in range(50):
+        y = y + 0.05 * (p.r * y * (1 - y / p.K) - p.h * y)
+    return y
+
+
+def counted(model):
+    """``model`` that counts its Python calls: once per trace (lf.jit), once per block (vmap)."""
+    def wrapped(p):
+        wrapped.calls += 1
+        return model(p)
+
+    wrapped.calls = 0
+    wrapped.__name__ = model.__name__
+    return wrapped
+
+
+@pytest.mark.parametrize("second_order", [False, True])
+def test_blocks_replay_one_program_and_give_the_unjitted_results(second_order):
+    step = 8 if second_order else 5
+    model, plain_model, steps = counted(stepping), counted(stepping), []
+    jitted = lf.sensitivity.sobol(model, STEPPING_BOUNDS, 256, seed=2, second_order=second_order,
+                                  chunk_size=37 * step, progress=lambda done, total: steps.append((done, total)))
+    assert model.calls == 1                                  # 7 blocks of 37 base samples, the last padded: one trace
+    assert steps == [(k, 7) for k in range(1, 8)]
+    plain = lf.sensitivity.sobol(plain_model, STEPPING_BOUNDS, 256, seed=2, second_order=second_order,
+                                 chunk_size=37 * step, jit=False)
+    assert plain_model.calls == 7
+    xr.testing.assert_identical(jitted, plain)
+
+
+def test_jitted_blocks_of_a_transcendental_model_agree_to_1e_12():
+    jitted = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=3, chunk_size=300)
+    plain = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=3, chunk_size=300, jit=False)
+    xr.testing.assert_allclose(jitted, plain, rtol=1e-12, atol=1e-15)
+
+
+def test_jit_true_jits_one_block_and_progress_takes_ten():
+    model, steps = counted(stepping), []
+    result = lf.sensitivity.sobol(model, STEPPING_BOUNDS, 128, seed=0, jit=True)
+    assert model.calls == 1
+    xr.testing.assert_identical(result, lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 128, seed=0, jit=False))
+    lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 128, seed=0, progress=lambda d, t: steps.append((d, t)))
+    assert steps == [(k, 10) for k in range(1, 11)]           # ten blocks of 13 base samples (the last 11)
+
+
+def test_progress_without_tqdm_writes_a_line_to_stderr(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 64, seed=0, progress=True)
+    err = capsys.readouterr().err
+    assert "sobol: 10/10 steps" in err and err.endswith("\n")
+
+
+def test_convergence_replays_and_reports_progress():
+    model, steps = counted(stepping), []
+    jitted = lf.sensitivity.sobol_convergence(model, STEPPING_BOUNDS, 512, steps=3, seed=1, chunk_size=500,
+                                              progress=lambda d, t: steps.append((d, t)))
+    assert model.calls == 1 and steps == [(k, 6) for k in range(1, 7)]   # 100 base samples per block
+    xr.testing.assert_identical(jitted, lf.sensitivity.sobol_convergence(
+        stepping, STEPPING_BOUNDS, 512, steps=3, seed=1, chunk_size=500, jit=False))
+    with pytest.raises(ValueError, match="sensitivity.sobol_convergence: jit=1"):
+        lf.sensitivity.sobol_convergence(stepping, STEPPING_BOUNDS, 8, jit=1)
+
+
+def test_a_jitted_model_is_jitted_as_a_whole_and_keeps_its_program():
+    model = counted(stepping)
+    fast = lf.jit(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first = lf.sensitivity.sobol(fast, STEPPING_BOUNDS, 64, seed=0)
+        second = lf.sensitivity.sobol(fast, STEPPING_BOUNDS, 64, seed=1)
+    assert model.calls == 1 and fast.traces == 0             # one trace of the vmapped model, replayed
+    xr.testing.assert_identical(first, lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 64, seed=0, jit=False))
+    xr.testing.assert_identical(second, lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 64, seed=1, jit=False))
+    lazy = lf.sensitivity.sobol(fast, STEPPING_BOUNDS, 64, seed=0, chunks=35 * 5)   # Dask: its function, un-jitted
+    pytest.importorskip("dask")
+    xr.testing.assert_allclose(lazy.compute(), first, rtol=1e-12, atol=1e-15)
+
+
+def failing_trace(model):
+    """``model`` that fails in its first call (lf.jit's trace), as a model lf.jit cannot trace."""
+    def wrapped(p):
+        wrapped.calls += 1
+        if wrapped.calls == 1:
+            raise TypeError("not traceable")
+        return model(p)
+
+    wrapped.calls = 0
+    return wrapped
+
+
+def test_a_model_lf_jit_cannot_trace_runs_unjitted():
+    plain = lf.sensitivity.sobol(stepping, STEPPING_BOUNDS, 64, seed=0, chunk_size=100, jit=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # a plain model: no warning
+        model = failing_trace(stepping)
+        xr.testing.assert_identical(lf.sensitivity.sobol(model, STEPPING_BOUNDS, 64, seed=0, chunk_size=100), plain)
+    assert model.calls == 1 + 4                               # the failed trace, then four un-jitted blocks
+    fast = lf.jit(failing_trace(stepping))
+    with pytest.warns(UserWarning, match="sensitivity.sobol: lf.jit could not trace wrapped .*TypeError"):
+        xr.testing.assert_identical(lf.sensitivity.sobol(fast, STEPPING_BOUNDS, 64, seed=0, chunk_size=100), plain)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                       # refused once: not tried again
+        lf.sensitivity.sobol(fast, STEPPING_BOUNDS, 64, seed=0, chunk_size=100)
+    with pytest.raises(TypeError, match="not traceable"):
+        lf.sensitivity.sobol(failing_trace(stepping), STEPPING_BOUNDS, 64, seed=0, chunk_size=100, jit=True)
+
