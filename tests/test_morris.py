@@ -240,25 +240,7 @@ def test_non_finite_outputs_are_refused_with_their_rows():
 
 
 # --- blocks replay one lf.jit program; progress ------------------------------------------------------
-STEPPING_BOUNDS = {"r": (0.5, 1.5), "K": (1.0, 2.0), "h": (0.0, 0.2)}
-
-
-def stepping(p):
-    """50 explicit Euler steps in xarray (nothing lf.jit fuses differently: the same bits)."""
-    y = xr.zeros_like(p.r) + 0.1
-    for _ in range(50):
-        y = y + 0.05 * (p.r * y * (1 - y / p.K) - p.h * y)
-    return y
-
-
-def counted(model):
-    def wrapped(p):
-        wrapped.calls += 1
-        return model(p)
-
-    wrapped.calls = 0
-    wrapped.__name__ = model.__name__
-    return wrapped
+from stepping_model import STEPPING_BOUNDS, counted, stepping  # noqa: E402
 
 
 def test_blocks_replay_one_program_and_give_the_unjitted_results():

@@ -547,9 +547,9 @@ def _same_as_first(per_example):
     return equal.reshape(per_example.shape[0], -1).all(axis=1)
 
 
-def agreed_constant(value, culprit):
-    """The values of a mapped ``value`` that every example holds (a NumPy array), under
-    ``branches="agree"``; None where agreement is not allowed or the examples differ."""
+def _agreement_values(value, culprit):
+    """(the levels that map ``value``, its values on the host with their axes in front)
+    where every one of those levels allows ``branches="agree"``; None otherwise."""
     levels, known_values = _mapping_levels(value)
     if not levels or not known_values or any(lv.branches != "agree" for lv in levels):
         return None
@@ -558,7 +558,16 @@ def agreed_constant(value, culprit):
             lv.escaped(culprit)
     if _PROBE.get() is not None:
         raise DynamicShapeError(_probe_refusal(culprit))
-    raw = _host(bottom(value))
+    return levels, _host(bottom(value))
+
+
+def agreed_constant(value, culprit):
+    """The values of a mapped ``value`` that every example holds (a NumPy array), under
+    ``branches="agree"``; None where agreement is not allowed or the examples differ."""
+    found = _agreement_values(value, culprit)
+    if found is None:
+        return None
+    levels, raw = found
     count = math.prod(raw.shape[:len(levels)])
     per_example = raw.reshape((count,) + raw.shape[len(levels):])
     if count == 0 or not _same_as_first(per_example).all():
@@ -589,15 +598,10 @@ def agreed_positions(value, culprit):
     k's positions are those of its own nonzero elements), where every example has the same
     number of them; DynamicShapeError naming the counts otherwise.  None where agreement is
     not allowed (the caller raises its usual error)."""
-    levels, known_values = _mapping_levels(value)
-    if not levels or not known_values or any(lv.branches != "agree" for lv in levels):
+    found = _agreement_values(value, culprit)
+    if found is None:
         return None
-    for lv in levels:
-        if not lv.alive:
-            lv.escaped(culprit)
-    if _PROBE.get() is not None:
-        raise DynamicShapeError(_probe_refusal(culprit))
-    raw = _host(bottom(value))
+    levels, raw = found
     batch = raw.shape[:len(levels)]
     count = math.prod(batch)
     logical = raw.shape[len(levels):]
