@@ -46,6 +46,7 @@ from labeled_func_kernels import interp as kinterp
 
 from .engine import is_traced
 from .errors import UnsupportedOperationError
+from .xarray_hooks import code_of, hooked, patch
 
 __all__ = ["install", "installed", "STATUS", "TESTED_XARRAY_VERSIONS"]
 
@@ -224,24 +225,18 @@ def _check(missing, dataset):
         return f"xarray.core.missing._interpnd has the parameters {list(params)}, not {expected}"
     if list(inspect.signature(missing._localize).parameters) != ["obj", "indexes_coords"]:
         return "xarray.core.missing._localize does not take (obj, indexes_coords)"
-    if "_interpnd" not in _code(missing.interpolate_variable).co_names:
+    if "_interpnd" not in code_of(missing.interpolate_variable).co_names:
         return "xarray.core.missing.interpolate_variable does not call _interpnd by name"
-    if "_localize" not in _code(missing._interpnd).co_names:
+    if "_localize" not in code_of(missing._interpnd).co_names:
         return "xarray.core.missing._interpnd does not call _localize by name"
-    if "_localize" not in _code(dataset.Dataset.interp).co_names:
+    if "_localize" not in code_of(dataset.Dataset.interp).co_names:
         return "Dataset.interp does not call missing._localize"
     return None
 
 
-def _code(func):
-    return getattr(func, "__wrapped__", func).__code__
-
-
 def installed():
     """Whether xarray's interp goes through this module under transforms."""
-    missing = xr_missing
-    return getattr(missing._interpnd, "_labeled_func_hook", False) and getattr(missing._localize,
-                                                                                "_labeled_func_hook", False)
+    return hooked(xr_missing._interpnd, xr_missing._localize)
 
 
 def install():
@@ -254,12 +249,7 @@ def install():
     if reason is not None:
         STATUS = f"not installed: {reason}"
         return STATUS
-    _ORIGINAL["_localize"] = missing._localize
-    _ORIGINAL["_interpnd"] = missing._interpnd
-    for name, wrapper in (("_localize", _localize), ("_interpnd", _interpnd)):
-        wrapper._labeled_func_hook = True
-        wrapper.__wrapped__ = _ORIGINAL[name]
-        setattr(missing, name, wrapper)
+    patch(((missing, "_localize", _localize), (missing, "_interpnd", _interpnd)), _ORIGINAL)
     STATUS = "installed"
     return STATUS
 

@@ -47,6 +47,7 @@ from xarray.core import dtypes as xr_dtypes
 
 from .engine import is_batched, is_traced
 from .errors import UnsupportedOperationError
+from .xarray_hooks import code_of, hooked, patch
 
 __all__ = ["install", "installed", "STATUS", "TESTED_XARRAY_VERSIONS"]
 
@@ -188,10 +189,6 @@ def _warn_deficient_rank(order):
 
 
 # --- installing ------------------------------------------------------------------------------------
-def _code(func):
-    return getattr(func, "__wrapped__", func).__code__
-
-
 def _check():
     """None if xarray's internals look as these hooks expect, else why not."""
     comp, fit, ds, da = xr_computation, xr_fit, xr_dataset.Dataset, xr_dataarray.DataArray
@@ -202,28 +199,27 @@ def _check():
     if params != ["array", "func", "dim", "skipna", "fill_value", "keep_attrs"]:
         return f"_calc_idxminmax has the parameters {params}"
     for method in (da.idxmax, da.idxmin):
-        if "_calc_idxminmax" not in _code(method).co_names:
+        if "_calc_idxminmax" not in code_of(method).co_names:
             return f"DataArray.{method.__name__} does not call _calc_idxminmax by name"
     params = list(inspect.signature(fit.polyfit).parameters)
     if params != ["obj", "dim", "deg", "skipna", "rcond", "w", "full", "cov"]:
         return f"xarray.computation.fit.polyfit has the parameters {params}"
-    if "least_squares" not in _code(fit.polyfit).co_names:
+    if "least_squares" not in code_of(fit.polyfit).co_names:
         return "fit.polyfit does not call least_squares by name"
     if list(inspect.signature(fit.least_squares).parameters) != ["lhs", "rhs", "rcond", "skipna"]:
         return "least_squares does not take (lhs, rhs, rcond, skipna)"
-    if "polyfit" not in _code(ds.polyfit).co_names:
+    if "polyfit" not in code_of(ds.polyfit).co_names:
         return "Dataset.polyfit does not call fit.polyfit"
     if list(inspect.signature(ds.sortby).parameters) != ["self", "variables", "ascending"]:
         return "Dataset.sortby does not take (variables, ascending)"
-    if "lexsort" not in _code(ds.sortby).co_names or "sortby" not in _code(da.sortby).co_names:
+    if "lexsort" not in code_of(ds.sortby).co_names or "sortby" not in code_of(da.sortby).co_names:
         return "Dataset.sortby does not sort with np.lexsort, or DataArray.sortby does not call it"
     return None
 
 
 def installed():
     """Whether these methods go through this module under transforms."""
-    return all(getattr(f, "_labeled_func_hook", False) for f in (
-        xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby))
+    return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby)
 
 
 def install():
@@ -237,11 +233,7 @@ def install():
         return STATUS
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
                (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby))
-    for owner, name, wrapper in targets:
-        _ORIGINAL[name] = getattr(owner, name)
-        wrapper._labeled_func_hook = True
-        wrapper.__wrapped__ = _ORIGINAL[name]
-        setattr(owner, name, wrapper)
+    patch(targets, _ORIGINAL)
     STATUS = "installed"
     return STATUS
 

@@ -2,7 +2,6 @@
 its coefficient), kinks and squares on the grid, the G-function's ranking; a field output
 element by element; chunked against one call; the exact derivatives; SALib itself (on its
 own samples) where it is installed."""
-import importlib
 import warnings
 
 import numpy as np
@@ -10,6 +9,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
+from stepping_model import STEPPING_BOUNDS, counted, stepping, vmap_call_sizes
 from labeled_func.morris import trajectory_design
 
 
@@ -106,24 +106,12 @@ def test_field_output_element_by_element():
 
 
 def test_chunk_size_equals_one_call(monkeypatch):
-    module = importlib.import_module("labeled_func.morris")
-    sizes, original = [], module.vmap
-
-    def counting_vmap(f, dim):
-        mapped = original(f, dim=dim)
-
-        def call(samples):
-            sizes.append(samples.sizes[dim])
-            return mapped(samples)
-        return call
-
     def model(p):
         return np.sin(p.x1) + 7 * np.sin(p.x2) ** 2 + 0.1 * p.x3 ** 4 * np.sin(p.x1)
 
     bounds = {name: (-np.pi, np.pi) for name in ("x1", "x2", "x3")}
     whole = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True)
-    monkeypatch.setattr(module, "vmap", counting_vmap)
-    monkeypatch.setattr(importlib.import_module("labeled_func.sobol"), "vmap", counting_vmap)  # the model's blocks
+    sizes = vmap_call_sizes(monkeypatch, "labeled_func.morris", "labeled_func.sobol")  # sobol's: the model's blocks
     chunked = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True, chunk_size=30, jit=False)
     assert sizes == [28, 28, 28, 16] + [7, 7, 7, 4]   # 7 trajectories of 4 rows, then the gradients
     for key in whole.data_vars:
@@ -240,7 +228,6 @@ def test_non_finite_outputs_are_refused_with_their_rows():
 
 
 # --- blocks replay one lf.jit program; progress ------------------------------------------------------
-from stepping_model import STEPPING_BOUNDS, counted, stepping  # noqa: E402
 
 
 def test_blocks_replay_one_program_and_give_the_unjitted_results():

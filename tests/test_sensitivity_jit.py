@@ -11,26 +11,7 @@ import xarray as xr
 import labeled_func as lf
 from labeled_func import sensitivity
 
-BOUNDS = {"r": (0.5, 1.5), "K": (1.0, 2.0), "h": (0.0, 0.2)}
-
-
-def counted(model):
-    """``model`` that counts its Python calls: once per trace (lf.jit), once per block (vmap)."""
-    def wrapped(p):
-        wrapped.calls += 1
-        return model(p)
-
-    wrapped.calls = 0
-    wrapped.__name__ = model.__name__
-    return wrapped
-
-
-def stepping(p, steps=50):
-    """An explicit Euler loop in xarray: a harvested logistic growth."""
-    y = xr.zeros_like(p.r) + 0.1
-    for _ in range(steps):
-        y = y + 0.05 * (p.r * y * (1 - y / p.K) - p.h * y)
-    return y
+from stepping_model import STEPPING_BOUNDS as BOUNDS, counted, stepping  # noqa: E402
 
 
 def field(p):

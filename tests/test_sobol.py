@@ -2,7 +2,6 @@
 closed-form Sobol' indices of the Ishigami function, of linear models with normal
 inputs and of Sobol's G-function; a field output element by element; chunked against
 in-memory; the bootstrap's coverage; SALib itself where it is installed."""
-import importlib
 import sys
 import warnings
 
@@ -11,6 +10,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
+from stepping_model import STEPPING_BOUNDS, counted, stepping, vmap_call_sizes
 
 ISHIGAMI_BOUNDS = {name: (-np.pi, np.pi) for name in ("x1", "x2", "x3")}
 
@@ -119,18 +119,7 @@ def test_chunks_give_the_in_memory_result(second_order):
 
 
 def test_chunk_size_bounds_each_model_call(monkeypatch):
-    module = importlib.import_module("labeled_func.sobol")
-    sizes, original = [], module.vmap
-
-    def counting_vmap(f, dim):
-        mapped = original(f, dim=dim)
-
-        def call(samples):
-            sizes.append(samples.sizes[dim])
-            return mapped(samples)
-        return call
-
-    monkeypatch.setattr(module, "vmap", counting_vmap)
+    sizes = vmap_call_sizes(monkeypatch, "labeled_func.sobol")
     lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 64, seed=0, chunk_size=50, jit=False)
     assert sizes == [48] * 5 + [16]   # 12 base samples of 4 rows per call, then the remaining 4
 
@@ -486,7 +475,6 @@ def test_non_finite_field_element_counts_its_row():
 
 
 # --- blocks replay one lf.jit program; progress ------------------------------------------------------
-from stepping_model import STEPPING_BOUNDS, counted, stepping  # noqa: E402
 
 
 @pytest.mark.parametrize("second_order", [False, True])

@@ -280,15 +280,7 @@ def _add_at(ufunc, inputs, kwargs):
     """``np.add.at(a, indices, b)``: in place, ``a[indices] += b`` where repeated positions
     add up (``index_add``, the transpose of a gather), under the in-place policy of
     ``x[...] = value``."""
-    if len(inputs) != 3:
-        raise TypeError(f"numpy.add.at takes 3 arguments (a, indices, b) here, got {len(inputs)}")
-    a, key, b = inputs
-    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
-        raise TypeError(f"numpy.add.at: the first argument must be an array, not {type(a).__name__}")
-    key = _prepare_key(unlabeled(key))
-    if any(_is_boolean_index(item) for item in key):
-        key = _masks_as_positions(key, "numpy.add.at(a, mask, b)")
-    b = asarray(unlabeled(b))
+    a, key, b = _at_arguments(inputs, "numpy.add.at")
     result = np.result_type(_dtype_or_number(a), _dtype_or_number(b))
     target = _dtype_or_number(a)
     if not np.can_cast(result, target, "same_kind"):
@@ -299,6 +291,20 @@ def _add_at(ufunc, inputs, kwargs):
     template, arrays = ki.split_key(key)
     inplace_assign(a, ki.index_add.bind(a, b, *arrays, template=template), "numpy.add.at(a, indices, b)")
     return None
+
+
+def _at_arguments(inputs, name):
+    """``(a, indices, b)`` of ``ufunc.at``: ``a`` an array, the indices a key (masks as
+    positions), ``b`` an array."""
+    if len(inputs) != 3:
+        raise TypeError(f"{name} takes 3 arguments (a, indices, b) here, got {len(inputs)}")
+    a, key, b = inputs
+    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
+        raise TypeError(f"{name}: the first argument must be an array, not {type(a).__name__}")
+    key = _prepare_key(unlabeled(key))
+    if any(_is_boolean_index(item) for item in key):
+        key = _masks_as_positions(key, f"{name}(a, mask, b)")
+    return a, key, asarray(unlabeled(b))
 
 
 @implements_method("at", np.maximum, np.minimum, np.fmax, np.fmin, np.multiply)
@@ -313,16 +319,8 @@ def _binary_at(ufunc, inputs, kwargs):
     The indices must be the same for every example and known when traced (a constant,
     or an integer array computed under grad/jvp)."""
     name = f"{ufunc_name(ufunc)}.at"
-    if len(inputs) != 3:
-        raise TypeError(f"{name} takes 3 arguments (a, indices, b) here, got {len(inputs)}")
-    a, key, b = inputs
-    if not isinstance(a, Traced) and not isinstance(a, np.ndarray):
-        raise TypeError(f"{name}: the first argument must be an array, not {type(a).__name__}")
-    key = _prepare_key(unlabeled(key))
-    if any(_is_boolean_index(item) for item in key):
-        key = _masks_as_positions(key, f"{name}(a, mask, b)")
+    a, key, b = _at_arguments(inputs, name)
     key = tuple(constant_indices(item, name) if hasattr(item, "dtype") else item for item in key)
-    b = asarray(unlabeled(b))
     target = _dtype_or_number(a)
     result = np.result_type(target, _dtype_or_number(b))
     if not np.can_cast(result, target, "same_kind"):
