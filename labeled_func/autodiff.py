@@ -27,15 +27,14 @@ from labeled_func_kernels.indexing import getitem_static
 
 from .assemble import coord_variables, joined_labels, merged_arrays
 from ._wrapping import transformed
-from .backends import check_one_backend
+from .backends import check_one_backend, reject_quantities
 from .flat import Arrays, FlatArrays, match_arrays
 from .engine import (JVPLevel, VJPLevel, active, backward, held, input_node, node_of, primal_of,
                      tangent_of, traced_by)
 from .engine.errors import InplaceError
 from .named import mapped_names
 from .ravel import element_attrs, element_labels, ravel
-from .units import (Inputs, derivative_attrs, derivative_units, label_output, reject_quantities,
-                    second_derivative_attrs)
+from .units import Inputs, derivative_attrs, derivative_units, label_output, second_derivative_attrs
 from .vmap import vmap
 
 __all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"]

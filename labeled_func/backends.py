@@ -16,15 +16,16 @@ import xarray as xr
 from labeled_func_kernels.backend import is_array, library_of, namespace, namespace_library
 from labeled_func_kernels.primitive import bottom
 
+from .errors import UnsupportedOperationError
 from .flat import Arrays
 from .named import tree_nodes
 
-__all__ = ["check_one_backend", "data_arrays"]
+__all__ = ["check_one_backend", "data_arrays", "reject_quantities"]
 
 
 def check_one_backend(leaves, labels, *, transform=None):
     """Raise ``ValueError`` when the arrays in ``leaves`` come from two array libraries,
-    and ``UnsupportedOperationError`` (``units.reject_quantities``'s, saying to call
+    and ``UnsupportedOperationError`` (:func:`reject_quantities`'s, saying to call
     ``.pint.dequantify()``) where one is a pint Quantity or a Dask array of Quantities.
 
     Parameters
@@ -120,9 +121,27 @@ def _chunk_type(array):
 
 
 def _reject_quantity(array, where, transform):
-    """The policy error of ``units.reject_quantities`` for the Quantity ``array`` (or a Dask
+    """The policy error of :func:`reject_quantities` for the Quantity ``array`` (or a Dask
     array of Quantity chunks), found at ``where`` of a call of ``transform``."""
-    from .units import reject_quantities  # units imports this module
-
     quantity = _chunk_type(bottom(array))
     reject_quantities([quantity], [where], transform=transform or "labeled_func")
+
+
+# --- pint ---------------------------------------------------------------------------------------------
+def reject_quantities(values, labels, *, transform):
+    """Raise :class:`UnsupportedOperationError` where ``values`` (pytrees of labeled
+    values and arrays) hold pint Quantities (pint-xarray's ``.pint.quantify()``).
+
+    pint is never imported: a Quantity is an array whose type comes from the ``pint``
+    package.  Transforms work on plain arrays; a quantified object is dequantified first,
+    its units then in ``attrs["units"]``, from which derivatives take theirs.
+    """
+    for value, label in zip(values, labels):
+        for array, where in data_arrays(value, label):
+            if library_of(array) == "pint":
+                raise UnsupportedOperationError(
+                    f"{transform}: {where} holds a pint Quantity ({type(array).__name__}, units "
+                    f"{getattr(array, 'units', '?')}): the transforms work on plain NumPy/CuPy arrays. "
+                    "Call .pint.dequantify() first (pint-xarray): the units then sit in attrs['units'], "
+                    "and derivatives carry units computed from them (output units / argument units); "
+                    "quantify the result again with .pint.quantify() if you need Quantities.")

@@ -21,9 +21,8 @@ from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import dtype_kind, namespace, namespace_dtype
 from labeled_func_kernels.indexing import getitem_static
 
-from .backends import check_one_backend
+from .backends import check_one_backend, reject_quantities
 from .flat import Arrays, is_number
-from .units import reject_quantities
 
 __all__ = ["ravel", "element_labels", "element_attrs"]
 

@@ -1,4 +1,5 @@
-"""What a derivative says about itself: its attrs and units; pint Quantities refused.
+"""What a derivative says about itself: its attrs and units (pint Quantities are refused by
+backends.reject_quantities).
 
 A derivative is a new quantity, not the argument it was taken with respect to: the
 gradient of a loss with respect to a temperature in K is not an ``air_temperature`` in
@@ -59,11 +60,9 @@ import xarray as xr
 
 from labeled_func_kernels.backend import library_of
 
-from .backends import data_arrays
-from .errors import UnsupportedOperationError
 
 __all__ = ["Inputs", "OutputLabel", "derivative_attrs", "derivative_units", "divide_units", "label_output",
-           "reject_quantities", "second_derivative_attrs"]
+           "second_derivative_attrs"]
 
 
 # --- what the inputs could have passed on ---------------------------------------------------------
@@ -426,23 +425,3 @@ def _format(powers):
     if len(terms) == 1 and terms[0].startswith("(") and terms[0].endswith(")"):
         return terms[0][1:-1]  # one units string kept whole, to the power 1: as it was written
     return " ".join(terms) or "1"
-
-
-# --- pint ---------------------------------------------------------------------------------------------
-def reject_quantities(values, labels, *, transform):
-    """Raise :class:`UnsupportedOperationError` where ``values`` (pytrees of labeled
-    values and arrays) hold pint Quantities (pint-xarray's ``.pint.quantify()``).
-
-    pint is never imported: a Quantity is an array whose type comes from the ``pint``
-    package.  Transforms work on plain arrays; a quantified object is dequantified first,
-    its units then in ``attrs["units"]``, from which derivatives take theirs.
-    """
-    for value, label in zip(values, labels):
-        for array, where in data_arrays(value, label):
-            if library_of(array) == "pint":
-                raise UnsupportedOperationError(
-                    f"{transform}: {where} holds a pint Quantity ({type(array).__name__}, units "
-                    f"{getattr(array, 'units', '?')}): the transforms work on plain NumPy/CuPy arrays. "
-                    "Call .pint.dequantify() first (pint-xarray): the units then sit in attrs['units'], "
-                    "and derivatives carry units computed from them (output units / argument units); "
-                    "quantify the result again with .pint.quantify() if you need Quantities.")
