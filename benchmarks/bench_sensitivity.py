@@ -24,6 +24,8 @@
   peak memory (tracemalloc, in a child process: one run, timed with tracemalloc on), and
   against the loop of SALib's `analyze` (or of the NumPy estimator) over grid cells, run
   on a subset of cells and extrapolated to the grid (with its share of the model).
+- The same field on Dask (`chunks=`, threads) at N = 2^9 and 2^11 base samples: the peak
+  memory of each run (tracemalloc, in a child process), which must not grow with N.
 
 Every figure is the best of several repeats of `time.perf_counter` (the field: one run);
 the baselines are measured in the same run, and their results are first checked against each other.
@@ -53,7 +55,7 @@ BOUNDS = {name: (-np.pi, np.pi) for name in NAMES}
 
 def main() -> list[dict]:
     return [*local_rows(), *dgsm_rows(), *progress_rows(), *block_rows(), *sobol_rows(), *field_rows(),
-            *field_evaluation_rows()]
+            *field_dask_rows(), *field_evaluation_rows()]
 
 
 def local_rows() -> list[dict]:
@@ -387,6 +389,48 @@ def field_rows() -> list[dict]:
     ]
 
 
+FIELD_DASK_N = (2 ** 9, 2 ** 11)   # base samples of the two lazy runs (16 and 64 Dask blocks)
+
+
+def measure_field_dask(n) -> dict:
+    """Seconds and peak MiB (tracemalloc on, one run) of sobol(chunks=) of the field, computed."""
+    import dask
+
+    bounds = dict.fromkeys(FIELD_NAMES, (0.0, 1.0))
+    model = field_model()
+    with dask.config.set(scheduler="threads"):
+        sensitivity.sobol(model, bounds, 4, seed=0, num_resamples=2, chunks=FIELD_CHUNK).compute()   # warm-up
+        tracemalloc.start()
+        start = time.perf_counter()
+        lazy = sensitivity.sobol(model, bounds, n, seed=1, num_resamples=FIELD_RESAMPLES, chunks=FIELD_CHUNK)
+        result = lazy.compute()
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1] / 2 ** 20
+        tracemalloc.stop()
+    return {"seconds": seconds, "peak": peak, "S1": float(result.S1.mean())}
+
+
+def field_dask_rows() -> list[dict]:
+    """The field on Dask at two N: its peak memory does not grow with N (the design's base
+    points aside, a few MiB)."""
+    figures = []
+    for n in FIELD_DASK_N:
+        child = subprocess.run([sys.executable, "-m", "benchmarks.bench_sensitivity", "--measure-field-dask", str(n)],
+                               capture_output=True, text=True, check=True)
+        figures.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    small, large = figures
+    ratio = large["peak"] / small["peak"]
+    blocks = [n * 7 // FIELD_CHUNK for n in FIELD_DASK_N]
+    return [{
+        "benchmark": f"sensitivity.sobol(chunks={FIELD_CHUNK}) of the 1° field on Dask (threads), peak memory "
+                     f"(tracemalloc) at N=2^{FIELD_DASK_N[1].bit_length() - 1} ({blocks[1]} blocks, "
+                     f"{large['seconds']:.0f} s) vs N=2^{FIELD_DASK_N[0].bit_length() - 1} ({blocks[0]} blocks, "
+                     f"{small['seconds']:.0f} s); ratio = growth",
+        "value": large["peak"], "baseline": small["peak"], "unit": "MiB", "ratio": ratio,
+        "target": "growth <= 1.1 (independent of N)", "met": ratio <= 1.1,
+    }]
+
+
 FIELD_LOOP_ROWS = 16   # rows the per-sample loop runs, extrapolated per row
 
 
@@ -428,6 +472,8 @@ def peak_memory(func):
 if __name__ == "__main__":
     if sys.argv[1:] == ["--measure-field"]:
         print(json.dumps(measure_field()))
+    elif sys.argv[1:2] == ["--measure-field-dask"]:
+        print(json.dumps(measure_field_dask(int(sys.argv[2]))))
     else:
         from benchmarks.__main__ import format_row, print_table
 

@@ -33,6 +33,8 @@ METHODS = ("sobol", "lhs", "random")
 RESULT_DIMS = ("param", "param_2")
 STEPS_WITH_PROGRESS = 10  # model blocks when progress is on and chunk_size is not given
 SUMS_ELEMENTS = 2 ** 21   # resample sums computed at once before they are added (16 MiB of float64)
+SALIB_BOOTSTRAP = 2 ** 23  # bootstrap counts (num_resamples x n) up to which SALib's index array is drawn
+COUNT_BLOCK = 4096         # base samples per seeded block of bootstrap counts above it
 _LONG_NAMES = {
     "S1": "first order Sobol' index (Saltelli et al. 2010)",
     "S1_conf": "half-width of the confidence interval of S1",
@@ -193,7 +195,9 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     ``mean((f(A) - f(AB_i))^2) / 2 / V``, second order by Saltelli (2002), with
     ``V`` the variance of f(A) and f(B) together and the outputs centred on their
     mean; the bootstrap resamples the base samples with the same indices as
-    ``SALib.analyze.sobol.analyze`` (an integer seed gives SALib's intervals). Each
+    ``SALib.analyze.sobol.analyze`` (an integer seed gives SALib's intervals) up to
+    2**23 counts (``num_resamples * n``), and above draws the same multinomial counts in
+    seeded blocks of 4096 base samples, so that its memory does not grow with n. Each
     block of model outputs is reduced at once to the sums the estimators need (for
     all resamples, by matrix products, a few output elements at a time), so the
     outputs are not kept.
@@ -221,25 +225,15 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"sensitivity.sobol: chunk_size={chunk_size!r} must be a positive int or None")
-    if chunks is not None:
-        if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
-            raise ValueError(f"sensitivity.sobol: chunks={chunks!r} must be a positive int (model evaluations "
-                             "per Dask block) or None")
-        if chunk_size is not None:
-            raise ValueError("sensitivity.sobol: give chunks= (Dask blocks, each one vmap call) or chunk_size= "
-                             "(in-memory vmap calls), not both")
     _check_block_options(jit, progress, "sobol")
-    if chunks is not None and (progress not in (None, False) or jit is True):
-        raise ValueError("sensitivity.sobol: with chunks= nothing runs here (the result is lazy) and the blocks "
-                         "run un-jitted: progress= and jit=True are for in-memory runs; wrap the compute in "
-                         "dask.diagnostics.ProgressBar() instead")
+    _check_chunks(chunks, chunk_size, jit, progress, "sobol")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
     if chunks is not None:
         if isinstance(model, Jitted):   # under the lazy vmap an lf.jit would run as it is
             model = model.func
-        return _lazy_sobol(model, names, dists, units, n, bool(second_order), seed, int(num_resamples),
-                           conf_level, dim, int(chunks))
+        return _lazy_sobol(model, names, dists, units, [n], bool(second_order), seed, int(num_resamples),
+                           conf_level, dim, int(chunks), "sobol")[0]
     (sums,), template = _saltelli_sums(model, names, dists, units, [n], second_order, seed, int(num_resamples),
                                        dim, chunk_size, "sobol", progress, jit)
     return _indices(sums, n, d, step, second_order, conf_level, names, template)
@@ -256,7 +250,7 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
     base = _unit_points("sobol", n, 2 * d, seed, caller)
     a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
     b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
-    counts = [_bootstrap_counts(m, num_resamples, seed) for m in prefixes]
+    bootstraps = [_Bootstrap(m, num_resamples, seed) for m in prefixes]
     per_block = _per_block(n, step, chunk_size, progress)
     blocks = math.ceil(n / per_block)
     evaluate = _ModelBlocks(model, names, dim, caller, jit, blocks)
@@ -278,14 +272,16 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
             if start < m:
                 end = min(stop, m)
                 sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, second_order,
-                                          _weights(counts[k], start, end))
+                                          bootstraps[k].weights(start, end))
         report.advance()
     report.close()
     return sums, template
 
 
-def _lazy_sobol(model, names, dists, units, n, second_order, seed, num_resamples, conf_level, dim, chunks):
-    """``sobol`` on Dask: a lazy Dataset.  The design's blocks (whole base samples), the lazy
+def _lazy_sobol(model, names, dists, units, prefixes, second_order, seed, num_resamples, conf_level, dim, chunks,
+                caller):
+    """``sobol`` on Dask: a lazy Dataset per prefix of ``prefixes`` base samples (as
+    ``_saltelli_sums``'s).  The design's blocks (whole base samples), the lazy
     ``lf.vmap`` of the model over them, one task per block that reduces its outputs to the sums
     (as ``_saltelli_sums`` does in memory, about the mean of the first block's outputs), the sums
     added block after block (the order of ``chunk_size``'s loop: the same bits), and one task that
@@ -294,16 +290,15 @@ def _lazy_sobol(model, names, dists, units, n, second_order, seed, num_resamples
         import dask
         import dask.array as da
     except ImportError as error:  # pragma: no cover - dask is in the test environment
-        raise ImportError("sensitivity.sobol: chunks= needs Dask (pip install 'dask[array]')") from error
-    d = len(names)
+        raise ImportError(f"sensitivity.{caller}: chunks= needs Dask (pip install 'dask[array]')") from error
+    d, n = len(names), max(prefixes)
     step = 2 * d + 2 if second_order else d + 2
     if seed is None:   # one seed for the points and the bootstrap, drawn now: every block gets the same
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0])
-    base = _unit_points("sobol", n, 2 * d, seed, "sobol")
+    base = _unit_points("sobol", n, 2 * d, seed, caller)
     a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
     b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
     del base
-    counts = _bootstrap_counts(n, num_resamples, seed)
     per_block = max(1, chunks // step)
     starts = list(range(0, n, per_block))
     spans = [(start, min(n, start + per_block)) for start in starts]
@@ -312,7 +307,7 @@ def _lazy_sobol(model, names, dists, units, n, second_order, seed, num_resamples
                               shape=((stop - start) * step, d), dtype=float) for start, stop in spans]
     rows = da.concatenate(blocks, axis=0)
     design = xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
-    outputs = vmap(_checked_model(model, names, dim, "sobol"), dim=dim)(design)
+    outputs = vmap(_checked_model(model, names, dim, caller), dim=dim)(design)
     outputs = outputs.transpose(dim, ...)
     template = outputs.isel({dim: 0}, drop=True)
     data = outputs.data
@@ -322,18 +317,23 @@ def _lazy_sobol(model, names, dists, units, n, second_order, seed, num_resamples
     y_blocks = data.to_delayed().reshape(-1)
     row_blocks = rows.to_delayed().reshape(-1)
     shift = dask.delayed(_block_shift, pure=True)(y_blocks[0], step)
-    total = None
-    for (start, stop), y, design_rows in zip(spans, y_blocks, row_blocks):
-        part = dask.delayed(_lazy_block_sums, pure=True)(y, design_rows, shift, counts[:, start:stop], names, start,
-                                                       n, d, step, second_order)
-        total = part if total is None else dask.delayed(np.add, pure=True)(total, part)
-    values = dask.delayed(_index_arrays, pure=True)(total, n, d, step, second_order, conf_level, template.shape)
     shape = tuple(template.shape)
-    arrays = {}
-    for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else []):
-        key_shape = ((d, d) if key.startswith("S2") else (d,)) + shape
-        arrays[key] = da.from_delayed(values[key], shape=key_shape, dtype=float)
-    return _labelled(arrays, n, step, second_order, names, template)
+    results = []
+    for m in prefixes:
+        bootstrap = dask.delayed(_Bootstrap(m, num_resamples, seed), pure=True)   # one key that every block reads
+        total = None   # one chain of tasks, each adding its block into the sums in place: one array of sums
+        for (start, stop), y, design_rows in zip(spans, y_blocks, row_blocks):
+            if start < m:
+                total = dask.delayed(_lazy_block_sums, pure=True)(total, y, design_rows, shift, bootstrap, names,
+                                                                start, min(stop, m), n, d, step, second_order,
+                                                                caller)
+        values = dask.delayed(_index_arrays, pure=True)(total, m, d, step, second_order, conf_level, shape)
+        arrays = {}
+        for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else []):
+            key_shape = ((d, d) if key.startswith("S2") else (d,)) + shape
+            arrays[key] = da.from_delayed(values[key], shape=key_shape, dtype=float)
+        results.append(_labelled(arrays, m, step, second_order, names, template))
+    return results
 
 
 def _block_shift(y, step):
@@ -341,17 +341,21 @@ def _block_shift(y, step):
     return np.asarray(y, dtype=float).reshape(-1, step, int(np.prod(y.shape[1:], dtype=int))).mean(axis=(0, 1))
 
 
-def _lazy_block_sums(y, rows, shift, counts, names, start, n, d, step, second_order):
-    """One Dask block's sums (as one pass of ``_saltelli_sums``'s loop), its outputs checked."""
+def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, step, second_order, caller):
+    """``total`` (the previous blocks' sums, None for the first) plus the sums of one Dask
+    block's base samples ``start`` to ``end`` (those of a prefix), in place (as one pass of
+    ``_saltelli_sums``'s loop), its outputs checked.  The sums of a field
+    are the largest arrays here: a chain that adds into one of them holds one, where a sum of
+    the blocks' own sums would hold one per block running or waiting to be added."""
     y = np.asarray(y, dtype=float).reshape(len(y) // step, step, -1)
-    _check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, "sobol")
-    return _add_block_sums(None, y - shift, d, second_order, _weights(counts, 0, counts.shape[1]))
+    _check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, caller)
+    return _add_block_sums(total, y[:end - start] - shift, d, second_order, bootstrap.weights(start, end))
 
 
 def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
                       steps: int | None = None, tol: float | None = None, second_order: bool = False,
                       seed: int | None = None, num_resamples: int = 100, conf_level: float = 0.95,
-                      dim: str = "sample", chunk_size: int | None = None,
+                      dim: str = "sample", chunk_size: int | None = None, chunks: int | None = None,
                       progress: bool | Callable[[int, int], Any] | None = None,
                       jit: bool | None = None) -> xr.Dataset:
     """Sobol' indices and their intervals for the first n/2^k base samples, from ONE run.
@@ -366,6 +370,10 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     ----------
     model, problem_or_bounds, second_order, seed, num_resamples, conf_level, dim, chunk_size, progress, jit
         As for :func:`labeled_func.sensitivity.sobol` (one run: ``progress`` counts its blocks).
+    chunks : int, optional
+        As for ``sobol``: a lazy result on Dask, each block one ``lf.vmap`` call of about
+        ``chunks`` model evaluations, every prefix's sums a chain of tasks over the blocks
+        it overlaps (not with ``tol``, which needs the values).
     n : int
         Base samples of the whole run: a power of two, at least 2.
     steps : int, optional
@@ -387,14 +395,14 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     ------
     ValueError
         As ``sobol``; and for an ``n`` that is not a power of two, a bad ``steps`` or
-        ``tol``.
+        ``tol``, or ``tol`` with ``chunks``.
 
     Notes
     -----
     Each block of model outputs is reduced to the weighted sums of every prefix it
     overlaps (one matrix product per prefix), so the outputs are not kept: the memory
     is ``sobol``'s times the number of prefixes for the sums, and the bootstrap counts
-    of all prefixes (less than 2 ``num_resamples`` ``n`` int32).  The half-widths
+    of each prefix (as ``sobol``'s: bounded whatever ``n``).  The half-widths
     shrink as 1/sqrt(n) once the estimates have settled.
 
     Examples
@@ -436,13 +444,25 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
                                    or chunk_size < 1):
         raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
     _check_block_options(jit, progress, "sobol_convergence")
+    _check_chunks(chunks, chunk_size, jit, progress, "sobol_convergence")
+    if chunks is not None and tol is not None:
+        raise ValueError(f"{where}: tol= needs the half-widths' values, and with chunks= they are lazy: compute "
+                         "the run first (run = sobol_convergence(..., chunks=...).compute()), then compare "
+                         "run.S1_conf and run.ST_conf with your tolerance")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
     prefixes = [n >> k for k in reversed(range(int(steps)))]
-    all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, bool(second_order), seed,
-                                        int(num_resamples), dim, chunk_size, "sobol_convergence", progress, jit)
-    runs = [_indices(sums, m, d, step, second_order, conf_level, names, template)
-            for sums, m in zip(all_sums, prefixes)]
+    if chunks is not None:
+        if isinstance(model, Jitted):   # under the lazy vmap an lf.jit would run as it is
+            model = model.func
+        runs = _lazy_sobol(model, names, dists, units, prefixes, bool(second_order), seed, int(num_resamples),
+                           conf_level, dim, int(chunks), "sobol_convergence")
+    else:
+        all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, bool(second_order), seed,
+                                            int(num_resamples), dim, chunk_size, "sobol_convergence", progress,
+                                            jit)
+        runs = [_indices(sums, m, d, step, second_order, conf_level, names, template)
+                for sums, m in zip(all_sums, prefixes)]
     result = xr.concat(runs, dim=xr.DataArray(prefixes, dims="n", attrs={"long_name": "base samples"}),
                        combine_attrs="override")
     result.attrs = {"base_samples": n, "model_evaluations": n * step}
@@ -460,6 +480,21 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
         result.attrs.update(tol=float(tol), n_converged=int(prefixes[int(np.argmax(later))]) if later.any()
                             else None)
     return result
+
+def _check_chunks(chunks, chunk_size, jit, progress, caller):
+    if chunks is None:
+        return
+    if isinstance(chunks, bool) or not isinstance(chunks, (int, np.integer)) or chunks < 1:
+        raise ValueError(f"sensitivity.{caller}: chunks={chunks!r} must be a positive int (model evaluations "
+                         "per Dask block) or None")
+    if chunk_size is not None:
+        raise ValueError(f"sensitivity.{caller}: give chunks= (Dask blocks, each one vmap call) or chunk_size= "
+                         "(in-memory vmap calls), not both")
+    if progress not in (None, False) or jit is True:
+        raise ValueError(f"sensitivity.{caller}: with chunks= nothing runs here (the result is lazy) and the "
+                         "blocks run un-jitted: progress= and jit=True are for in-memory runs; wrap the compute in "
+                         "dask.diagnostics.ProgressBar() instead")
+
 
 # --- problems and bounds ----------------------------------------------------------------------
 def _read(problem_or_bounds, caller):
@@ -664,18 +699,67 @@ def _checked_model(model, names, dim, caller="sobol"):
 
 
 # --- the estimators -----------------------------------------------------------------------------
-def _bootstrap_counts(n, num_resamples, seed):
-    """(num_resamples, n): how often each base sample is drawn in each resample, from
-    SALib's index array ``default_rng(seed).integers(n, size=(n, num_resamples))``."""
-    indices = np.random.default_rng(seed).integers(n, size=(n, num_resamples))
-    indices += np.arange(num_resamples) * n                  # resample k counts in [k n, (k + 1) n)
-    counts = np.bincount(indices.ravel(), minlength=num_resamples * n)
-    return counts.reshape(num_resamples, n).astype(np.int32)
+class _Bootstrap:
+    """How often each of ``n`` base samples is drawn in each of ``num_resamples`` resamples
+    (the classical bootstrap: each resample draws n base samples with replacement), given
+    block by block: ``weights(start, stop)``.
 
+    Up to ``SALIB_BOOTSTRAP`` counts (``num_resamples * n``), the counts of SALib's own index
+    array ``default_rng(seed).integers(n, size=(n, num_resamples))``: an integer seed gives
+    SALib's intervals.  Above, so that the memory does not grow with n, the same multinomial
+    counts drawn in seeded blocks of ``COUNT_BLOCK`` base samples: first how many of each
+    resample's n draws fall in each block (one multinomial over the blocks, num_resamples x
+    n / COUNT_BLOCK numbers), then, in a block, where they fall (uniformly within it, from a
+    generator seeded by the seed and the block's number).  A block of counts is made when a
+    span of samples first needs it, whatever the chunking: the same counts in memory, with
+    ``chunk_size`` and on Dask.  Picklable (Dask sends it to its tasks)."""
 
-def _weights(counts, start, stop):
-    """(1 + num_resamples, stop - start) float weights: ones (the point estimates), then the counts."""
-    return np.concatenate([np.ones((1, stop - start)), counts[:, start:stop]])
+    def __init__(self, n, num_resamples, seed):
+        self.n, self.num_resamples = n, num_resamples
+        if n * num_resamples <= SALIB_BOOTSTRAP:
+            indices = np.random.default_rng(seed).integers(n, size=(n, num_resamples))
+            indices += np.arange(num_resamples) * n              # resample k counts in [k n, (k + 1) n)
+            counts = np.bincount(indices.ravel(), minlength=num_resamples * n)
+            self.whole, self.entropy, self.totals = counts.reshape(num_resamples, n).astype(np.int32), None, None
+        else:
+            self.whole = None
+            self.entropy = np.random.SeedSequence(seed).entropy
+            sizes = np.diff(np.append(np.arange(0, n, COUNT_BLOCK), n))
+            rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(0,)))
+            self.totals = rng.multinomial(n, sizes / n, size=num_resamples)   # (resample, block)
+        self._last = (None, None)   # the last block of counts made (blocks are asked for in order)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_last": (None, None)}
+
+    def counts(self, start, stop):
+        """(num_resamples, stop - start) int32: the counts of base samples start to stop."""
+        if self.whole is not None:
+            return self.whole[:, start:stop]
+        parts = []
+        for block in range(start // COUNT_BLOCK, (stop - 1) // COUNT_BLOCK + 1):
+            first = block * COUNT_BLOCK
+            counts = self._block(block)
+            parts.append(counts[:, max(start, first) - first:min(stop, first + COUNT_BLOCK) - first])
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    def _block(self, block):
+        known, counts = self._last
+        if known == block:
+            return counts
+        size = min(self.n, (block + 1) * COUNT_BLOCK) - block * COUNT_BLOCK
+        totals = self.totals[:, block]
+        rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(block + 1,)))
+        where = rng.integers(size, size=int(totals.sum()))
+        where += np.repeat(np.arange(self.num_resamples) * size, totals)   # resample k counts in [k size, ...)
+        counts = np.bincount(where, minlength=self.num_resamples * size).reshape(self.num_resamples, size)
+        counts = counts.astype(np.int32)
+        self._last = (block, counts)
+        return counts
+
+    def weights(self, start, stop):
+        """(1 + num_resamples, stop - start) float weights: ones (the point estimates), then the counts."""
+        return np.concatenate([np.ones((1, stop - start)), self.counts(start, stop)])
 
 
 def _add_block_sums(total, y, d, second_order, weights):

@@ -124,7 +124,17 @@ def test_chunk_size_bounds_each_model_call(monkeypatch):
     assert sizes == [48] * 5 + [16]   # 12 base samples of 4 rows per call, then the remaining 4
 
 
-def test_bootstrap_intervals_cover():
+@pytest.fixture(params=["salib", "blocks"])
+def bootstrap(request, monkeypatch):
+    """Both ways of drawing the bootstrap counts: SALib's index array (small n), and the seeded
+    blocks that keep the memory flat (large n; here forced, with small blocks)."""
+    if request.param == "blocks":
+        monkeypatch.setattr("labeled_func.sobol.SALIB_BOOTSTRAP", 0)
+        monkeypatch.setattr("labeled_func.sobol.COUNT_BLOCK", 100)
+    return request.param
+
+
+def test_bootstrap_intervals_cover(bootstrap):
     s1, st, _ = ishigami_indices()
     covered, widths = [], []
     for seed in range(20):
@@ -136,6 +146,75 @@ def test_bootstrap_intervals_cover():
     assert 0.05 < np.mean(widths) < 0.2     # measured: 0.11; a conf off by a factor of 2 fails
     larger = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 4096, seed=0)
     assert 0.15 < float(larger.S1_conf.mean()) / np.mean(widths) < 0.4   # ~ 1/sqrt(16)
+
+
+def test_blocked_bootstrap_draws_the_classical_bootstraps_counts(monkeypatch):
+    """Each resample draws n of the n base samples with replacement: its counts sum to n and
+    each count is Binomial(n, 1/n), also across the blocks' edges."""
+    from labeled_func.sobol import _Bootstrap
+    monkeypatch.setattr("labeled_func.sobol.SALIB_BOOTSTRAP", 0)
+    monkeypatch.setattr("labeled_func.sobol.COUNT_BLOCK", 64)
+    n, resamples = 1000, 2000
+    counts = _Bootstrap(n, resamples, 0).counts(0, n)
+    assert counts.shape == (resamples, n) and (counts.sum(axis=1) == n).all()
+    from scipy.stats import binom, chisquare
+    observed = np.bincount(counts.ravel(), minlength=6)[:6].astype(float)
+    observed[-1] += counts.size - observed.sum()             # 5 or more
+    expected = binom.pmf(np.arange(6), n, 1 / n) * counts.size
+    expected[-1] = counts.size - expected[:-1].sum()
+    assert chisquare(observed, expected).pvalue > 1e-4       # a block's share off by 10 % fails
+    # a block's share of each resample is Binomial(n, 64/n), not fixed
+    share = counts[:, :64].sum(axis=1)
+    np.testing.assert_allclose([share.mean(), share.var()], [64, n * 0.064 * 0.936], rtol=0.15)
+    # two samples on either side of a block's edge: the multinomial's covariance, -1/n (not independent)
+    edge = np.cov(counts[:, 63], counts[:, 64])[0, 1]
+    assert abs(edge + 1 / n) < 4 * np.sqrt(1 / resamples)
+
+
+def test_blocked_bootstrap_is_the_same_whatever_the_chunking(monkeypatch):
+    pytest.importorskip("dask.array")
+    monkeypatch.setattr("labeled_func.sobol.SALIB_BOOTSTRAP", 0)
+    monkeypatch.setattr("labeled_func.sobol.COUNT_BLOCK", 64)
+    whole = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=4, second_order=True)
+    for options in ({"chunk_size": 8 * 50}, {"chunk_size": 8}, {"chunks": 8 * 70}):
+        other = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 512, seed=4, second_order=True, **options).compute()
+        for key in whole.data_vars:
+            np.testing.assert_allclose(other[key].values, whole[key].values, rtol=0, atol=1e-12)
+
+
+def test_blocked_bootstrap_gives_salibs_interval_widths(monkeypatch):
+    """The two ways draw the same distribution of counts: with many resamples the half-widths
+    agree to the bootstrap's own noise (a few %), and the point estimates to the bit."""
+    salib = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 1024, seed=2, num_resamples=1000)
+    monkeypatch.setattr("labeled_func.sobol.SALIB_BOOTSTRAP", 0)
+    monkeypatch.setattr("labeled_func.sobol.COUNT_BLOCK", 100)
+    blocks = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 1024, seed=2, num_resamples=1000)
+    for key in ("S1", "ST"):
+        np.testing.assert_array_equal(blocks[key].values, salib[key].values)
+        np.testing.assert_allclose(blocks[f"{key}_conf"].values, salib[f"{key}_conf"].values, rtol=0.15)
+        assert not np.array_equal(blocks[f"{key}_conf"].values, salib[f"{key}_conf"].values)
+
+
+def test_bootstrap_memory_does_not_grow_with_n():
+    """SALib's index array for n = 2**20 and 100 resamples is 800 MiB; the blocks hold one
+    block of counts at a time."""
+    import tracemalloc
+
+    from labeled_func.sobol import _Bootstrap
+
+    def peak(n):
+        tracemalloc.start()
+        try:
+            bootstrap, total = _Bootstrap(n, 100, 0), 0.0
+            for start in range(0, n, 10000):
+                total += bootstrap.weights(start, min(n, start + 10000))[1:].sum()
+            return tracemalloc.get_traced_memory()[1] / 2 ** 20, total
+        finally:
+            tracemalloc.stop()
+
+    small, large = peak(2 ** 17), peak(2 ** 20)
+    assert small[1] == 100 * 2 ** 17 and large[1] == 100 * 2 ** 20   # every resample drew n
+    assert large[0] < 32 and large[0] < 2 * small[0] + 8, (small, large)   # measured: 13 MiB
 
 
 def test_seed_reproduces_and_none_draws_fresh():
@@ -349,6 +428,43 @@ def test_convergence_bad_options(options, match):
     n = kwargs.pop("n")
     with pytest.raises(ValueError, match=f"sensitivity.sobol_convergence: {match}"):
         lf.sensitivity.sobol_convergence(lambda p: p.a + p.b, {"a": (0, 1), "b": (0, 1)}, n, **kwargs)
+
+
+@pytest.mark.parametrize("blocks", ["salib", "blocks"])
+def test_convergence_on_dask_is_the_in_memory_run(blocks, monkeypatch):
+    """chunks=: every prefix's sums a chain over the blocks it overlaps (a block that straddles a
+    prefix's end gives it its first rows); nothing runs before compute; both bootstraps."""
+    da = pytest.importorskip("dask.array")
+    from dask.callbacks import Callback
+    if blocks == "blocks":
+        monkeypatch.setattr("labeled_func.sobol.SALIB_BOOTSTRAP", 0)
+        monkeypatch.setattr("labeled_func.sobol.COUNT_BLOCK", 100)
+    t = xr.DataArray([0.0, 1.0, 5.0], dims="time", coords={"time": [0.0, 1.0, 5.0]})
+
+    def cooling(p):
+        return p.T0 * np.exp(-p.k * t)
+
+    bounds = {"k": (0.1, 0.5), "T0": (270.0, 290.0)}
+    whole = lf.sensitivity.sobol_convergence(cooling, bounds, 1024, steps=3, seed=2, second_order=True)
+    tasks = []
+    with Callback(posttask=lambda *args: tasks.append(args[0])):
+        lazy = lf.sensitivity.sobol_convergence(cooling, bounds, 1024, steps=3, seed=2, second_order=True,
+                                                chunks=6 * 100)   # 100 base samples a block: 256 straddles
+    assert tasks == [] and all(isinstance(lazy[key].data, da.Array) for key in lazy.data_vars)
+    computed = lazy.compute()
+    assert computed.n.values.tolist() == [256, 512, 1024] and computed.S2.dims == ("n", "param", "param_2", "time")
+    for key in whole.data_vars:
+        np.testing.assert_allclose(computed[key].values, whole[key].values, rtol=0, atol=1e-12)
+    assert computed.attrs == whole.attrs
+
+
+def test_convergence_on_dask_refuses_tol():
+    pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match=r"sensitivity.sobol_convergence: tol= needs the half-widths' values, "
+                                         r"and with chunks= they are lazy"):
+        lf.sensitivity.sobol_convergence(ishigami, ISHIGAMI_BOUNDS, 512, tol=0.1, chunks=100)
+    with pytest.raises(ValueError, match=r"sensitivity.sobol_convergence: give chunks= .* or chunk_size="):
+        lf.sensitivity.sobol_convergence(ishigami, ISHIGAMI_BOUNDS, 512, chunks=100, chunk_size=100)
 
 
 def test_plot_indices_draws_s1_and_st():
