@@ -15,7 +15,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Mapping
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -35,6 +35,10 @@ STEPS_WITH_PROGRESS = 10  # model blocks when progress is on and chunk_size is n
 SUMS_ELEMENTS = 2 ** 21   # resample sums computed at once before they are added (16 MiB of float64)
 SALIB_BOOTSTRAP = 2 ** 23  # bootstrap counts (num_resamples x n) up to which SALib's index array is drawn
 COUNT_BLOCK = 4096         # base samples per seeded block of bootstrap counts above it
+_FIRST_ORDER = {   # estimator= -> the long_name of S1
+    "saltelli2010": "first order Sobol' index (Saltelli et al. 2010)",
+    "janon2014": "first order Sobol' index (Janon et al. 2014)",
+}
 _LONG_NAMES = {
     "S1": "first order Sobol' index (Saltelli et al. 2010)",
     "S1_conf": "half-width of the confidence interval of S1",
@@ -109,7 +113,8 @@ def sample(problem_or_bounds: Mapping[str, Any], n: int, *,
 
 
 def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
-          second_order: bool = False, seed: int | None = None, num_resamples: int = 100,
+          second_order: bool = False, estimator: Literal["saltelli2010", "janon2014"] = "saltelli2010",
+          seed: int | None = None, num_resamples: int = 100,
           conf_level: float = 0.95, dim: str = "sample", chunk_size: int | None = None,
           chunks: int | None = None, progress: bool | Callable[[int, int], Any] | None = None,
           jit: bool | None = None) -> xr.Dataset:
@@ -131,6 +136,10 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         N (D + 2) points, N (2D + 2) with ``second_order``.
     second_order : bool
         Adds ``S2`` and ``S2_conf``.
+    estimator : {"saltelli2010", "janon2014"}
+        The first order estimator: Saltelli et al. (2010), SALib's (the default), or
+        Janon et al. (2014), from the pairs f(B), f(AB_i), asymptotically efficient.
+        The total order is Jansen's (1999) with either.
     seed : int, optional
         Seeds the scrambled Sobol' points and the bootstrap, as SALib's ``seed`` does
         in ``sobol.sample`` and ``sobol.analyze``.
@@ -216,6 +225,7 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     n = _check_n(n, "sobol", minimum=2)
     if not isinstance(second_order, (bool, np.bool_)):
         raise ValueError(f"sensitivity.sobol: second_order={second_order!r} must be a bool")
+    kind = _Kind(bool(second_order), _check_estimator(estimator, "sobol"))
     _check_seed(seed, "sobol")
     if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
         raise ValueError(f"sensitivity.sobol: num_resamples={num_resamples!r} must be an int >= 2")
@@ -232,21 +242,21 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     if chunks is not None:
         if isinstance(model, Jitted):   # under the lazy vmap an lf.jit would run as it is
             model = model.func
-        return _lazy_sobol(model, names, dists, units, [n], bool(second_order), seed, int(num_resamples),
+        return _lazy_sobol(model, names, dists, units, [n], kind, seed, int(num_resamples),
                            conf_level, dim, int(chunks), "sobol")[0]
-    (sums,), template = _saltelli_sums(model, names, dists, units, [n], second_order, seed, int(num_resamples),
+    (sums,), template = _saltelli_sums(model, names, dists, units, [n], kind, seed, int(num_resamples),
                                        dim, chunk_size, "sobol", progress, jit)
-    return _indices(sums, n, d, step, second_order, conf_level, names, template)
+    return _indices(sums, n, d, step, kind, conf_level, names, template)
 
 
-def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num_resamples, dim, chunk_size,
+def _saltelli_sums(model, names, dists, units, prefixes, kind, seed, num_resamples, dim, chunk_size,
                    caller, progress, jit):
     """([sums of the first m base samples, for m in ``prefixes``], template): the model run once
     on Saltelli's design of ``max(prefixes)`` base samples, each block of outputs reduced to the
     weighted sums of every prefix it overlaps, with the bootstrap counts ``sobol(..., m, seed)``
     draws (the first m scrambled Sobol' points are those of ``sobol(..., m, seed)``)."""
     d, n = len(names), max(prefixes)
-    step = 2 * d + 2 if second_order else d + 2
+    step = 2 * d + 2 if kind.second_order else d + 2
     base = _unit_points("sobol", n, 2 * d, seed, caller)
     a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
     b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
@@ -259,11 +269,12 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
     sums, shift, template = [None] * len(prefixes), None, None
     for start in range(0, n, per_block):
         stop = min(n, start + per_block)
-        outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, second_order, dim), per_block * step)
+        outputs = evaluate(_design(a[start:stop], b[start:stop], names, units, kind.second_order, dim),
+                           per_block * step)
         outputs = outputs.transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, step, -1)
         _check_finite(y.reshape(len(y) * step, -1), lambda rows: _design_rows(a[start:stop], b[start:stop],
-                                                                                 second_order)[rows],
+                                                                                 kind.second_order)[rows],
                       names, start * step, n * step, caller)
         if template is None:
             template = outputs.isel({dim: 0}, drop=True)
@@ -271,14 +282,14 @@ def _saltelli_sums(model, names, dists, units, prefixes, second_order, seed, num
         for k, m in enumerate(prefixes):
             if start < m:
                 end = min(stop, m)
-                sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, second_order,
+                sums[k] = _add_block_sums(sums[k], y[:end - start] - shift, d, kind,
                                           bootstraps[k].weights(start, end))
         report.advance()
     report.close()
     return sums, template
 
 
-def _lazy_sobol(model, names, dists, units, prefixes, second_order, seed, num_resamples, conf_level, dim, chunks,
+def _lazy_sobol(model, names, dists, units, prefixes, kind, seed, num_resamples, conf_level, dim, chunks,
                 caller):
     """``sobol`` on Dask: a lazy Dataset per prefix of ``prefixes`` base samples (as
     ``_saltelli_sums``'s).  The design's blocks (whole base samples), the lazy
@@ -292,7 +303,7 @@ def _lazy_sobol(model, names, dists, units, prefixes, second_order, seed, num_re
     except ImportError as error:  # pragma: no cover - dask is in the test environment
         raise ImportError(f"sensitivity.{caller}: chunks= needs Dask (pip install 'dask[array]')") from error
     d, n = len(names), max(prefixes)
-    step = 2 * d + 2 if second_order else d + 2
+    step = 2 * d + 2 if kind.second_order else d + 2
     if seed is None:   # one seed for the points and the bootstrap, drawn now: every block gets the same
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0])
     base = _unit_points("sobol", n, 2 * d, seed, caller)
@@ -303,7 +314,7 @@ def _lazy_sobol(model, names, dists, units, prefixes, second_order, seed, num_re
     starts = list(range(0, n, per_block))
     spans = [(start, min(n, start + per_block)) for start in starts]
 
-    blocks = [da.from_delayed(dask.delayed(_design_rows, pure=True)(a[start:stop], b[start:stop], second_order),
+    blocks = [da.from_delayed(dask.delayed(_design_rows, pure=True)(a[start:stop], b[start:stop], kind.second_order),
                               shape=((stop - start) * step, d), dtype=float) for start, stop in spans]
     rows = da.concatenate(blocks, axis=0)
     design = xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
@@ -325,14 +336,14 @@ def _lazy_sobol(model, names, dists, units, prefixes, second_order, seed, num_re
         for (start, stop), y, design_rows in zip(spans, y_blocks, row_blocks):
             if start < m:
                 total = dask.delayed(_lazy_block_sums, pure=True)(total, y, design_rows, shift, bootstrap, names,
-                                                                start, min(stop, m), n, d, step, second_order,
+                                                                start, min(stop, m), n, d, step, kind,
                                                                 caller)
-        values = dask.delayed(_index_arrays, pure=True)(total, m, d, step, second_order, conf_level, shape)
+        values = dask.delayed(_index_arrays, pure=True)(total, m, d, step, kind, conf_level, shape)
         arrays = {}
-        for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else []):
+        for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if kind.second_order else []):
             key_shape = ((d, d) if key.startswith("S2") else (d,)) + shape
             arrays[key] = da.from_delayed(values[key], shape=key_shape, dtype=float)
-        results.append(_labelled(arrays, m, step, second_order, names, template))
+        results.append(_labelled(arrays, m, step, kind, names, template))
     return results
 
 
@@ -341,7 +352,7 @@ def _block_shift(y, step):
     return np.asarray(y, dtype=float).reshape(-1, step, int(np.prod(y.shape[1:], dtype=int))).mean(axis=(0, 1))
 
 
-def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, step, second_order, caller):
+def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, step, kind, caller):
     """``total`` (the previous blocks' sums, None for the first) plus the sums of one Dask
     block's base samples ``start`` to ``end`` (those of a prefix), in place (as one pass of
     ``_saltelli_sums``'s loop), its outputs checked.  The sums of a field
@@ -349,12 +360,12 @@ def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, 
     the blocks' own sums would hold one per block running or waiting to be added."""
     y = np.asarray(y, dtype=float).reshape(len(y) // step, step, -1)
     _check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, caller)
-    return _add_block_sums(total, y[:end - start] - shift, d, second_order, bootstrap.weights(start, end))
+    return _add_block_sums(total, y[:end - start] - shift, d, kind, bootstrap.weights(start, end))
 
 
 def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
                       steps: int | None = None, tol: float | None = None, second_order: bool = False,
-                      seed: int | None = None, num_resamples: int = 100, conf_level: float = 0.95,
+                      estimator: Literal["saltelli2010", "janon2014"] = "saltelli2010", seed: int | None = None, num_resamples: int = 100, conf_level: float = 0.95,
                       dim: str = "sample", chunk_size: int | None = None, chunks: int | None = None,
                       progress: bool | Callable[[int, int], Any] | None = None,
                       jit: bool | None = None) -> xr.Dataset:
@@ -368,7 +379,7 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
 
     Parameters
     ----------
-    model, problem_or_bounds, second_order, seed, num_resamples, conf_level, dim, chunk_size, progress, jit
+    model, problem_or_bounds, second_order, estimator, seed, num_resamples, conf_level, dim, chunk_size, progress, jit
         As for :func:`labeled_func.sensitivity.sobol` (one run: ``progress`` counts its blocks).
     chunks : int, optional
         As for ``sobol``: a lazy result on Dask, each block one ``lf.vmap`` call of about
@@ -434,6 +445,7 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
         raise ValueError(f"{where}: tol={tol!r} must be a positive number or None")
     if not isinstance(second_order, (bool, np.bool_)):
         raise ValueError(f"{where}: second_order={second_order!r} must be a bool")
+    kind = _Kind(bool(second_order), _check_estimator(estimator, "sobol_convergence"))
     _check_seed(seed, "sobol_convergence")
     if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
         raise ValueError(f"{where}: num_resamples={num_resamples!r} must be an int >= 2")
@@ -455,13 +467,13 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     if chunks is not None:
         if isinstance(model, Jitted):   # under the lazy vmap an lf.jit would run as it is
             model = model.func
-        runs = _lazy_sobol(model, names, dists, units, prefixes, bool(second_order), seed, int(num_resamples),
+        runs = _lazy_sobol(model, names, dists, units, prefixes, kind, seed, int(num_resamples),
                            conf_level, dim, int(chunks), "sobol_convergence")
     else:
-        all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, bool(second_order), seed,
+        all_sums, template = _saltelli_sums(model, names, dists, units, prefixes, kind, seed,
                                             int(num_resamples), dim, chunk_size, "sobol_convergence", progress,
                                             jit)
-        runs = [_indices(sums, m, d, step, second_order, conf_level, names, template)
+        runs = [_indices(sums, m, d, step, kind, conf_level, names, template)
                 for sums, m in zip(all_sums, prefixes)]
     result = xr.concat(runs, dim=xr.DataArray(prefixes, dims="n", attrs={"long_name": "base samples"}),
                        combine_attrs="override")
@@ -480,6 +492,28 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
         result.attrs.update(tol=float(tol), n_converged=int(prefixes[int(np.argmax(later))]) if later.any()
                             else None)
     return result
+
+def _check_estimator(estimator, caller):
+    if not isinstance(estimator, str) or estimator not in _FIRST_ORDER:
+        raise ValueError(f"sensitivity.{caller}: estimator={estimator!r} must be one of {tuple(_FIRST_ORDER)} "
+                         "(the first order estimator; the total order one is Jansen's in both)")
+    return estimator
+
+
+class _Kind(NamedTuple):
+    """What the sums of a run hold: the second order's statistics, and which first order
+    estimator's (Janon's needs three more kinds: f(B)^2, f(AB_i)^2, f(B) f(AB_i))."""
+
+    second_order: bool
+    estimator: str = "saltelli2010"
+
+    def janon_offset(self, d):
+        """Where Janon's statistics start (after the second order's)."""
+        return 3 + 3 * d + (d + d * (d - 1) // 2 if self.second_order else 0)
+
+    def statistics(self, d):
+        return self.janon_offset(d) + (1 + 2 * d if self.estimator == "janon2014" else 0)
+
 
 def _check_chunks(chunks, chunk_size, jit, progress, caller):
     if chunks is None:
@@ -762,7 +796,7 @@ class _Bootstrap:
         return np.concatenate([np.ones((1, stop - start)), self.counts(start, stop)])
 
 
-def _add_block_sums(total, y, d, second_order, weights):
+def _add_block_sums(total, y, d, kind, weights):
     """``total`` (None: zeros) plus the weighted sums over one block of base samples of the
     statistics that the estimators are made of, (1 + resample, statistic, output element);
     ``y`` is (base, row, element).  A few output elements at a time: their statistics are
@@ -770,23 +804,25 @@ def _add_block_sums(total, y, d, second_order, weights):
     statistics nor a second array of the sums' size (for a field, the largest array here)
     is ever held."""
     rows, count = weights.shape[0], y.shape[2]
-    statistics = 3 + 3 * d + (d + d * (d - 1) // 2 if second_order else 0)
+    statistics = kind.statistics(d)
     if total is None:
         total = np.zeros((rows, statistics, count))
     step = max(1, SUMS_ELEMENTS // (rows * statistics))
     for first in range(0, count, step):
         last = min(count, first + step)
-        stacked = _statistics(y[:, :, first:last], d, second_order)
+        stacked = _statistics(y[:, :, first:last], d, kind)
         part = weights @ stacked.reshape(stacked.shape[0], -1)
         total[:, :, first:last] += part.reshape(rows, statistics, last - first)
     return total
 
 
-def _statistics(y, d, second_order):
-    """(base, statistic, element): the per-sample statistics the estimators are made of."""
+def _statistics(y, d, kind):
+    """(base, statistic, element): the per-sample statistics the estimators are made of:
+    f(A), f(B), f(A)^2 + f(B)^2, f(AB_i), f(B) (f(AB_i) - f(A)), (f(A) - f(AB_i))^2; with the
+    second order f(BA_i) and f(BA_i) f(AB_j) - f(A) f(B) (i < j); with Janon's first order
+    f(B)^2, f(AB_i)^2 and f(B) f(AB_i)."""
     y_a, y_b, y_ab = y[:, 0], y[:, -1], y[:, 1:d + 1]
-    pairs = d * (d - 1) // 2 if second_order else 0
-    out = np.empty((y.shape[0], 3 + 3 * d + (d + pairs if second_order else 0), y.shape[2]))
+    out = np.empty((y.shape[0], kind.statistics(d), y.shape[2]))
     out[:, 0], out[:, 1] = y_a, y_b                                    # written in place: one pass each
     np.square(y_a, out=out[:, 2])
     out[:, 2] += np.square(y_b)
@@ -794,25 +830,31 @@ def _statistics(y, d, second_order):
     difference = np.subtract(y_ab, y_a[:, None], out=out[:, 3 + 2 * d:3 + 3 * d])
     np.multiply(y_b[:, None], difference, out=out[:, 3 + d:3 + 2 * d])   # f(B) (f(AB_i) - f(A))
     np.square(difference, out=difference)                                # (f(A) - f(AB_i))^2
-    if second_order:
+    if kind.second_order:
         y_ba = y[:, d + 1:2 * d + 1]
         j, k = np.triu_indices(d, 1)
         out[:, 3 + 3 * d:3 + 4 * d] = y_ba
-        joint = np.multiply(y_ba[:, j], y_ab[:, k], out=out[:, 3 + 4 * d:])
+        joint = np.multiply(y_ba[:, j], y_ab[:, k], out=out[:, 3 + 4 * d:3 + 4 * d + len(j)])
         joint -= (y_a * y_b)[:, None]
+    if kind.estimator == "janon2014":
+        first = kind.janon_offset(d)
+        np.square(y_b, out=out[:, first])
+        np.square(y_ab, out=out[:, first + 1:first + 1 + d])
+        np.multiply(y_b[:, None], y_ab, out=out[:, first + 1 + d:first + 1 + 2 * d])
     return out
 
 
-def _indices(sums, n, d, step, second_order, conf_level, names, template):
+def _indices(sums, n, d, step, kind, conf_level, names, template):
     """The indices and half-widths from the sums; ``sums`` is overwritten (by the means): for a
     field it is the largest array, and it is not copied."""
-    values = _index_arrays(sums, n, d, step, second_order, conf_level, template.shape)
-    return _labelled(values, n, step, second_order, names, template)
+    values = _index_arrays(sums, n, d, step, kind, conf_level, template.shape)
+    return _labelled(values, n, step, kind, names, template)
 
 
-def _index_arrays(sums, n, d, step, second_order, conf_level, out_shape):
+def _index_arrays(sums, n, d, step, kind, conf_level, out_shape):
     """{"S1": point, "S1_conf": half-width, ...}: NumPy arrays of shape ``(param, *out_shape)``
     (``(param, param_2, *out_shape)`` for S2); ``sums`` is overwritten."""
+    second_order = kind.second_order
     # SALib centres the outputs on the mean of all N * step of them (the point estimate's)
     centre = (sums[0, 0] + sums[0, 1] + sums[0, 3:3 + d].sum(axis=0)
               + (sums[0, 3 + 3 * d:3 + 4 * d].sum(axis=0) if second_order else 0)) / (n * step)
@@ -825,17 +867,30 @@ def _index_arrays(sums, n, d, step, second_order, conf_level, out_shape):
         # mean((f(A) - f(AB))^2) / 2 / V, over the means they are made of: no new array of that size
         first, total = means[:, 3 + d:3 + 2 * d], means[:, 3 + 2 * d:3 + 3 * d]
         for i in range(d):
-            correction = np.subtract(mean_ab[:, i], mean_a)
-            correction *= centre
-            np.subtract(first[:, i], correction, out=first[:, i])
-            first[:, i] /= variance
+            if kind.estimator == "janon2014":
+                # (mean(f(B) f(AB_i)) - m^2) / ((mean f(B)^2 + mean f(AB_i)^2) / 2 - m^2), m the mean
+                # of f(B) and f(AB_i) (which share x_i): shift-invariant as it stands
+                offset = kind.janon_offset(d)
+                square = np.add(mean_b, mean_ab[:, i])
+                square /= 2
+                square *= square
+                spread = np.add(means[:, offset], means[:, offset + 1 + i])
+                spread /= 2
+                spread -= square
+                np.subtract(means[:, offset + 1 + d + i], square, out=first[:, i])
+                first[:, i] /= spread
+            else:
+                correction = np.subtract(mean_ab[:, i], mean_a)
+                correction *= centre
+                np.subtract(first[:, i], correction, out=first[:, i])
+                first[:, i] /= variance
             total[:, i] /= 2
             total[:, i] /= variance
         estimates = {"S1": first, "ST": total}
         if second_order:
             mean_ba = means[:, 3 + 3 * d:3 + 4 * d]
             j, k = np.triu_indices(d, 1)
-            joint = means[:, 3 + 4 * d:]
+            joint = means[:, 3 + 4 * d:3 + 4 * d + len(j)]
             correction = centre * (mean_ba[:, j] + mean_ab[:, k] - (mean_a + mean_b)[:, None])
             pairs = (joint - correction) / variance[:, None] - first[:, j] - first[:, k]
             full = np.full((pairs.shape[0], d, d) + pairs.shape[2:], np.nan)
@@ -853,15 +908,17 @@ def _index_arrays(sums, n, d, step, second_order, conf_level, out_shape):
     return result
 
 
-def _labelled(values, n, step, second_order, names, template):
+def _labelled(values, n, step, kind, names, template):
     """The Dataset of the arrays ``values`` (NumPy or Dask) of ``_index_arrays``."""
+    second_order = kind.second_order
     out_dims = template.dims
     coords = {"param": names, **{key: c for key, c in template.coords.items()}}
     if second_order:
         coords["param_2"] = names
     order = ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if second_order else [])
     result = {key: xr.DataArray(values[key], dims=RESULT_DIMS[:values[key].ndim - len(out_dims)] + out_dims,
-                                attrs={"units": "1", "long_name": _LONG_NAMES[key]}) for key in order}
+                                attrs={"units": "1", "long_name": _LONG_NAMES[key] if key != "S1" else
+                                       _FIRST_ORDER[kind.estimator]}) for key in order}
     return xr.Dataset(result, coords=coords, attrs={"base_samples": n, "model_evaluations": n * step})
 
 

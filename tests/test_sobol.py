@@ -28,6 +28,32 @@ def ishigami_indices(a=7.0, b=0.1):
     return np.array([v1, v2, 0]) / v, np.array([v1 + v13, v2, v13]) / v, v13 / v
 
 
+def test_janon_first_order_is_its_formula_on_the_design():
+    """estimator="janon2014" against Janon et al. (2014)'s estimator written out on the raw
+    outputs of the same design (A and B from scipy's scrambled Sobol' points, as SALib's), and
+    against the closed form."""
+    from scipy.stats import qmc
+    n, d = 2 ** 12, 3
+    base = qmc.Sobol(2 * d, scramble=True, seed=3).random(n) * 2 * np.pi - np.pi
+    a, b = base[:, :d], base[:, d:]
+
+    def f(x):
+        return np.sin(x[:, 0]) + 7 * np.sin(x[:, 1]) ** 2 + 0.1 * x[:, 2] ** 4 * np.sin(x[:, 0])
+
+    expected = []
+    for i in range(d):
+        y, y_i = f(b), f(np.where(np.arange(d) == i, b, a))    # AB_i shares x_i with B
+        m = np.mean((y + y_i) / 2)
+        expected.append((np.mean(y * y_i) - m ** 2) / (np.mean((y ** 2 + y_i ** 2) / 2) - m ** 2))
+    result = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, n, seed=3, estimator="janon2014", second_order=True)
+    np.testing.assert_allclose(result.S1.values, expected, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(result.S1.values, ishigami_indices()[0], atol=0.01)
+    assert result.S1.attrs["long_name"] == "first order Sobol' index (Janon et al. 2014)"
+    salib = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, n, seed=3, second_order=True)
+    np.testing.assert_array_equal(result.ST.values, salib.ST.values)   # the total order is Jansen's in both
+    assert not np.allclose(result.S1.values, salib.S1.values, rtol=0, atol=1e-6)
+
+
 def test_ishigami_closed_form():
     s1, st, s13 = ishigami_indices()
     np.testing.assert_allclose(s1, [0.3139, 0.4424, 0], atol=1e-4)   # the published values
@@ -45,16 +71,19 @@ def test_ishigami_closed_form():
     assert all(result[k].attrs["units"] == "1" and result[k].attrs["long_name"] for k in result.data_vars)
 
 
-def test_linear_model_with_normal_inputs():
+@pytest.mark.parametrize("estimator", ["saltelli2010", "janon2014"])
+def test_linear_model_with_normal_inputs(estimator):
     a, mean, std = np.array([1.0, 2.0, 0.5]), np.array([0.0, 1.0, -1.0]), np.array([1.0, 0.5, 2.0])
     problem = {"names": ["x", "y", "z"], "bounds": np.column_stack([mean, std]).tolist(), "dists": ["norm"] * 3}
-    result = lf.sensitivity.sobol(lambda p: a[0] * p.x + a[1] * p.y + a[2] * p.z, problem, 2 ** 12, seed=1)
+    result = lf.sensitivity.sobol(lambda p: a[0] * p.x + a[1] * p.y + a[2] * p.z, problem, 2 ** 12, seed=1,
+                                  estimator=estimator)
     expected = a ** 2 * std ** 2 / (a ** 2 * std ** 2).sum()
     np.testing.assert_allclose(result.S1.values, expected, atol=0.01)
     np.testing.assert_allclose(result.ST.values, expected, atol=0.01)
 
 
-def test_g_function_closed_form():
+@pytest.mark.parametrize("estimator", ["saltelli2010", "janon2014"])
+def test_g_function_closed_form(estimator):
     coefficients = np.array([0.0, 1.0, 4.5, 9.0, 99.0])
     names = [f"x{i}" for i in range(len(coefficients))]
 
@@ -68,7 +97,7 @@ def test_g_function_closed_form():
     total_variance = np.prod(1 + partial) - 1
     s1 = partial / total_variance
     st = partial * np.prod(1 + partial) / (1 + partial) / total_variance
-    result = lf.sensitivity.sobol(g, dict.fromkeys(names, (0, 1)), 2 ** 13, seed=2)
+    result = lf.sensitivity.sobol(g, dict.fromkeys(names, (0, 1)), 2 ** 13, seed=2, estimator=estimator)
     np.testing.assert_allclose(result.S1.values, s1, atol=0.02)
     np.testing.assert_allclose(result.ST.values, st, atol=0.02)
     assert result.S1.values.argmax() == 0 and result.ST.values.argmin() == 4
@@ -109,11 +138,13 @@ def test_two_dim_field_keeps_coords():
     np.testing.assert_allclose(result.S1.sel(param="b", time=0).values, 0, atol=1e-12)   # b * 0: no effect
 
 
-@pytest.mark.parametrize("second_order", [False, True])
-def test_chunks_give_the_in_memory_result(second_order):
-    whole = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 1024, seed=4, second_order=second_order)
+@pytest.mark.parametrize(("second_order", "estimator"), [(False, "saltelli2010"), (True, "saltelli2010"),
+                                                       (True, "janon2014")])
+def test_chunks_give_the_in_memory_result(second_order, estimator):
+    whole = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 1024, seed=4, second_order=second_order,
+                                 estimator=estimator)
     chunked = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 1024, seed=4, second_order=second_order,
-                                   chunk_size=700)
+                                   chunk_size=700, estimator=estimator)
     for key in whole.data_vars:
         np.testing.assert_allclose(chunked[key].values, whole[key].values, rtol=0, atol=1e-12)
 
@@ -134,17 +165,18 @@ def bootstrap(request, monkeypatch):
     return request.param
 
 
-def test_bootstrap_intervals_cover(bootstrap):
+@pytest.mark.parametrize("estimator", ["saltelli2010", "janon2014"])
+def test_bootstrap_intervals_cover(bootstrap, estimator):
     s1, st, _ = ishigami_indices()
     covered, widths = [], []
     for seed in range(20):
-        result = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 256, seed=seed)
+        result = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 256, seed=seed, estimator=estimator)
         covered += list(np.abs(result.S1.values - s1) <= result.S1_conf.values)
         covered += list(np.abs(result.ST.values - st) <= result.ST_conf.values)
         widths.append(result.S1_conf.values)
     assert np.mean(covered) >= 0.85         # measured: 0.99 (the bootstrap treats the QMC points as iid)
     assert 0.05 < np.mean(widths) < 0.2     # measured: 0.11; a conf off by a factor of 2 fails
-    larger = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 4096, seed=0)
+    larger = lf.sensitivity.sobol(ishigami, ISHIGAMI_BOUNDS, 4096, seed=0, estimator=estimator)
     assert 0.15 < float(larger.S1_conf.mean()) / np.mean(widths) < 0.4   # ~ 1/sqrt(16)
 
 
@@ -287,6 +319,7 @@ def test_bad_model_outputs():
     ({"seed": -1}, "seed=-1 must be None or a non-negative int"),
     ({"chunk_size": 0}, "chunk_size=0 must be a positive int or None"),
     ({"second_order": "yes"}, "second_order='yes' must be a bool"),
+    ({"estimator": "jansen"}, r"estimator='jansen' must be one of \('saltelli2010', 'janon2014'\)"),
     ({"dim": "param"}, "dim='param' must be a string other than"),
     ({"jit": "yes"}, "jit='yes' must be True, False or None"),
     ({"progress": "yes"}, "progress='yes' must be None, a bool, or a callable"),
@@ -445,11 +478,13 @@ def test_convergence_on_dask_is_the_in_memory_run(blocks, monkeypatch):
         return p.T0 * np.exp(-p.k * t)
 
     bounds = {"k": (0.1, 0.5), "T0": (270.0, 290.0)}
-    whole = lf.sensitivity.sobol_convergence(cooling, bounds, 1024, steps=3, seed=2, second_order=True)
+    estimator = "janon2014" if blocks == "blocks" else "saltelli2010"
+    whole = lf.sensitivity.sobol_convergence(cooling, bounds, 1024, steps=3, seed=2, second_order=True,
+                                             estimator=estimator)
     tasks = []
     with Callback(posttask=lambda *args: tasks.append(args[0])):
         lazy = lf.sensitivity.sobol_convergence(cooling, bounds, 1024, steps=3, seed=2, second_order=True,
-                                                chunks=6 * 100)   # 100 base samples a block: 256 straddles
+                                                chunks=6 * 100, estimator=estimator)   # 256 straddles a block
     assert tasks == [] and all(isinstance(lazy[key].data, da.Array) for key in lazy.data_vars)
     computed = lazy.compute()
     assert computed.n.values.tolist() == [256, 512, 1024] and computed.S2.dims == ("n", "param", "param_2", "time")
