@@ -8,8 +8,13 @@ does not have goes through :func:`extra`: the library's own function when it has
 from __future__ import annotations
 
 import cmath
+import dataclasses
 import math
 import numbers
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any, Callable
 
 import array_api_compat
 import array_api_compat.numpy as numpy_namespace  # noqa: F401 (re-exported)
@@ -19,13 +24,14 @@ from .primitive import Traced, bottom, known
 
 __all__ = ["all_finite", "any_true", "known_true", "looking_waits", "device_of", "namespace", "namespace_dtype", "numpy_namespace", "extra", "is_array",
            "reciprocal_power_of_two",
-           "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace"]
+           "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace",
+           "Backend", "backend_of", "backend_named", "library_packages"]
 
 _SCALARS = (numbers.Number, np.generic, bool)
 _namespace_by_type = {np.ndarray: numpy_namespace}
 
 
-def namespace(*values):
+def namespace(*values: Any) -> ModuleType:
     """The array-API namespace of ``values`` (Python scalars are ignored).
 
     NumPy arrays mixed with Dask arrays give the Dask namespace (Dask takes NumPy
@@ -52,14 +58,14 @@ def namespace(*values):
     return numpy_namespace if found is None else found
 
 
-def lazy_namespace(xp):
+def lazy_namespace(xp: ModuleType) -> bool:
     """True for a namespace whose functions take NumPy arrays too, as one family with
     them (Dask's: a Dask array wraps NumPy chunks, and ``da.add(dask, numpy)`` is lazy)."""
     return xp.__name__ == "array_api_compat.dask.array"
 
 
 # --- which library an array comes from: asked here, and nowhere else ---------------------------
-def library_of(value):
+def library_of(value: Any) -> str | None:
     """The top-level package of the array library behind ``value`` ("numpy", "cupy",
     "dask", "array_api_strict", "jax"...), read through tracers to the concrete array
     below them; "numpy" for NumPy scalars, None for Python numbers and None."""
@@ -69,14 +75,137 @@ def library_of(value):
     return type(value).__module__.partition(".")[0]
 
 
-def namespace_library(xp):
+def namespace_library(xp: ModuleType) -> str:
     """The array library of namespace ``xp``: array-api-compat's wrappers name the library
     they wrap (``array_api_compat.dask.array`` is "dask"), others are the library itself."""
     name = xp.__name__.removeprefix("array_api_compat.")
     return name.partition(".")[0]
 
 
-def is_integer_dtype(dtype):
+# --- what the code needs to know of a library: declared once, here -----------------------------
+def _get(array):
+    return array.get()  # CuPy: copy from the device
+
+
+@dataclasses.dataclass(frozen=True)
+class Backend:
+    """What the kernels and the engine need to know of an array library, declared once.
+
+    Code asks a capability (``backend_of(x).on_device``), never the library's name: a new
+    library is one declaration below.  The defaults describe a library nothing is known of.
+
+    Attributes
+    ----------
+    name : str or None
+        The top-level package (:func:`library_of`); None for Python numbers.
+    host_values : bool
+        NumPy computes on the values directly (NumPy arrays and scalars, Python numbers).
+    native : bool
+        NumPy's own arrays: NumPy functions take them as they are, without a copy.
+    eager : bool
+        Values exist once computed: their elements can be looked at now (not Dask's, JAX's).
+    on_device : bool
+        Values live on a device: looking at them from the host waits for the device.
+    to_host : callable
+        The values as a NumPy array on the host (CuPy's copied from the device).
+    has_ufunc_at : bool
+        The library's own ``add.at`` (scatter-add with repeated indices) exists.
+    strided_views : bool
+        ``<library>.lib.stride_tricks.sliding_window_view`` gives a strided view, no copy.
+    window_axes_ascending : bool
+        That function orders the window dims as NumPy only for axes in ascending order.
+    special : str or None
+        The module of ``scipy.special``'s functions for these values (None: the portable ones).
+    special_needs_arrays : bool
+        Those functions take arrays only (numbers are converted first).
+    special_casts_back : bool
+        Their results are cast to the floating dtype of the inputs, as SciPy's loops give.
+    fusion : {"numexpr", "cuda", None}
+        How elementwise chains fuse into one kernel (lf.jit, the eager NaN-safe product).
+    chunked : bool
+        A lazy array of chunks of another library (its ``_meta``: Dask's).
+    packages : frozenset of str
+        The packages whose stack frames are the library's (not the user's) in error messages.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> backend_of(np.ones(3)).native, backend_of(np.ones(3)).fusion
+    (True, 'numexpr')
+    >>> backend_of(2.0).name is None and backend_of(2.0).host_values
+    True
+    """
+
+    name: str | None
+    host_values: bool = False
+    native: bool = False
+    eager: bool = False
+    on_device: bool = False
+    to_host: Callable[[Any], np.ndarray] = np.asarray
+    has_ufunc_at: bool = False
+    strided_views: bool = False
+    window_axes_ascending: bool = False
+    special: str | None = None
+    special_needs_arrays: bool = False
+    special_casts_back: bool = False
+    fusion: str | None = None
+    chunked: bool = False
+    packages: frozenset[str] = frozenset()
+
+    @property
+    def module(self) -> ModuleType:
+        """The library's top-level module (imported: one of its arrays exists)."""
+        return sys.modules[self.name]
+
+
+_BACKENDS = {backend.name: backend for backend in (
+    Backend(None, host_values=True, eager=True, special="scipy.special"),  # Python numbers
+    Backend("numpy", host_values=True, native=True, eager=True, to_host=lambda array: array, has_ufunc_at=True,
+            strided_views=True, special="scipy.special", fusion="numexpr", packages=frozenset({"numpy"})),
+    Backend("cupy", eager=True, on_device=True, to_host=_get, has_ufunc_at=True, strided_views=True,
+            window_axes_ascending=True, special="cupyx.scipy.special", special_needs_arrays=True,
+            special_casts_back=True, fusion="cuda", packages=frozenset({"cupy", "cupyx"})),
+    Backend("array_api_strict", eager=True, packages=frozenset({"array_api_strict"})),
+    Backend("dask", chunked=True, packages=frozenset({"dask"})),
+)}
+
+
+def backend_named(name: str | None) -> Backend:
+    """The :class:`Backend` of the library called ``name`` (:func:`library_of`,
+    :func:`namespace_library`); a library not declared has the default capabilities.
+
+    Examples
+    --------
+    >>> backend_named("cupy").on_device, backend_named("numpy").on_device
+    (True, False)
+    >>> backend_named("some_library").eager
+    False
+    """
+    backend = _BACKENDS.get(name)
+    if backend is None:
+        backend = _BACKENDS[name] = Backend(name)
+    return backend
+
+
+def backend_of(value: Any) -> Backend:
+    """The :class:`Backend` of the library behind ``value`` (through tracers to the array
+    below them; Python numbers and None have their own).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> backend_of(np.float64(1.0)).name
+    'numpy'
+    """
+    return backend_named(library_of(value))
+
+
+def library_packages() -> frozenset[str]:
+    """The packages of every declared library (their frames are library frames)."""
+    return frozenset().union(*(backend.packages for backend in _BACKENDS.values()))
+
+
+def is_integer_dtype(dtype: Any) -> bool:
     """Booleans and (unsigned) integers: values that carry no derivative."""
     return dtype_kind(dtype) in "biu"
 
@@ -84,47 +213,43 @@ def is_integer_dtype(dtype):
 _PYTHON_NUMBERS = (int, float, complex, bool)
 
 
-def device_of(value):
+def device_of(value: Any) -> Any:
     """The device of an array of any backend (through tracers to the value below)."""
     if isinstance(value, Traced):
         return value._device()
     return array_api_compat.device(value)
 
 
-def any_true(mask):
+def any_true(mask: Any) -> bool:
     """Whether any element of a boolean mask is true, across every example of every
     transform level; True when that cannot be known without computing (a lazy array)."""
     if not known(mask):
         return True
     mask = bottom(mask)
-    library = library_of(mask)
-    if library in ("numpy", None):
+    backend = backend_of(mask)
+    if backend.host_values:
         return bool(np.any(mask))
-    if library in ("cupy", "array_api_strict"):
+    if backend.eager:
         return bool(namespace(mask).any(mask))
     return True
 
 
-def known_true(mask):
+def known_true(mask: Any) -> bool:
     """Whether some element of a boolean mask is known to be true: False where that cannot
     be known without computing (a lazy array, a value recorded for later calls).  For
     checks of bad input that NumPy would make, which must not refuse what may be valid."""
     return known(mask) and any_true(mask)
 
 
-# Libraries whose arrays live on a device: a look at their values from the host (bool(),
-# .item()) waits for every kernel queued before it, and the host stops queueing work ahead
-_DEVICE_LIBRARIES = frozenset({"cupy"})
-
-
-def looking_waits(value):
+def looking_waits(value: Any) -> bool:
     """Whether deciding on ``value``'s elements (:func:`any_true`, :func:`all_finite`) makes
     the host wait for a device: then a rule that can do without the look (a mask applied
-    always instead of only where needed) should."""
-    return library_of(value) in _DEVICE_LIBRARIES
+    always instead of only where needed) should.  A look from the host (bool(), .item())
+    waits for every kernel queued before it, and the host stops queueing work ahead."""
+    return backend_of(value).on_device
 
 
-def all_finite(value):
+def all_finite(value: Any) -> bool:
     """Whether every element of ``value`` is finite, across every example of every transform
     level; False when that cannot be known without computing (a lazy array)."""
     if not known(value):
@@ -132,19 +257,19 @@ def all_finite(value):
     value = bottom(value)
     if type(value) in _PYTHON_NUMBERS:
         return cmath.isfinite(value)
-    library = library_of(value)
-    if library in ("numpy", None):
+    backend = backend_of(value)
+    if backend.host_values:
         if (type(value) is np.ndarray and value.dtype.kind == "f" and value.flags.c_contiguous
                 and value.size > 1024 and math.isfinite(np.einsum("i->", value.reshape(-1)))):
             return True  # a finite sum has no inf or NaN term (an overflow takes the exact test)
         return bool(np.isfinite(value).all())
-    if library in ("cupy", "array_api_strict"):
+    if backend.eager:
         xp = namespace(value)
         return bool(xp.all(xp.isfinite(value)))
     return False
 
 
-def reciprocal_power_of_two(value, dtype):
+def reciprocal_power_of_two(value: Any, dtype: Any) -> Any:
     """``1 / value`` in ``value``'s type where ``value`` is a float ±2**k that is a normal
     number of ``dtype`` (the dtype the division computes in, to which a Python float is
     cast) with a normal reciprocal: dividing by it and multiplying by its reciprocal give
@@ -160,12 +285,12 @@ def reciprocal_power_of_two(value, dtype):
     return 1.0 / value if type(value) is float else value.dtype.type(1) / value
 
 
-def is_array(value):
+def is_array(value: Any) -> bool:
     """True for an array of any backend (not a Python or NumPy scalar)."""
     return not isinstance(value, _SCALARS) and hasattr(value, "shape") and hasattr(value, "dtype")
 
 
-def extra(xp, name):
+def extra(xp: ModuleType, name: str) -> Callable[..., Any]:
     """``xp.<name>`` where the library has it, else the portable fallback."""
     function = getattr(xp, name, None)
     if function is not None:
@@ -459,7 +584,7 @@ _FALLBACKS = {"einsum": _einsum_fallback, "sliding_window_view": _sliding_window
               "sinc": _sinc_fallback, "i0": _i0_fallback, "expit": _expit_fallback, "logit": _logit_fallback}
 
 
-def parse_einsum(subscripts, ndims):
+def parse_einsum(subscripts: str, ndims: Sequence[int]) -> tuple[list[str], str]:
     """Split einsum ``subscripts`` into per-operand terms and the output term.
 
     Ellipses are replaced by upper-case letters (one per broadcast axis), so the
@@ -495,7 +620,7 @@ def parse_einsum(subscripts, ndims):
     return expanded, output
 
 
-def normalize_axis(axis, ndim):
+def normalize_axis(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """A tuple of non-negative axes for ``axis`` (None = all) of an ``ndim`` array."""
     if axis is None:
         return tuple(range(ndim))
@@ -511,7 +636,7 @@ def _one_axis(axis, ndim):
     return axis % ndim if ndim else 0
 
 
-def namespace_dtype(xp, dtype):
+def namespace_dtype(xp: ModuleType, dtype: Any) -> Any:
     """``dtype`` (a NumPy dtype, type or name) as the dtype object of namespace ``xp``."""
     if xp is numpy_namespace or dtype is None:
         return dtype
@@ -520,7 +645,7 @@ def namespace_dtype(xp, dtype):
     return getattr(xp, np.dtype(dtype).name)
 
 
-def dtype_kind(dtype):
+def dtype_kind(dtype: Any) -> str:
     """NumPy's one-letter kind ("b", "i", "u", "f", "c") of any backend's dtype."""
     kind = getattr(dtype, "kind", None)
     if kind is None:  # array-api-strict wraps NumPy dtypes

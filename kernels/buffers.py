@@ -27,6 +27,7 @@ import math
 import os
 import sys
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def _count_in_take(nbytes):
     return None
 
 
-def empty(shape, dtype):
+def empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """An uninitialised array of ``shape`` and ``dtype``: a view of a kept block when it is
     large enough and one is free, else a new array (kept for later when under the limit)."""
     dtype = np.dtype(dtype)
@@ -104,7 +105,7 @@ def _keep(nbytes):
     return block
 
 
-def owns(x):
+def owns(x: Any) -> bool:
     """Whether ``x`` is the whole of its memory: an array owning it, or a whole kept block
     (the arrays :func:`empty` returns).  A kernel writes into a temporary in place only
     then, never into a view of another array."""
@@ -117,12 +118,12 @@ def _is_kept(block):
     return any(kept is block for kept in _blocks)
 
 
-def limit():
+def limit() -> int:
     """The bytes of kept blocks :func:`empty` may hold."""
     return _limit
 
 
-def set_limit(nbytes):
+def set_limit(nbytes: int) -> None:
     """Keep at most ``nbytes`` of blocks (0: reuse nothing; blocks beyond it are let go)."""
     global _limit, _held
     nbytes = int(nbytes)
@@ -147,7 +148,7 @@ set_limit(float(os.environ.get("LABELED_FUNC_BUFFER_MIB", "64")) * 2**20)
 _PAGE, _SLOW_DISTANCES = 4096, range(1, 16)
 
 
-def copy_into(destination, source):
+def copy_into(destination: np.ndarray, source: np.ndarray) -> None:
     """``destination[...] = source`` for C-ordered NumPy arrays of one shape and dtype,
     bit for bit.  Where memmove would be slow (see above), the bits are copied by a ufunc
     loop instead (``np.positive`` on unsigned integers of the item's width): 36 us for

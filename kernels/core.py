@@ -12,6 +12,8 @@ tangent, the VJP is its transpose, given beside it as one formula (:func:`linear
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from .backend import dtype_kind, namespace, namespace_dtype, normalize_axis, numpy_namespace
 from .primitive import Primitive
@@ -43,7 +45,7 @@ class Negated:
         return f"Negated({self.value!r})"
 
 
-def linear_rules(prim, transpose_rule, rearranges=False):
+def linear_rules(prim: Primitive, transpose_rule: Callable[..., Any], rearranges: bool = False) -> Primitive:
     """Set the rules of ``prim``, linear in its first argument (the others are indices).
 
     The JVP applies ``prim`` to the tangent; the VJP is ``transpose_rule(g, *primals,
@@ -76,25 +78,25 @@ def linear_rules(prim, transpose_rule, rearranges=False):
     return prim
 
 
-def keeps_indices(count, traced):
+def keeps_indices(count: int, traced: Any) -> tuple[range, bool]:
     """What the VJP of a linear rule reads: the index arguments, not the value (its shape
     only) nor the output."""
     return range(1, count), False
 
 
-def differentiable_input(value):
+def differentiable_input(value: Any) -> bool:
     """Whether ``value`` can receive a cotangent: a floating or complex array, including
     the NumPy scalars that NumPy returns for 0-d results (Python numbers are constants)."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and dtype_kind(dtype) in "fc"
 
 
-def shifted(axes):
+def shifted(axes: Iterable[int]) -> tuple[int, ...]:
     """``axes`` of a logical value as axes of its batched value (the batch axis is 0)."""
     return tuple(a + 1 for a in axes)
 
 
-def inverse_permutation(axes):
+def inverse_permutation(axes: Sequence[int]) -> tuple[int, ...]:
     inverse = [0] * len(axes)
     for position, axis in enumerate(axes):
         inverse[axis] = position
@@ -128,7 +130,7 @@ transpose = linear_rules(Primitive("transpose", _transpose_impl, _transpose_batc
                          lambda g, x, *, axes: transpose.bind(g, axes=inverse_permutation(axes)), rearranges=True)
 
 
-def moveaxis(x, source, destination):
+def moveaxis(x: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
     """``x`` with axes ``source`` moved to ``destination`` (one transpose, or none)."""
     ndim = x.ndim
     source = normalize_axis(source, ndim)
@@ -139,7 +141,7 @@ def moveaxis(x, source, destination):
     return transpose.bind(x, axes=tuple(order)) if order != list(range(ndim)) else x
 
 
-def axes_last(x, axis):
+def axes_last(x: Any, axis: int | Sequence[int] | None) -> tuple[Any, Callable[[Any], Any]]:
     """``x`` with the ``axis`` dims merged into one last axis, and the function undoing it."""
     axes = normalize_axis(axis, x.ndim)
     shape = tuple(x.shape)
@@ -213,7 +215,7 @@ copy = linear_rules(Primitive("copy", _copy_impl, _copy_batch), lambda g, x: g, 
 
 
 # --- reductions over axes ---------------------------------------------------------------
-def axis_reduction(name, function_name):
+def axis_reduction(name: str, function_name: str) -> Primitive:
     """A reduction primitive ``name`` computed by ``xp.<function_name>(x, axis=,
     keepdims=, ...)``; ``axis`` is a tuple of non-negative axes.  Its batch rule shifts
     the axes past the batch axis.  Rules are set by the caller."""
@@ -232,18 +234,18 @@ def axis_reduction(name, function_name):
     return prim
 
 
-def keep_reduced(value, x, axis, keepdims):
+def keep_reduced(value: Any, x: Any, axis: int | Sequence[int] | None, keepdims: bool) -> Any:
     """A reduction's ``value`` with the reduced axes of ``x`` kept (size 1)."""
     axes = normalize_axis(axis, x.ndim)
     return value if keepdims or not axes else expand_dims.bind(value, axis=axes)
 
 
-def unreduce(g, x, axis, keepdims):
+def unreduce(g: Any, x: Any, axis: int | Sequence[int] | None, keepdims: bool) -> Any:
     """A reduction's cotangent spread back over the shape of its input ``x``."""
     return broadcast_to.bind(keep_reduced(g, x, axis, keepdims), shape=tuple(x.shape))
 
 
-def reduced_size(x, axis):
+def reduced_size(x: Any, axis: int | Sequence[int] | None) -> int:
     """How many elements of ``x`` each reduction over ``axis`` combines."""
     return math.prod(x.shape[a] for a in normalize_axis(axis, x.ndim))
 
@@ -253,7 +255,7 @@ reduce_sum = linear_rules(axis_reduction("reduce_sum", "sum"),
 
 
 # --- broadcasting: undone in cotangents, done along the batch ---------------------------------
-def unbroadcast(g, shape):
+def unbroadcast(g: Any, shape: Sequence[int]) -> Any:
     """``g`` summed down to ``shape`` (undoing NumPy broadcasting)."""
     shape = tuple(shape)
     g_shape = tuple(g.shape)
@@ -268,12 +270,12 @@ def unbroadcast(g, shape):
     return reshape.bind(g, shape=shape) if tuple(g.shape) != shape else g
 
 
-def broadcast_batch(x, axis_size):
+def broadcast_batch(x: Any, axis_size: int) -> Any:
     """An unbatched value repeated along a new leading batch axis of ``axis_size``."""
     x = expand_dims.bind(x, axis=(0,))
     return broadcast_to.bind(x, shape=(axis_size,) + tuple(x.shape[1:]))
 
 
-def move_batch_axis_to_front(x, axis):
+def move_batch_axis_to_front(x: Any, axis: int) -> Any:
     """``x`` with its axis ``axis`` moved to position 0."""
     return moveaxis(x, axis, 0) if axis != 0 else x

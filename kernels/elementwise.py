@@ -7,11 +7,13 @@ leaves unbatched ones alone, since right-aligned broadcasting already fits them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from . import buffers
-from .backend import (I0_FAR, I0_NEAR, all_finite, device_of, dtype_kind, extra, is_integer_dtype, library_of,
+from .backend import (I0_FAR, I0_NEAR, all_finite, backend_of, device_of, dtype_kind, extra, is_integer_dtype,
                       namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
@@ -25,7 +27,7 @@ def _ndim(value):
     return getattr(value, "ndim", 0)
 
 
-def batch_elementwise(prim):
+def batch_elementwise(prim: Primitive) -> Callable[..., tuple[Any, bool]]:
     """The batch rule shared by every elementwise primitive."""
 
     def rule(axis_size, values, batched, **params):
@@ -59,7 +61,7 @@ def _aligned_ranks(values, batched):
     return aligned
 
 
-def elementwise_primitive(name, impl, fusion=None):
+def elementwise_primitive(name: str, impl: Callable[..., Any], fusion: Fusion | None = None) -> Primitive:
     """A primitive with the shared elementwise batch rule; ``fusion``: its :class:`Fusion`
     (how lf.jit spells it in a fused expression), or None."""
     prim = Primitive(name, impl, fusion=fusion)
@@ -439,7 +441,7 @@ _pow = _from_namespace("pow")
 _SMALL_EXPONENTS = frozenset((-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0, 4.0))
 
 
-def small_exponent(x, y):
+def small_exponent(x: Any, y: Any) -> float | None:
     """The exponent ``y`` as a float when ``x ** y`` is computed by products: ``y`` a
     Python number or a 0-d constant in ``_SMALL_EXPONENTS`` that does not change the
     dtype of a real floating ``x``; else None.  One half of float16 only as a Python float
@@ -577,16 +579,16 @@ SAFE_PRODUCT_CUDA = "((({0}) == 0 && !isfinite((double)({1}))) ? 0.0 : ({0}) * (
 _SAFE_PRODUCT_KERNELS = {}  # dtype name -> the kernel (CuPy compiles it once, and caches the build)
 
 
-def safe_product_kernel_source(name):
+def safe_product_kernel_source(name: str) -> tuple[str, str, str]:
     """The parameters and the operation of :func:`device_safe_product`'s kernel for dtype
     ``name`` (float32 or float64), as ``cupy.ElementwiseKernel`` takes them."""
     return f"{name} g, {name} d", f"{name} out", "out = " + SAFE_PRODUCT_CUDA.format("g", "d")
 
 
-def device_safe_product(g, d):
+def device_safe_product(g: Any, d: Any) -> Any:
     """``safe_multiply(g, d)`` as one CuPy kernel: for CuPy arrays ``g`` and ``d`` of one
     dtype, float32 or float64 (broadcast together as CuPy broadcasts); None otherwise."""
-    if type(g) is not type(d) or library_of(d) != "cupy" or g.dtype != d.dtype:
+    if type(g) is not type(d) or backend_of(d).fusion != "cuda" or g.dtype != d.dtype:
         return None
     name = g.dtype.name
     if name not in ("float32", "float64"):
@@ -699,7 +701,7 @@ multiply_sum = Primitive("multiply_sum", _multiply_sum_impl, _multiply_sum_batch
                          reads_only=True)  # an einsum into a fresh array
 
 
-def product_reduced_to(g, d, shape, safe):
+def product_reduced_to(g: Any, d: Any, shape: Sequence[int], safe: bool) -> Any:
     """``unbroadcast(g * d, shape)`` (NaN-safe as :data:`safe_multiply` where ``safe``) as one
     :data:`multiply_sum`, for float32 or float64 arrays ``g`` and ``d`` of one dtype and shape
     that must be summed down to ``shape``; None where that does not apply."""
@@ -715,7 +717,7 @@ def product_reduced_to(g, d, shape, safe):
     return reshape.bind(total, shape=shape) if tuple(total.shape) != shape else total
 
 
-def partial_rules(prim, partials, safe=False):
+def partial_rules(prim: Primitive, partials: Callable[..., Any], safe: bool = False) -> Primitive:
     """JVP/VJP from ``partials(primals, out) -> tuple of derivatives (None = zero)``.  A
     derivative may be a function of no argument (``lambda: ...``): computed only where a
     tangent or a cotangent needs it."""
@@ -803,12 +805,12 @@ def partial_rules(prim, partials, safe=False):
     prim.vjp = vjp
 
 
-def materialised(value):
+def materialised(value: Any) -> Any:
     """``value``, computed where it is a :class:`Negated` cotangent."""
     return negative.bind(value.value) if type(value) is Negated else value
 
 
-def add_to_temporary(total, term, owned):
+def add_to_temporary(total: Any, term: Any, owned: bool) -> Any:
     """``total + term``; into ``total``'s buffer when ``owned`` (``total`` is a temporary of the
     caller's own, which nothing else reads) and the values are known (not recorded for
     later calls, where an impl may be replayed on values read again)."""
@@ -817,7 +819,7 @@ def add_to_temporary(total, term, owned):
     return add.bind(total, term)
 
 
-def subtract_from_temporary(total, term, owned):
+def subtract_from_temporary(total: Any, term: Any, owned: bool) -> Any:
     """``total - term``, into ``total``'s buffer as :func:`add_to_temporary` adds."""
     if owned and known(total) and known(term):
         return subtract_inplace.bind(total, term)
@@ -1129,7 +1131,7 @@ real.jvp, real.vjp = _real_jvp, _real_vjp
 imag.jvp, imag.vjp = _imag_jvp, _imag_vjp
 
 
-def real_valued_rules(prim, gradient):
+def real_valued_rules(prim: Primitive, gradient: Callable[..., Any]) -> Primitive:
     """``prim``'s rules on a complex input, where its value is real: the JVP Re(h t), the
     VJP g h, with ``h = gradient(x, out) = df/dx - i df/dy``.  Real inputs keep the rules
     ``prim`` had."""

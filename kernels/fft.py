@@ -31,7 +31,7 @@ __all__ = ["fft_c2c", "fft_r2c", "fft_c2r", "half_length"]
 NORMS = ("backward", "ortho", "forward")
 
 
-def half_length(n):
+def half_length(n: int) -> int:
     """The bins of a real signal of length ``n`` that its half spectrum keeps."""
     return n // 2 + 1
 

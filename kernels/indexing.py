@@ -20,10 +20,12 @@ from __future__ import annotations
 import functools
 import math
 import sys
+from typing import Any
 
 import numpy as np
 
-from .backend import device_of, dtype_kind, lazy_namespace, namespace, namespace_library, numpy_namespace
+from .backend import (backend_named, device_of, dtype_kind, lazy_namespace, namespace, namespace_library,
+                      numpy_namespace)
 from .core import (broadcast_batch, broadcast_to, differentiable_input, linear_rules, reshape, transpose,
                    unbroadcast)
 from .creation import zeros_like
@@ -55,7 +57,7 @@ def _fill(template, arrays):
     return tuple(arrays[item.index] if isinstance(item, Slot) else item for item in template)
 
 
-def split_key(key):
+def split_key(key: tuple[Any, ...]) -> tuple[tuple[Any, ...], list[Any]]:
     """``(template, arrays)`` for a key tuple whose array entries become slots."""
     template, arrays = [], []
     for item in key:
@@ -67,7 +69,7 @@ def split_key(key):
     return tuple(template), arrays
 
 
-def normalize_key(template, ndim):
+def normalize_key(template: tuple[Any, ...], ndim: int) -> tuple[Any, ...]:
     """The template without Ellipsis, one entry per consumed axis, trailing slices added."""
     consumed = sum(1 for item in template if item is not None and item is not Ellipsis)
     out = []
@@ -193,7 +195,7 @@ def _block_layout(template, shape):
 getitem = linear_rules(Primitive("getitem", _getitem_impl, _getitem_batch), _getitem_transpose)
 
 
-def getitem_static(x, key):
+def getitem_static(x: Any, key: tuple[Any, ...]) -> Any:
     """``x[key]`` for a key tuple without arrays (a convenience for composites)."""
     template, arrays = split_key(key if isinstance(key, tuple) else (key,))
     return getitem.bind(x, *arrays, template=template)
@@ -424,9 +426,10 @@ def _index_add_lazily(out, value, arrays, template):
 
 
 def _array_library(xp):
-    """The NumPy or CuPy module behind namespace ``xp`` (None for other libraries)."""
-    name = namespace_library(xp)
-    return sys.modules.get(name) if name in ("numpy", "cupy") else None  # imported: it made the array
+    """The module behind namespace ``xp`` where it has its own ``add.at`` (NumPy's, CuPy's;
+    None for other libraries)."""
+    backend = backend_named(namespace_library(xp))
+    return sys.modules.get(backend.name) if backend.has_ufunc_at else None  # imported: it made the array
 
 
 def _one_hot_add(xp, out, value, arrays, template):

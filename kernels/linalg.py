@@ -22,6 +22,7 @@ eigh, eig and svd rules assume distinct eigenvalues / distinct non-zero singular
 from __future__ import annotations
 
 import string
+from typing import Any
 
 import numpy as np
 
@@ -198,7 +199,7 @@ def _real_only(name, *values):
                                   "solve, inv, det, slogdet, eig, matmul, einsum and norm differentiate them")
 
 
-def transpose_last2(x):
+def transpose_last2(x: Any) -> Any:
     n = x.ndim
     return transpose.bind(x, axes=tuple(range(n - 2)) + (n - 1, n - 2))
 

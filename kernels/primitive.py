@@ -12,8 +12,10 @@ declared on it too, never in tables of the compiler's own.
 from __future__ import annotations
 
 import string
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 __all__ = ["Fusion", "Primitive", "Traced", "bind", "bottom", "differentiated", "known", "top_level"]
 
@@ -73,12 +75,12 @@ class Fusion:
             raise ValueError("a Fusion spelled by_constant has no other spelling")
 
     @classmethod
-    def unfused(cls, reason):
+    def unfused(cls, reason: str) -> Fusion:
         """The declaration of a primitive that is not fused, and why."""
         return cls(reason=reason)
 
     @staticmethod
-    def operands(template):
+    def operands(template: str) -> set[int]:
         """The operand positions a spelling names (``{}`` counted in order)."""
         used, automatic = set(), 0
         for _, field, _, _ in string.Formatter().parse(template):
@@ -102,7 +104,7 @@ class Traced:
     __slots__ = ()
 
 
-def bottom(value):
+def bottom(value: Any) -> Any:
     """The concrete value under every transform level (all examples of every vmap, the
     primal under AD); ``value`` itself when it is not traced."""
     while isinstance(value, Traced):
@@ -110,7 +112,7 @@ def bottom(value):
     return value
 
 
-def known(value):
+def known(value: Any) -> bool:
     """Whether the concrete values under ``value`` are the ones being computed: False under
     an abstract level (jit records a program for the values of later calls), where a
     kernel must not be chosen by peeking at them."""
@@ -121,7 +123,7 @@ def known(value):
     return True
 
 
-def differentiated(values):
+def differentiated(values: Iterable[Any]) -> bool:
     """Whether a differentiating level (jvp, grad) traces any of ``values``, at any depth."""
     for value in values:
         while isinstance(value, Traced):
@@ -193,7 +195,7 @@ class Primitive:
         self.reads_only = reads_only
         self.keeps_uniform = keeps_uniform
 
-    def bind(self, *args, **params):
+    def bind(self, *args: Any, **params: Any) -> Any:
         return bind(self, args, params)
 
     __call__ = bind
@@ -202,7 +204,7 @@ class Primitive:
         return f"Primitive({self.name!r})"
 
 
-def top_level(values, operation):
+def top_level(values: Iterable[Any], operation: Any) -> Any:
     """The innermost (deepest) level among the traced ``values``, or None.
 
     Every value is checked for escape: a tracer whose level has returned raises through
@@ -219,7 +221,7 @@ def top_level(values, operation):
     return top
 
 
-def bind(prim, args, params):
+def bind(prim: Primitive, args: Sequence[Any], params: Mapping[str, Any]) -> Any:
     """Apply ``prim`` to ``args``: at the highest level among them, or concretely."""
     top = top_level(args, prim)
     if top is None:

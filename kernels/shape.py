@@ -9,12 +9,11 @@ tangent and the VJP is its transpose, given beside it as one formula.
 from __future__ import annotations
 
 import math
-import sys
 
 import numpy as np
 
 from . import buffers
-from .backend import device_of, extra, namespace, namespace_library, numpy_namespace
+from .backend import backend_named, device_of, extra, namespace, namespace_library, numpy_namespace
 from .core import broadcast_batch, differentiable_input, expand_dims, linear_rules, reshape, shifted
 from .creation import zeros_like
 from .elementwise import add, negative, where
@@ -113,7 +112,7 @@ def _roll_into(x, shift, axis):
     return roll_copy(x, shift, axis, buffers.empty(x.shape, x.dtype))
 
 
-def roll_copy(x, shift, axis, out):
+def roll_copy(x: np.ndarray, shift: int, axis: int, out: np.ndarray) -> np.ndarray:
     """``np.roll(x, shift, axis)`` of one axis written into ``out``: two copies.
 
     C-ordered arrays move as one contiguous copy: every element ``k`` places along (``k``
@@ -246,16 +245,16 @@ flip = linear_rules(Primitive("flip", _flip_impl, _flip_batch), lambda g, x, *, 
 # --- sliding windows -------------------------------------------------------------
 def _sliding_window_impl(x, *, window_shape, axis):
     xp = namespace(x)
-    library = namespace_library(xp)
-    if library == "cupy" and len(axis) > 1 and list(axis) != sorted(axis):
+    backend = backend_named(namespace_library(xp))
+    if backend.window_axes_ascending and len(axis) > 1 and list(axis) != sorted(axis):
         # CuPy's orders the window dims of axes given out of order unlike NumPy's (seen on
         # CuPy 14): ask in ascending order, then put the window dims in the order asked
         order = sorted(range(len(axis)), key=lambda i: axis[i])
         view = _sliding_window_impl(x, window_shape=tuple(window_shape[i] for i in order),
                                     axis=tuple(axis[i] for i in order))
         return xp.permute_dims(view, tuple(range(x.ndim)) + tuple(x.ndim + order.index(i) for i in range(len(axis))))
-    if library in ("numpy", "cupy"):  # NumPy's and CuPy's own: a strided view, no copy
-        return sys.modules[library].lib.stride_tricks.sliding_window_view(x, window_shape, axis=axis)
+    if backend.strided_views:  # the library's own (NumPy's, CuPy's): a strided view, no copy
+        return backend.module.lib.stride_tricks.sliding_window_view(x, window_shape, axis=axis)
     return extra(xp, "sliding_window_view")(x, window_shape, axis)
 
 

@@ -9,11 +9,12 @@ declares a ``fusion=``: lf.jit fuses none of them.
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
 
-from .backend import dtype_kind, extra, library_of, namespace
+from .backend import backend_of, dtype_kind, extra, namespace
 # the family's primitives and helpers (a series, its constants) that its own rules share
 from .elementwise import (_LN2, _LN10, _PI_OVER_180, _is_array, _near, _series, _sq, absolute, add, cos, divide,
                           elementwise_primitive, equal, exp, expm1, floor, hypot, less, less_equal, log, log1p,
@@ -34,30 +35,28 @@ def _special(name, part=None):
 
     def function(*args):
         arrays = [arg for arg in args if hasattr(arg, "dtype")]
-        library = library_of(arrays[0]) if arrays else None
-        if library == "cupy":
-            import cupy
-            import cupyx.scipy.special as special
-
-            # cupyx's functions compare and broadcast their arguments as arrays (polygamma's n)
-            args = [arg if hasattr(arg, "dtype") else cupy.asarray(arg) for arg in args]
-        elif library in ("numpy", None):
-            import scipy.special as special
-        else:  # the library's own, or backend.extra's portable fallback (expit, logit)
+        backend = backend_of(arrays[0] if arrays else None)
+        if backend.special is None:  # the library's own, or backend.extra's portable fallback (expit, logit)
             try:
                 portable = extra(namespace(*arrays), name)
             except AttributeError:
-                raise NotImplementedError(f"scipy.special.{name}: no version for {library} arrays "
+                raise NotImplementedError(f"scipy.special.{name}: no version for {backend.name} arrays "
                                           "(NumPy and CuPy only)") from None
             return portable(*args)
+        special = importlib.import_module(backend.special)
+        if backend.special_needs_arrays:
+            # cupyx's functions compare and broadcast their arguments as arrays (polygamma's n)
+            asarray = backend.module.asarray
+            args = [arg if hasattr(arg, "dtype") else asarray(arg) for arg in args]
         computed = getattr(special, name, None)
         if computed is None:
-            raise NotImplementedError(f"scipy.special.{name}: {special.__name__} has no {name} for {library} arrays")
+            raise NotImplementedError(f"scipy.special.{name}: {special.__name__} has no {name} for {backend.name} "
+                                      "arrays")
         out = computed(*args)
         if part is not None:  # one output of a ufunc with several (sici)
             out = out[part]
         floating = [arg.dtype for arg in arrays if dtype_kind(arg.dtype) == "f"]
-        if library == "cupy" and floating and dtype_kind(out.dtype) == "f":
+        if backend.special_casts_back and floating and dtype_kind(out.dtype) == "f":
             common = np.result_type(*floating)
             return out.astype(common) if out.dtype != common else out
         return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import xarray as xr
 
-from labeled_func_kernels.backend import is_array, library_of, namespace, namespace_library
+from labeled_func_kernels.backend import backend_of, is_array, library_of, namespace, namespace_library
 from labeled_func_kernels.primitive import bottom
 
 from .errors import UnsupportedOperationError
@@ -115,7 +115,7 @@ def _library(array):
 def _chunk_type(array):
     """A Dask array's chunk type (its ``_meta``), other arrays themselves."""
     meta = getattr(array, "_meta", None)
-    if meta is not None and library_of(array) == "dask":
+    if meta is not None and backend_of(array).chunked:
         return meta
     return array
 

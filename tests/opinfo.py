@@ -2525,11 +2525,11 @@ OP_DB: list[OpInfo] = [
 
 # Entries kept by family in their own modules (built with this module's helpers, imported
 # here once the helpers exist), so that every generic test reaches them.
-from opinfo_more_elementwise import ENTRIES as _MORE_ELEMENTWISE  # noqa: E402
-from opinfo_more_linalg import ENTRIES as _MORE_LINALG  # noqa: E402
-from opinfo_more_misc import ENTRIES as _MORE_MISC  # noqa: E402
-from opinfo_more_shapes import ENTRIES as _MORE_SHAPES  # noqa: E402
-from opinfo_more_special import ENTRIES as _MORE_SPECIAL  # noqa: E402
+from opinfo_elementwise import ENTRIES as _MORE_ELEMENTWISE  # noqa: E402
+from opinfo_linalg import ENTRIES as _MORE_LINALG  # noqa: E402
+from opinfo_misc import ENTRIES as _MORE_MISC  # noqa: E402
+from opinfo_shapes import ENTRIES as _MORE_SHAPES  # noqa: E402
+from opinfo_special import ENTRIES as _MORE_SPECIAL  # noqa: E402
 
 OP_DB += _MORE_ELEMENTWISE + _MORE_SHAPES + _MORE_LINALG + _MORE_SPECIAL + _MORE_MISC
 

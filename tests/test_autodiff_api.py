@@ -522,3 +522,63 @@ def test_a_loss_and_aux_pair_without_has_aux_says_to_pass_it():
             transform(lambda y: ((y ** 2).sum(), {"mean": y.mean()}))(x)
     with pytest.raises(ValueError, match=r"got tuple; use lf.jacrev"):  # not a (scalar, aux) pair
         lf.grad(lambda y: (y ** 2, y))(x)
+
+
+LINEARIZE_X = xr.DataArray([1.0, 2.0, 4.0], dims="t")
+
+
+# --- linearize leaves the caller's array alone ---------------------------------------------------------
+def test_linearize_does_not_run_the_function_on_the_callers_array():
+    def shift_in_place(x):
+        x += 1.0
+        return x ** 2
+
+    x = xr.DataArray([1.0, 2.0], dims="t")
+    out, jvp_fn = lf.linearize(shift_in_place, x)
+    # before: x became [2, 3] and the JVP was taken there
+    np.testing.assert_array_equal(x.values, [1.0, 2.0])
+    np.testing.assert_allclose(out.values, shift_in_place(x.copy()).values)
+    tangent = xr.DataArray([1.0, -1.0], dims="t")
+    np.testing.assert_allclose(jvp_fn(tangent).values, 2 * (x.values + 1.0) * tangent.values)
+    expected = lf.jvp(shift_in_place, (x,), (tangent,))[1]
+    np.testing.assert_allclose(jvp_fn(tangent).values, expected.values)
+    np.testing.assert_array_equal(x.values, [1.0, 2.0])
+
+
+def test_linearize_output_is_the_plain_output():
+    def f(x, scale):
+        return np.sin(x) * scale
+
+    out, _ = lf.linearize(f, LINEARIZE_X, 2.0)
+    xr.testing.assert_identical(out, f(LINEARIZE_X, 2.0))
+    assert isinstance(out.data, np.ndarray)
+
+
+# --- jacfwd and jacrev agree on dtypes: NumPy's promotion --------------------------------------------
+X32 = xr.DataArray(np.array([1.0, 2.0, 3.0], dtype=np.float32), dims="t")
+X64 = X32.astype(np.float64)
+
+
+@pytest.mark.parametrize("f, x", [
+    (lambda x: x * np.ones(3), X32),                    # float32 argument, float64 output
+    (lambda x: x.astype(np.float32) * 2, X64),          # float64 argument, float32 output
+    (lambda x: x * 2, X32),
+    (lambda x: (x > 1.5).astype(int), X32),             # an integer output: no derivative
+], ids=["f32-to-f64", "f64-to-f32", "f32-to-f32", "f32-to-int"])
+def test_jacfwd_and_jacrev_give_numpys_promotion(f, x):
+    # before: float64 by jacfwd and float32 by jacrev for the first
+    out = f(x)
+    kind = out.dtype.kind
+    expected = np.result_type(out.dtype, x.dtype) if kind == "f" else x.dtype
+    forward, reverse = lf.jacfwd(f)(x), lf.jacrev(f)(x)
+    assert forward.dtype == reverse.dtype == expected
+    np.testing.assert_array_equal(forward.values, reverse.values)
+
+
+def test_jacobians_of_several_outputs_promote_each_block():
+    f = lambda x: (x * 2, x * np.ones(3))  # noqa: E731 - float32 and float64 outputs
+    forward, reverse = lf.jacfwd(f)(X32), lf.jacrev(f)(X32)
+    assert [j.dtype for j in forward] == [j.dtype for j in reverse] == [np.float32, np.float64]
+    hessian = lf.hessian(lambda x: (x ** 3 * np.ones(3)).sum())(X32)
+    assert hessian.dtype == np.float64
+    np.testing.assert_allclose(hessian.values, np.diag(6 * X32.values.astype(float)))

@@ -453,3 +453,66 @@ def test_a_lazy_vmap_of_a_traced_value_inside_grad_says_to_swap_the_transforms(h
     assert lazy.chunks is not None
     expected = 2 * (data.compute() * w).sum("t") * data.compute()  # d/dw of (d·w)², by hand
     xr.testing.assert_allclose(lazy.compute(), expected.mean("sample").drop_vars("t"), rtol=1e-12)
+
+
+# --- a Dask array built from traced values raises at once (it used to be silently wrong) -------------
+# oracles: the documented ConversionError naming the Dask call and the user's line; closed forms
+TRACED_X = xr.DataArray([1.0, 2.0, 4.0], dims="t")
+TRACED_BATCH = xr.DataArray([[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]], dims=("s", "t"))
+
+
+def under(transform, f, x=TRACED_X):
+    """``f`` under one transform, by name (vmap maps dim "s" of TRACED_BATCH)."""
+    if transform == "grad":
+        return lf.grad(f)(x)
+    if transform == "jvp":
+        return lf.jvp(f, (x,), (xr.ones_like(x),))[1]
+    if transform == "jacrev":
+        return lf.jacrev(f)(x)
+    if transform == "jacfwd":
+        return lf.jacfwd(f)(x)
+    if transform == "vmap":
+        return lf.vmap(f, dim="s")(TRACED_BATCH)
+    raise AssertionError(transform)
+
+
+def dask_stack(x):
+    stacked = da.stack([x.data[0], x.data[1]])  # what xskillscore does for non-ndarray inputs
+    return xr.DataArray(stacked, dims="k").sum()
+
+
+def dask_chunk(x):
+    return x.chunk({"t": 1}).sum()
+
+
+def dask_from_array_named(x):
+    return xr.DataArray(da.from_array(x.data, name="mine"), dims="t").sum()  # Dask does not tokenize it
+
+
+def dask_concatenate(x):
+    return xr.DataArray(da.concatenate([np.zeros(1), x.data]), dims="u").sum()
+
+
+@pytest.mark.parametrize("f, culprit", [(dask_stack, "dask.array.core.stack"),
+                                        (dask_chunk, "xarray's DataArray.chunk"),
+                                        (dask_from_array_named, "dask.array.core.from_array"),
+                                        (dask_concatenate, "dask.array.core.concatenate")],
+                         ids=["stack", "chunk", "from_array-named", "concatenate"])
+@pytest.mark.parametrize("transform", ["grad", "jvp", "jacrev", "vmap"])
+def test_a_dask_array_of_traced_values_raises_at_once_naming_the_dask_call(transform, f, culprit):
+    # before: grad returned zeros and vmap a lazy array that failed at compute time
+    with pytest.raises(lf.ConversionError) as excinfo:
+        under(transform, f)
+    message = str(excinfo.value)
+    assert culprit in message and "a Dask array cannot be built from a value traced by" in message, message
+    assert "test_dask.py:" in message  # the user's line
+    label = {"grad": "grad", "jvp": "jvp", "jacrev": "jacrev", "vmap": "vmap"}[transform]
+    assert f"lf.{label}" in message
+
+
+def test_numpy_stack_is_the_fix_and_dask_data_still_differentiates():
+    fixed = lf.grad(lambda x: xr.DataArray(np.stack([x.data[0], x.data[1]]), dims="k").sum() ** 2)(TRACED_X)
+    np.testing.assert_allclose(fixed.values, [2 * 3.0, 2 * 3.0, 0.0])  # d (x0 + x1)^2
+    # differentiating a function of Dask-backed data (no Dask array built inside) still works
+    lazy = lf.grad(lambda x: (x ** 2).sum())(TRACED_X.chunk({"t": 2}))
+    np.testing.assert_allclose(lazy.values, 2 * TRACED_X.values)

@@ -11,6 +11,8 @@ and loops over examples for vmap.
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -505,3 +507,109 @@ def test_read_only_views_see_writes_into_their_base_and_refuse_writes(make_view)
         write(x)  # NumPy itself
     with pytest.raises(ValueError, match="read-only"):
         lf.grad(write)(x)
+
+
+# --- storing traced values into a plain NumPy buffer raises (under AD it dropped the derivative) ------
+PLAIN_X = xr.DataArray([1.0, 2.0, 4.0], dims="t")
+PLAIN_BATCH = xr.DataArray([[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]], dims=("s", "t"))
+
+
+def under(transform, f, x=PLAIN_X):
+    """``f`` under one transform, by name (vmap maps dim "s" of PLAIN_BATCH)."""
+    if transform == "grad":
+        return lf.grad(f)(x)
+    if transform == "jvp":
+        return lf.jvp(f, (x,), (xr.ones_like(x),))[1]
+    if transform == "jacrev":
+        return lf.jacrev(f)(x)
+    if transform == "jacfwd":
+        return lf.jacfwd(f)(x)
+    if transform == "vmap":
+        return lf.vmap(f, dim="s")(PLAIN_BATCH)
+    raise AssertionError(transform)
+
+
+def fill(x):
+    buf = np.zeros(3)
+    buf.fill(x.data[0])
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+def fill_dataarray(x):
+    buf = np.zeros(3)
+    buf.fill(x[0])  # a 0-d DataArray: NumPy calls its __float__
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+def fromiter(x):
+    buf = np.fromiter((v * 2.0 for v in x.data), dtype=float)
+    return (xr.DataArray(buf, dims="t") ** 2).sum()
+
+
+def setitem_call(x):
+    buf = np.zeros(3)
+    buf.__setitem__(0, x.data[1])
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+def setitem_call_slice(x):
+    buf = np.zeros(3)
+    buf.__setitem__(slice(0, 3), x.data)
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+def operator_setitem(x):
+    buf = np.zeros(3)
+    operator.setitem(buf, 0, x.data[1])
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+def put_method(x):
+    buf = np.zeros(3)
+    buf.put(0, x.data[1])
+    return (xr.DataArray(buf, dims="t") * x).sum()
+
+
+PLAIN_STORES = {
+    "fill": (fill, "plain.fill(value)"),
+    "fill-dataarray": (fill_dataarray, "plain.fill(value)"),
+    "fromiter": (fromiter, "np.fromiter(values, dtype)"),
+    "setitem-call": (setitem_call, "plain.__setitem__(key, value)"),
+    "setitem-call-slice": (setitem_call_slice, "plain.__setitem__(key, value)"),
+    "operator-setitem": (operator_setitem, "operator.setitem(plain, key, value)"),
+    "put": (put_method, "plain.put(indices, values)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN_STORES))
+@pytest.mark.parametrize("transform", ["grad", "jvp", "jacrev", "jacfwd", "vmap"])
+def test_storing_a_traced_value_into_a_plain_buffer_raises_inplace_error(transform, name):
+    # before: under AD the primal was stored and the derivative dropped (fill: grad [1, 2, 4]
+    # instead of [1 + 7, 1, 1])
+    f, culprit = PLAIN_STORES[name]
+    with pytest.raises(lf.InplaceError) as excinfo:
+        under(transform, f)
+    message = str(excinfo.value)
+    assert culprit in message and "test_inplace_views.py:" in message, message
+
+
+def test_buf_index_store_and_the_traced_buffer_fix():
+    def index_store(x):
+        buf = np.zeros(3)
+        buf[0] = x.data[1]
+        return (xr.DataArray(buf, dims="t") * x).sum()
+
+    with pytest.raises(lf.InplaceError, match=r"plain\[\.\.\.\] = value"):
+        lf.grad(index_store)(PLAIN_X)
+
+    def traced_fill(x):
+        buf = np.zeros_like(x.data)  # traced: the fix the message points at
+        buf.fill(x.data[0])
+        return (xr.DataArray(buf, dims="t") * x).sum()
+
+    # d/dx (x0 (x0 + x1 + x2)) = (2 x0 + x1 + x2, x0, x0)
+    np.testing.assert_allclose(lf.grad(traced_fill)(PLAIN_X).values, [2 * 1.0 + 2.0 + 4.0, 1.0, 1.0])
+    looped = [traced_fill(PLAIN_BATCH[i]).item() for i in range(2)]
+    np.testing.assert_allclose(lf.vmap(traced_fill, dim="s")(PLAIN_BATCH).values, looped)
+    # float() of a traced value under grad alone is still the primal (torch's .item())
+    np.testing.assert_allclose(lf.grad(lambda x: x.sum() * float(x.data[0]))(PLAIN_X).values, [1.0, 1.0, 1.0])

@@ -15,7 +15,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
-from test_numpy_breadth_elementwise import assert_same_bits
+from test_ops_elementwise import assert_same_bits
 
 sp = pytest.importorskip("scipy.special")
 

@@ -44,6 +44,8 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from labeled_func_kernels.backend import library_packages
+
 from .errors import ConversionError, TransformError, _Located
 
 __all__ = [
@@ -559,11 +561,11 @@ def _record(source, failed, versions):
 
 
 # === 2. where: the user's call ================================================================
-# packages whose frames are "library": the user called into them
+# packages whose frames are "library": the user called into them (the array libraries' own
+# packages are declared with their backends)
 _LIBRARIES = {
-    "xarray", "numpy", "scipy", "pandas", "dask", "flox", "numbagg", "bottleneck",
-    "cupy", "cupyx", "array_api_compat", "array_api_strict", "opt_einsum", "toolz",
-}
+    "xarray", "scipy", "pandas", "flox", "numbagg", "bottleneck", "array_api_compat", "opt_einsum", "toolz",
+} | library_packages()
 # frames that are neither library nor user code: ours and the standard library
 _OURS = frozenset({"labeled_func", "labeled_func_kernels"})
 _STDLIB = frozenset(sys.stdlib_module_names)

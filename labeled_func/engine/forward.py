@@ -6,10 +6,14 @@ reverse mode at any depth.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
+from labeled_func_kernels.primitive import Primitive
 
 from .errors import UnsupportedOperationError
 from .stack import Level, active, bind_custom_vjp, bind_per_example, differentiated
@@ -26,12 +30,12 @@ class JVPLevel(Level):
     differentiates = True
     __slots__ = ()
 
-    def input(self, primal, tangent):
+    def input(self, primal: Any, tangent: Any) -> JVPTracer:
         """An input of the differentiated function: ``primal`` with ``tangent`` (None: no
         tangent, nothing is differentiated through it)."""
         return JVPTracer(self, primal, tangent)
 
-    def process(self, prim, args, params):
+    def process(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
         primals = []
         tangents = []
         for arg in args:
@@ -61,7 +65,7 @@ class JVPLevel(Level):
             return JVPTracer(self, out, None) if stays_traced(out) else out
         return JVPTracer(self, out, tangent)
 
-    def process_custom_jvp(self, fun, rule, arrays):
+    def process_custom_jvp(self, fun: Callable[[list[Any]], Any], rule: Callable[..., Any], arrays: list[Any]) -> Any:
         """The rule runs on the primals and tangents (zeros for constants): the function
         itself is not traced."""
         out, tangent = rule([primal_of(a, self) for a in arrays], [tangent_of(a, self) for a in arrays])
@@ -69,7 +73,8 @@ class JVPLevel(Level):
             return out
         return JVPTracer(self, out, tangent)
 
-    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+    def process_custom_vjp(self, fun: Callable[[list[Any]], Any], fwd: Callable[..., Any], bwd: Callable[..., Any],
+                           arrays: list[Any], name: str) -> Any:
         """Forward mode through a function with a reverse-mode rule only: ``fun`` itself is
         differentiated forward (the rule is a VJP: it cannot give J u without transposing
         its code).  Where the levels below differentiate too, the primal output is the
@@ -89,7 +94,7 @@ class JVPLevel(Level):
             return out
         return JVPTracer(self, out, tangent)
 
-    def process_per_example(self, fun, arrays):
+    def process_per_example(self, fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
         """``fun`` runs under a private jvp level on the primals and tangents, handed down
         to the levels below as one per-example call of both."""
         traced = [type(a) is JVPTracer and a._level is self for a in arrays]
@@ -108,11 +113,11 @@ class JVPLevel(Level):
         count = len(results) // 2
         return [p if integral(p) else JVPTracer(self, p, t) for p, t in zip(results[:count], results[count:])]
 
-    def assign(self, dest, src, operation):
+    def assign(self, dest: JVPTracer, src: Any, operation: Any) -> None:
         assign_value(self, dest, src)
 
     # --- the state of a loop recorded below (lf.while_loop under lf.jit) ------------------------------
-    def loop_spec(self, tracer, spec_of):
+    def loop_spec(self, tracer: JVPTracer, spec_of: Callable[[Any], Any]) -> tuple[Any, ...]:
         """A primal and its tangent (None where it has none), primal first."""
         if tracer._view is not None:
             refresh_view(tracer)
@@ -120,11 +125,11 @@ class JVPLevel(Level):
         tangent = None if tracer._tangent is None else spec_of(tracer._tangent)
         return (self, primal, tangent)
 
-    def loop_build(self, spec, build):
+    def loop_build(self, spec: tuple[Any, ...], build: Callable[[Any], Any]) -> JVPTracer:
         primal = build(spec[1])
         return JVPTracer(self, primal, None if spec[2] is None else build(spec[2]))
 
-    def loop_widen(self, value, spec, widen):
+    def loop_widen(self, value: Any, spec: tuple[Any, ...], widen: Callable[..., Any]) -> JVPTracer:
         """``value`` as a tracer of this level, a zero tangent where the spec has one and it none."""
         if type(value) is JVPTracer and value._level is self:
             if value._view is not None:
@@ -137,11 +142,11 @@ class JVPLevel(Level):
             tangent = widen(kc.zeros_like.bind(primal) if tangent is None else tangent, spec[2])
         return JVPTracer(self, primal, tangent)
 
-    def loop_strip(self, tracer):
+    def loop_strip(self, tracer: JVPTracer) -> Any:
         """A tracer without a tangent carries nothing for this level: its primal."""
         return tracer._value if tracer._tangent is None else None
 
-    def set_value(self, dest, src):
+    def set_value(self, dest: JVPTracer, src: Any) -> None:
         """Replace the primal and tangent of ``dest`` by those of ``src``."""
         primal, tangent = split_tangent(self, src)
         shape = tuple(dest.shape)
@@ -168,7 +173,7 @@ class JVPTracer(PrimalTracer):
         return f"JVPTracer(jvp level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\nprimal: {self._value!r}\ntangent: {self._tangent!r}"
 
 
-def tangent_of(value, level):
+def tangent_of(value: Any, level: JVPLevel) -> Any:
     """The tangent of ``value`` at forward ``level`` (zeros for a constant)."""
     if type(value) is JVPTracer and value._level is level and refresh_view(value)._tangent is not None:
         return value._tangent
@@ -176,7 +181,7 @@ def tangent_of(value, level):
     return kc.zeros_like.bind(primal) if hasattr(primal, "shape") else np.zeros_like(primal)
 
 
-def split_tangent(level, value):
+def split_tangent(level: JVPLevel, value: Any) -> tuple[Any, Any]:
     """(primal, tangent) of ``value`` at ``level``; the tangent of a constant is None."""
     if type(value) is JVPTracer and value._level is level:
         if value._view is not None:

@@ -10,6 +10,8 @@ evaluation that reads rolls of its leaves as shifted views.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,7 +21,7 @@ __all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_in
            "safe_product_checked", "spread_into", "trailing_sum"]
 
 
-def all_finite(d):
+def all_finite(d: np.ndarray) -> bool:
     """Whether every element of ``d`` is finite. The sum of a float array is finite only if
     every element is (einsum's sum: faster than ``isfinite(d).all()``); when the sum
     overflows, the exact test decides."""
@@ -29,7 +31,7 @@ def all_finite(d):
     return bool(np.isfinite(d).all())
 
 
-def safe_product(g, d, out=None):
+def safe_product(g: np.ndarray, d: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """``safe_multiply`` of NumPy arrays, written into ``out`` when given: ``g * d``, and 0
     where ``g`` is 0 and ``d`` is not finite (the mask is computed only when ``d`` has a
     non-finite element, as the kernel does)."""
@@ -44,7 +46,7 @@ def safe_product(g, d, out=None):
     return product
 
 
-def roll_into(shift, axis, shape, dtype):
+def roll_into(shift: int, axis: int, shape: tuple[int, ...], dtype: np.dtype) -> Callable[..., np.ndarray]:
     """``np.roll`` along one axis, as two copies into ``out`` (a fresh array when None)."""
     size = shape[axis]
     step = shift % size if size else 0
@@ -62,7 +64,7 @@ def roll_into(shift, axis, shape, dtype):
     return roll
 
 
-def trailing_sum(axes, keepdims, shape):
+def trailing_sum(axes: tuple[int, ...], keepdims: bool, shape: tuple[int, ...]) -> Callable[[np.ndarray], np.ndarray]:
     """A float sum over the trailing ``axes`` of an array of ``shape`` by einsum (its
     unrolled loop: 2-3 times NumPy's pairwise sum along a short last axis; equal to 1e-15
     relative)."""
@@ -80,7 +82,8 @@ def trailing_sum(axes, keepdims, shape):
     return total
 
 
-def contraction(total, subscripts, layout, result, safe):
+def contraction(total: Callable[[np.ndarray], np.ndarray], subscripts: str, layout: tuple[int, ...],
+                result: tuple[int, ...], safe: bool) -> Callable[..., np.ndarray]:
     """``total(a * d)`` (or of the NaN-safe product) in one einsum: the products are never
     stored (equal to 1e-15 relative of the product, then the sum)."""
     inputs, output = subscripts.split("->")
@@ -95,7 +98,7 @@ def contraction(total, subscripts, layout, result, safe):
     return product_sum
 
 
-def safe_product_checked(g, d, finite, out=None):
+def safe_product_checked(g: np.ndarray, d: np.ndarray, finite: bool, out: np.ndarray | None = None) -> np.ndarray:
     """``safe_product`` with ``all_finite(d)`` computed once for the readers of ``d``."""
     if finite:
         return np.multiply(g, d, out=out)
@@ -106,7 +109,7 @@ safe_product.writes_into = safe_product_checked.writes_into = True
 all_finite.writes_into = False  # reads its input only; a flag, not an array
 
 
-def spread_into(shape, dtype):
+def spread_into(shape: tuple[int, ...], dtype: np.dtype) -> Callable[..., np.ndarray]:
     """A copy of an operand broadcast to ``shape``, into ``out`` (fresh when None)."""
     def spread(x, out=None):
         if out is None:
@@ -132,7 +135,8 @@ class Shifted:
         return hash((self.ref, self.axis, self.shift))
 
 
-def rolled_evaluation(evaluate, leaves, out, axis):
+def rolled_evaluation(evaluate: Callable[..., Any], leaves: Sequence[Any], out: tuple[tuple[int, ...], np.dtype],
+                      axis: int) -> Callable[..., np.ndarray]:
     """A fused evaluation whose leaves include rolls along ``axis``, without the rolls: on
     C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
     where it wraps around (the first and last indices along ``axis``): one evaluation over

@@ -16,7 +16,9 @@ the cotangents back through that run.  Only the values it read are kept.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from contextvars import ContextVar
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -26,7 +28,7 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, namespace
 from labeled_func_kernels.core import Negated
-from labeled_func_kernels.primitive import bottom, known
+from labeled_func_kernels.primitive import Primitive, bottom, known
 
 from .errors import InplaceError, UnsupportedOperationError
 from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, traced_by
@@ -58,7 +60,7 @@ class Node:
         self.primals = primals
         self.out = out
 
-    def pull(self, cotangent):
+    def pull(self, cotangent: Any) -> Sequence[Any]:
         """One cotangent per argument position (None for none).  ``cotangent`` may be a
         :class:`~kernels.core.Negated`, and so may the results: a ``vjp.signed`` rule takes and
         gives them; for any other rule it is computed first."""
@@ -86,7 +88,7 @@ class CustomNode(Node):
         super().__init__(None, None, parents, (), out)
         self.pullback = pullback
 
-    def pull(self, cotangent):
+    def pull(self, cotangent: Any) -> Sequence[Any]:
         return self.pullback(cotangent)
 
 
@@ -102,7 +104,7 @@ class CallNode(Node):
         self.pullback = pullback
         self.outs = outs
 
-    def pull(self, cotangents):
+    def pull(self, cotangents: Sequence[Any]) -> Sequence[Any]:
         return self.pullback(cotangents)
 
 
@@ -115,15 +117,15 @@ class OutputNode(Node):
         super().__init__(None, None, ((0, call),), (), out)
         self.index = index
 
-    def pull(self, cotangent):
+    def pull(self, cotangent: Any) -> tuple[tuple[int, Any], ...]:
         return ((self.index, cotangent),)
 
 
-def input_node(primal):
+def input_node(primal: Any) -> Node:
     return Node(None, None, (), (), primal)
 
 
-def node_of(value, level):
+def node_of(value: Any, level: VJPLevel) -> Node | None:
     """The tape node behind ``value`` at reverse ``level`` (None for a constant)."""
     return refresh_view(value)._node if type(value) is VJPTracer and value._level is level else None
 
@@ -144,12 +146,12 @@ class VJPLevel(Level):
     differentiates = True
     __slots__ = ()
 
-    def input(self, primal, node):
+    def input(self, primal: Any, node: Node | None) -> VJPTracer:
         """An input of the differentiated function: ``primal`` recorded on the tape as ``node``
         (from :func:`input_node`)."""
         return VJPTracer(self, primal, node)
 
-    def process(self, prim, args, params):
+    def process(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
         captures = _CAPTURES.get()
         if captures is not None and self in captures:
             return captures[self].process(prim, args, params)
@@ -180,7 +182,7 @@ class VJPLevel(Level):
             raise UnsupportedOperationError(f"{prim.name} has no VJP rule: it cannot be differentiated in reverse mode")
         return VJPTracer(self, out, _node(prim, params, parents, primals, out))
 
-    def process_custom_jvp(self, fun, rule, arrays):
+    def process_custom_jvp(self, fun: Callable[[list[Any]], Any], rule: Callable[..., Any], arrays: list[Any]) -> Any:
         """Reverse mode from a JVP rule: the rule runs once with tangents traced by a
         private reverse level; its tangent output, linear in them, is pulled back later."""
         capture = _capture_of(self)
@@ -212,14 +214,15 @@ class VJPLevel(Level):
 
         return self._record_custom(arrays, out, pullback)
 
-    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+    def process_custom_vjp(self, fun: Callable[[list[Any]], Any], fwd: Callable[..., Any], bwd: Callable[..., Any],
+                           arrays: list[Any], name: str) -> Any:
         capture = _capture_of(self)
         if capture is not None:
             return bind_custom_vjp(fun, fwd, bwd, capture.read_all(arrays), name)
         out, residuals = fwd([primal_of(a, self) for a in arrays])
         return self._record_custom(arrays, out, lambda g: bwd(residuals, g))
 
-    def process_per_example(self, fun, arrays):
+    def process_per_example(self, fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
         """``fun`` runs under a private reverse level, once per example of the levels below;
         each output records one node whose pullback runs it again that way and pulls the
         cotangent back through the run (recomputation: a private level's tape cannot outlive
@@ -255,7 +258,7 @@ class VJPLevel(Level):
         outs = bind_per_example(lambda values: [out for out, _ in run(values)[0]], primals)
         return [self._record_custom(arrays, out, pullback_of(k)) for k, out in enumerate(outs)]
 
-    def process_checkpoint(self, fun, arrays):
+    def process_checkpoint(self, fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
         """``fun`` runs without a tape (see :class:`Capture`); its outputs share one
         :class:`CallNode` whose parents are the nodes of the values of this level it read.
         The pullback substitutes each of those values by a fresh input of a private reverse
@@ -310,18 +313,18 @@ class VJPLevel(Level):
             return out
         return VJPTracer(self, out, CustomNode(pullback, tuple(parents), out))
 
-    def loop_spec(self, tracer, spec_of):
+    def loop_spec(self, tracer: VJPTracer, spec_of: Callable[[Any], Any]) -> NoReturn:
         """A loop recorded below (lf.jit's) runs as many iterations as each later call's
         values say: a tape of them cannot be kept."""
         raise UnsupportedOperationError(LOOP_GRAD)
 
-    def assign(self, dest, src, operation):
+    def assign(self, dest: VJPTracer, src: Any, operation: Any) -> None:
         capture = _capture_of(self)
         if capture is not None:
             src = capture.check_write(dest, src, operation)
         assign_value(self, dest, src)
 
-    def set_value(self, dest, src):
+    def set_value(self, dest: VJPTracer, src: Any) -> None:
         """Replace the primal and tape node of ``dest`` by those of ``src``."""
         if type(src) is VJPTracer and src._level is self:
             if src._view is not None:
@@ -352,7 +355,7 @@ _STAND_INS = {}  # (shape, dtype) on NumPy, (namespace, dtype, device, shape) el
 _MAX_STAND_INS = 256
 
 
-def stand_in(value):
+def stand_in(value: Any) -> Any:
     """An array of ``value``'s shape and dtype (and library and device) holding no memory:
     one zero, broadcast.  What a tape keeps of a value its VJP reads the shape of only.
     One is made per shape and dtype (and library and device): on a GPU each new zero is an
@@ -387,7 +390,7 @@ def stand_in(value):
     return found
 
 
-def device_key(device):
+def device_key(device: Any) -> Hashable:
     """``device`` as a dictionary key: itself where it is hashable; CuPy's devices compare
     by their number but are not hashable, so (type, number); None where neither works."""
     try:
@@ -420,7 +423,7 @@ class Capture:
         self._created = set()
         self._writable = set()
 
-    def alias(self, array):
+    def alias(self, array: Any) -> Any:
         """A fresh tracer of this level for one argument of the call (its own, to write into)."""
         if not hasattr(array, "shape"):
             return array
@@ -430,7 +433,7 @@ class Capture:
         self._note(tracer)
         return tracer
 
-    def read(self, value):
+    def read(self, value: Any) -> Any:
         """The primal of ``value`` if it is a tracer of this level (noted on first read)."""
         if type(value) is not VJPTracer or value._level is not self.level:
             return value
@@ -449,14 +452,14 @@ class Capture:
             self._note(value)
         return value._value
 
-    def read_all(self, values):
+    def read_all(self, values: Iterable[Any]) -> list[Any]:
         return [self.read(v) for v in values]
 
     def _note(self, tracer):
         self._read.add(id(tracer))
         self.read_values.append((tracer, tracer._value, tracer._node))
 
-    def process(self, prim, args, params):
+    def process(self, prim: Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
         out = prim.bind(*self.read_all(args), **params)
         level = self.level
         x = args[0] if args else None
@@ -476,7 +479,7 @@ class Capture:
             self._writable.add(id(tracer))
         return tracer
 
-    def check_write(self, dest, src, operation):
+    def check_write(self, dest: Any, src: Any, operation: Any) -> Any:
         """``src`` unwrapped, once ``dest`` is known to be the call's own."""
         base = dest._view.base if dest._view is not None else dest
         if id(base) not in self._writable:
@@ -511,7 +514,7 @@ class VJPTracer(PrimalTracer):
         return f"VJPTracer(grad level {self._level.depth}, shape={self.shape}, dtype={self.dtype}):\n{self._value!r}"
 
 
-def backward(seeds, wanted):
+def backward(seeds: Iterable[tuple[Node, Any]], wanted: Sequence[Node]) -> list[Any]:
     """Cotangents of the ``wanted`` nodes, given ``seeds``: [(node, cotangent)].
 
     A contribution ``-g`` (the partial -1 of ``a - b``) travels as a :class:`Negated` ``g``
@@ -562,11 +565,11 @@ class Rolled:
     def __init__(self, value, shift, axis, negated):
         self.value, self.shift, self.axis, self.negated = value, shift, axis, negated
 
-    def computed(self):
+    def computed(self) -> Any:
         rolled = ks.roll.bind(self.value, shift=(self.shift,), axis=(self.axis,))
         return Negated(rolled) if self.negated else rolled
 
-    def added_to(self, total, owned):
+    def added_to(self, total: Any, owned: bool) -> Any:
         return ks.add_rolled.bind(total, self.value, shift=self.shift, axis=self.axis, negate=self.negated,
                                   inplace=owned)
 

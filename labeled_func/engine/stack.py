@@ -17,10 +17,12 @@ describe its tracers in the loop's state (``loop_spec`` and the other ``loop_*``
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any, NoReturn
 
-from labeled_func_kernels.primitive import Traced, differentiated, top_level
+from labeled_func_kernels.primitive import Primitive, Traced, differentiated, top_level
 
 from . import diagnose
 from .errors import EscapedTracerError, InplaceError, UnsupportedOperationError
@@ -54,7 +56,7 @@ class Level:
         self.alive = True
         self.label = None  # the public transform that made the level (jacrev, hessian, ...)
 
-    def escaped(self, operation):
+    def escaped(self, operation: Any) -> NoReturn:
         what = getattr(operation, "name", operation)
         transform = self.label or self.name
         head = diagnose._head(diagnose.call_site(), "uses it")
@@ -66,29 +68,31 @@ class Level:
             "jacrev or jacfwd, return extra outputs with has_aux=True."
         )
 
-    def process(self, prim, args, params):  # pragma: no cover - every level overrides
+    def process(self, prim: Primitive, args: Sequence[Any],
+                params: dict[str, Any]) -> Any:  # pragma: no cover - every level overrides
         raise NotImplementedError
 
-    def same_values(self, a, b):
+    def same_values(self, a: Traced, b: Traced) -> bool:
         """Whether two tracers of this (abstract) level hold the same values by construction,
         whatever the values (one recorded array and its copies); only ``a is b`` here."""
         return a is b
 
-    def process_custom_jvp(self, fun, rule, arrays):
+    def process_custom_jvp(self, fun: Callable[[list[Any]], Any], rule: Callable[..., Any], arrays: list[Any]) -> Any:
         """A call of a function with a custom JVP rule (see :func:`bind_custom_jvp`); a
         level that does not differentiate just runs the function."""
         return fun(arrays)
 
-    def process_custom_vjp(self, fun, fwd, bwd, arrays, name):
+    def process_custom_vjp(self, fun: Callable[[list[Any]], Any], fwd: Callable[..., Any], bwd: Callable[..., Any],
+                           arrays: list[Any], name: str) -> Any:
         """A call of a function with custom forward/backward rules (:func:`bind_custom_vjp`)."""
         return fun(arrays)
 
-    def process_per_example(self, fun, arrays):
+    def process_per_example(self, fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
         """A call of a function run once per example (see :func:`bind_per_example`); a
         level that neither maps nor differentiates just runs it."""
         return fun(arrays)
 
-    def process_checkpoint(self, fun, arrays):
+    def process_checkpoint(self, fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
         """A call of a checkpointed function (see :func:`bind_checkpoint`); a level that
         keeps nothing for a backward pass (vmap, jvp, jit) just runs it, traced."""
         return fun(arrays)
@@ -100,7 +104,7 @@ class Level:
     # ``lf.while_loop`` whose condition is not known (an abstract level traces it: lf.jit)
     # goes to that level's ``process_while_loop``; the levels above it describe their tracers
     # in the loop's state with ``loop_spec`` / ``loop_build`` / ``loop_widen`` / ``loop_strip``.
-    def process_while_loop(self, cond, body, init):
+    def process_while_loop(self, cond: Callable[[Any], Any], body: Callable[[Any], Any], init: Any) -> Any:
         """The loop ``while cond(state): state = body(state)`` over a condition this level
         traces without knowing its values (see ``engine.compiler.loops.record_while_loop``
         for the arguments).  Only an abstract level that records (lf.jit) can answer; the
@@ -110,7 +114,7 @@ class Level:
             f"lf.while_loop: its condition is traced by lf.{transform}, which cannot run a loop whose "
             "number of iterations depends on values it does not know")
 
-    def loop_spec(self, tracer, spec_of):
+    def loop_spec(self, tracer: Traced, spec_of: Callable[[Any], Any]) -> tuple[Any, ...]:
         """The structure of ``tracer`` (one of this level's) in the state of a loop that a level
         below records: ``(self, part, ...)``, each part ``spec_of(value)`` of a value the tracer
         holds (in the order ``loop_build`` reads them), or None where it holds none.  The
@@ -119,23 +123,23 @@ class Level:
             f"lf.while_loop under lf.jit: its state is traced by lf.{self.label or self.name}, which lf.jit "
             "cannot record a loop of")
 
-    def loop_build(self, spec, build):
+    def loop_build(self, spec: tuple[Any, ...], build: Callable[[Any], Any]) -> Traced:
         """The tracer of ``spec`` (from ``loop_spec``), its parts ``build(part)`` (None stays None)."""
         raise NotImplementedError  # pragma: no cover - levels that describe loop state override
 
-    def loop_widen(self, value, spec, widen):
+    def loop_widen(self, value: Any, spec: tuple[Any, ...], widen: Callable[..., Any]) -> Traced:
         """``value`` as a tracer of ``spec`` (this level's, a wider spec than its own): the
         parts it lacks made up (broadcast, zeros), each part ``widen(part value, part spec)``."""
         raise NotImplementedError  # pragma: no cover - levels that describe loop state override
 
-    def loop_strip(self, tracer):
+    def loop_strip(self, tracer: Traced) -> Any:
         """``tracer`` without this level, where the level carries nothing for it (a jvp level
         without a tangent), else None: a loop state whose spec lacks the level drops it."""
         return None
 
 
 @contextmanager
-def active(level):
+def active(level: Level) -> Iterator[Level]:
     """Push ``level`` for the duration of the block; it dies when the block ends."""
     stack = _STACK.get()
     level.depth = len(stack) + 1
@@ -155,7 +159,7 @@ def active(level):
         _STACK.reset(token)
 
 
-def recorded_equal(a, b):
+def recorded_equal(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` hold the same values by construction: the same array, or at an
     abstract level (lf.jit's recording, whose values stand for every later call's) copies of
     one recorded array, under the same tracers of the levels above it."""
@@ -168,33 +172,33 @@ def recorded_equal(a, b):
     return True
 
 
-def current_levels():
+def current_levels() -> tuple[Level, ...]:
     """The active levels, outermost first."""
     return _STACK.get()
 
 
-def is_traced(value):
+def is_traced(value: Any) -> bool:
     """Whether ``value`` is traced by any level (a tracer, as xarray holds it)."""
     return isinstance(value, Traced)
 
 
-def level_of(value):
+def level_of(value: Any) -> Level | None:
     """The level that traces ``value`` itself (the outermost of its tower), or None."""
     return value._level if isinstance(value, Traced) else None
 
 
-def held(tracer):
+def held(tracer: Traced) -> tuple[Any, Any]:
     """What ``tracer`` holds now, to compare by identity later (was it written?): the value
     below its level, and lf.jit's slot where it has one."""
     return tracer._value, getattr(tracer, "_slot", None)
 
 
-def traced_by(value, level):
+def traced_by(value: Any, level: Level) -> bool:
     """Whether ``value`` is a tracer of ``level`` itself (not of a level below or above)."""
     return isinstance(value, Traced) and value._level is level
 
 
-def is_batched(value):
+def is_batched(value: Any) -> bool:
     """True if ``value`` is mapped by any vmap level (at any nesting depth)."""
     while isinstance(value, Traced):
         if value._level.batches:
@@ -204,7 +208,7 @@ def is_batched(value):
 
 
 # --- in-place updates ---------------------------------------------------------------------------
-def inplace_assign(dest, src, operation):
+def inplace_assign(dest: Any, src: Any, operation: Any) -> None:
     """Write ``src`` into ``dest`` as ``dest[...] = src`` would, level by level.
 
     A value traced at a level where ``dest`` is not traced cannot go in: that is
@@ -234,7 +238,7 @@ def inplace_assign(dest, src, operation):
 
 
 # --- functions with custom derivative rules -------------------------------------------------------
-def bind_custom_jvp(fun, rule, arrays):
+def bind_custom_jvp(fun: Callable[[list[Any]], Any], rule: Callable[..., Any], arrays: list[Any]) -> Any:
     """``fun(arrays)`` (a list of arrays in, one array out) at the innermost level among
     ``arrays``, differentiated by ``rule(primals, tangents) -> (out, tangent_out)``
     (``tangent_out`` linear in the tangents; a tangent of None is zero)."""
@@ -244,7 +248,8 @@ def bind_custom_jvp(fun, rule, arrays):
     return level.process_custom_jvp(fun, rule, arrays)
 
 
-def bind_custom_vjp(fun, fwd, bwd, arrays, name):
+def bind_custom_vjp(fun: Callable[[list[Any]], Any], fwd: Callable[..., Any], bwd: Callable[..., Any],
+                    arrays: list[Any], name: str) -> Any:
     """``fun(arrays)`` at the innermost level among ``arrays``, differentiated in reverse
     mode by ``fwd(arrays) -> (out, residuals)`` and ``bwd(residuals, g) -> [cotangent or
     None per array]``; ``residuals`` is a list of values (arrays or anything else) that
@@ -256,7 +261,7 @@ def bind_custom_vjp(fun, fwd, bwd, arrays, name):
 
 
 # --- functions run once per example -------------------------------------------------------------
-def bind_per_example(fun, arrays):
+def bind_per_example(fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
     """``fun(arrays)`` (a list of arrays in, a list of arrays out) for a function that cannot
     be traced over a batch: a Python loop that tests values (what ``np.vectorize`` runs).
 
@@ -274,7 +279,7 @@ def bind_per_example(fun, arrays):
 
 
 # --- checkpointed functions ------------------------------------------------------------------------
-def bind_checkpoint(fun, arrays):
+def bind_checkpoint(fun: Callable[[list[Any]], list[Any]], arrays: list[Any]) -> list[Any]:
     """``fun(arrays)`` (a list of arrays in, a list of arrays out), whose intermediate values
     a reverse level does not keep: it runs ``fun`` again on the backward pass.
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple, NoReturn
 
 import numpy as np
 
@@ -42,33 +43,33 @@ class Tracer(Traced):
 
     # --- what the value looks like ----------------------------------------------------
     @property
-    def dtype(self):
+    def dtype(self) -> Any:
         return self._value.dtype
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
     @property
-    def size(self):
+    def size(self) -> int:
         return math.prod(self.shape)
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         return np.dtype(self.dtype).itemsize if isinstance(self.dtype, np.dtype) else 8
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self.size * self.itemsize
 
     @property
-    def real(self):
+    def real(self) -> Any:
         if dtype_kind(self.dtype) == "c":
             return ew.real.bind(self)
         return self
 
     @property
-    def imag(self):
+    def imag(self) -> Any:
         if dtype_kind(self.dtype) == "c":
             return ew.imag.bind(self)
         # side-effect free: a read-only zero of the logical shape in the value's library,
@@ -79,11 +80,11 @@ class Tracer(Traced):
         return xp.broadcast_to(xp.zeros((), dtype=self.dtype, device=self._device()), self.shape)
 
     @property
-    def T(self):
+    def T(self) -> Any:
         return kcore.transpose.bind(self, axes=tuple(reversed(range(self.ndim))))
 
     @property
-    def mT(self):
+    def mT(self) -> Any:
         order = list(range(self.ndim))
         order[-2:] = order[-1], order[-2]
         return kcore.transpose.bind(self, axes=tuple(order))
@@ -163,22 +164,22 @@ class Tracer(Traced):
     def __reduce__(self):
         _refuse_export(self, "pickle.dumps (ndarray.__reduce__)")
 
-    def dump(self, file):
+    def dump(self, file: Any) -> NoReturn:
         _refuse_export(self, "ndarray.dump")
 
-    def dumps(self):
+    def dumps(self) -> NoReturn:
         _refuse_export(self, "ndarray.dumps")
 
-    def tobytes(self, order="C"):
+    def tobytes(self, order: str = "C") -> NoReturn:
         _refuse_export(self, "ndarray.tobytes")
 
-    def tofile(self, fid, sep="", format="%s"):
+    def tofile(self, fid: Any, sep: str = "", format: str = "%s") -> NoReturn:
         _refuse_export(self, "ndarray.tofile")
 
-    def item(self, *args):
+    def item(self, *args: Any) -> Any:
         return self._concrete("item").item(*args)
 
-    def tolist(self):
+    def tolist(self) -> Any:
         return self._concrete("tolist").tolist()
 
     def __format__(self, spec):
@@ -203,27 +204,28 @@ class Tracer(Traced):
         setitem(self, key, value)
 
     # --- methods xarray and users call -------------------------------------------------------------
-    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    def astype(self, dtype: Any, order: str = "K", casting: str = "unsafe", subok: bool = True,
+               copy: bool = True) -> Any:
         return ew.astype.bind(self, dtype=dtype)
 
-    def round(self, decimals=0, out=None):
+    def round(self, decimals: int = 0, out: Any = None) -> Any:
         if out is not None:
             return np.round(self, decimals, out=out)
         return ew.around.bind(self, decimals=decimals)
 
-    def transpose(self, *axes):
+    def transpose(self, *axes: Any) -> Any:
         if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
             axes = tuple(axes[0])
         if not axes or axes == (None,):
             axes = tuple(reversed(range(self.ndim)))
         return kcore.transpose.bind(self, axes=tuple(a % self.ndim for a in axes))
 
-    def reshape(self, *shape, order="C"):
+    def reshape(self, *shape: Any, order: str = "C") -> Any:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return kcore.reshape.bind(self, shape=tuple(shape))
 
-    def copy(self, order="C"):
+    def copy(self, order: str = "C") -> Any:
         if _dask_frame(sys._getframe(1)):
             # dask.array.from_array copies its input (also with name= given, where it
             # does not tokenize it)
@@ -242,69 +244,69 @@ class Tracer(Traced):
     def __deepcopy__(self, memo=None):
         return kcore.copy.bind(self)
 
-    def ravel(self, order="C"):
+    def ravel(self, order: str = "C") -> Any:
         return kcore.reshape.bind(self, shape=(-1,))
 
-    def flatten(self, order="C"):
+    def flatten(self, order: str = "C") -> Any:
         return kcore.copy.bind(kcore.reshape.bind(self, shape=(-1,)))  # NumPy's flatten always copies
 
-    def squeeze(self, axis=None):
+    def squeeze(self, axis: int | Sequence[int] | None = None) -> Any:
         return np.squeeze(self, axis=axis)
 
-    def swapaxes(self, a, b):
+    def swapaxes(self, a: int, b: int) -> Any:
         return np.swapaxes(self, a, b)
 
-    def conj(self):
+    def conj(self) -> Any:
         return ew.conj.bind(self) if dtype_kind(self.dtype) == "c" else self
 
     conjugate = conj
 
-    def dot(self, other):
+    def dot(self, other: Any) -> Any:
         return np.dot(self, other)
 
-    def clip(self, min=None, max=None):
+    def clip(self, min: Any = None, max: Any = None) -> Any:
         return np.clip(self, min, max)
 
-    def sum(self, *args, **kwargs):
+    def sum(self, *args: Any, **kwargs: Any) -> Any:
         return np.sum(self, *args, **kwargs)
 
-    def prod(self, *args, **kwargs):
+    def prod(self, *args: Any, **kwargs: Any) -> Any:
         return np.prod(self, *args, **kwargs)
 
-    def mean(self, *args, **kwargs):
+    def mean(self, *args: Any, **kwargs: Any) -> Any:
         return np.mean(self, *args, **kwargs)
 
-    def var(self, *args, **kwargs):
+    def var(self, *args: Any, **kwargs: Any) -> Any:
         return np.var(self, *args, **kwargs)
 
-    def std(self, *args, **kwargs):
+    def std(self, *args: Any, **kwargs: Any) -> Any:
         return np.std(self, *args, **kwargs)
 
-    def max(self, *args, **kwargs):
+    def max(self, *args: Any, **kwargs: Any) -> Any:
         return np.max(self, *args, **kwargs)
 
-    def min(self, *args, **kwargs):
+    def min(self, *args: Any, **kwargs: Any) -> Any:
         return np.min(self, *args, **kwargs)
 
-    def argmax(self, *args, **kwargs):
+    def argmax(self, *args: Any, **kwargs: Any) -> Any:
         return np.argmax(self, *args, **kwargs)
 
-    def argmin(self, *args, **kwargs):
+    def argmin(self, *args: Any, **kwargs: Any) -> Any:
         return np.argmin(self, *args, **kwargs)
 
-    def any(self, *args, **kwargs):
+    def any(self, *args: Any, **kwargs: Any) -> Any:
         return np.any(self, *args, **kwargs)
 
-    def all(self, *args, **kwargs):
+    def all(self, *args: Any, **kwargs: Any) -> Any:
         return np.all(self, *args, **kwargs)
 
-    def cumsum(self, *args, **kwargs):
+    def cumsum(self, *args: Any, **kwargs: Any) -> Any:
         return np.cumsum(self, *args, **kwargs)
 
-    def cumprod(self, *args, **kwargs):
+    def cumprod(self, *args: Any, **kwargs: Any) -> Any:
         return np.cumprod(self, *args, **kwargs)
 
-    def fill(self, value):
+    def fill(self, value: Any) -> None:
         if not isinstance(value, Traced):
             inplace_assign(self, kc.full_like.bind(self, fill_value=value), "fill")
             return
@@ -318,66 +320,66 @@ class Tracer(Traced):
             value = ew.astype.bind(value, dtype=self.dtype)
         inplace_assign(self, kcore.broadcast_to.bind(value, shape=tuple(self.shape)), "fill")
 
-    def view(self, dtype=None, type=None):
+    def view(self, dtype: Any = None, type: Any = None) -> Any:
         """A new view of the same values (written through, like NumPy's); no reinterpretation."""
         if dtype is not None or type is not None:
             raise UnsupportedOperationError("ndarray.view(dtype/type) reinterprets memory, which a "
                                             "traced array cannot do; use .astype(dtype)")
         return kcore.reshape.bind(self, shape=tuple(self.shape))
 
-    def sort(self, axis=-1, kind=None, order=None):
+    def sort(self, axis: int = -1, kind: str | None = None, order: Any = None) -> None:
         """In place, as ``ndarray.sort``."""
         inplace_assign(self, np.sort(self, axis=axis, kind=kind, order=order), "sort")
 
-    def argsort(self, *args, **kwargs):
+    def argsort(self, *args: Any, **kwargs: Any) -> Any:
         return np.argsort(self, *args, **kwargs)
 
-    def diagonal(self, *args, **kwargs):
+    def diagonal(self, *args: Any, **kwargs: Any) -> Any:
         return np.diagonal(self, *args, **kwargs)
 
-    def trace(self, *args, **kwargs):
+    def trace(self, *args: Any, **kwargs: Any) -> Any:
         return np.trace(self, *args, **kwargs)
 
-    def repeat(self, *args, **kwargs):
+    def repeat(self, *args: Any, **kwargs: Any) -> Any:
         return np.repeat(self, *args, **kwargs)
 
-    def take(self, *args, **kwargs):
+    def take(self, *args: Any, **kwargs: Any) -> Any:
         return np.take(self, *args, **kwargs)
 
-    def searchsorted(self, *args, **kwargs):
+    def searchsorted(self, *args: Any, **kwargs: Any) -> Any:
         return np.searchsorted(self, *args, **kwargs)
 
-    def nonzero(self):
+    def nonzero(self) -> tuple[Any, ...]:
         return np.nonzero(self)
 
-    def compress(self, *args, **kwargs):
+    def compress(self, *args: Any, **kwargs: Any) -> Any:
         return np.compress(*args[:1], self, *args[1:], **kwargs)
 
-    def choose(self, choices, out=None, mode="raise"):
+    def choose(self, choices: Any, out: Any = None, mode: str = "raise") -> Any:
         return np.choose(self, choices, out=out, mode=mode)
 
-    def partition(self, kth, axis=-1, kind="introselect", order=None):
+    def partition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> None:
         """In place, as ``ndarray.partition``."""
         inplace_assign(self, np.partition(self, kth, axis=axis, kind=kind, order=order), "partition")
 
-    def argpartition(self, kth, axis=-1, kind="introselect", order=None):
+    def argpartition(self, kth: Any, axis: int = -1, kind: str = "introselect", order: Any = None) -> Any:
         return np.argpartition(self, kth, axis=axis, kind=kind, order=order)
 
-    def put(self, indices, values, mode="raise"):
+    def put(self, indices: Any, values: Any, mode: str = "raise") -> None:
         """In place, as ``ndarray.put``: ``x.flat[indices] = values``."""
         np.put(self, indices, values, mode=mode)
 
     @property
-    def flat(self):
+    def flat(self) -> FlatIter:
         """``x.flat``: ``x.flat[i]`` reads ``x.reshape(-1)[i]``; ``x.flat[i] = v`` writes into
         ``x`` with the in-place policy of ``x[...] = v``."""
         return FlatIter(self)
 
     @property
-    def device(self):
+    def device(self) -> Any:
         return self._device()
 
-    def to_device(self, device, /, *, stream=None):
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Tracer:
         if device == self._device():
             return self
         raise UnsupportedOperationError(
@@ -385,23 +387,23 @@ class Tracer(Traced):
             "between devices inside a transform is not supported; move the inputs before the transform.")
 
     # --- what a traced value cannot do: it has values, not memory ------------------------------------
-    def resize(self, *new_shape, refcheck=True):
+    def resize(self, *new_shape: Any, refcheck: bool = True) -> NoReturn:
         _refuse_memory(self, "ndarray.resize", "it changes the array's shape in place, and a traced "
                        "value keeps its shape", "Use np.resize(x, shape), which returns a new array.")
 
-    def byteswap(self, inplace=False):
+    def byteswap(self, inplace: bool = False) -> NoReturn:
         _refuse_memory(self, "ndarray.byteswap", "it reinterprets the bytes of the array's memory",
                        "Byte order is a matter of storage: convert the data before the transform.")
 
-    def getfield(self, dtype, offset=0):
+    def getfield(self, dtype: Any, offset: int = 0) -> NoReturn:
         _refuse_memory(self, "ndarray.getfield", "it reinterprets the bytes of the array's memory",
                        "Use .astype(dtype) to convert values.")
 
-    def setfield(self, val, dtype, offset=0):
+    def setfield(self, val: Any, dtype: Any, offset: int = 0) -> NoReturn:
         _refuse_memory(self, "ndarray.setfield", "it writes into the bytes of the array's memory",
                        "Use x[...] = value to write values.")
 
-    def setflags(self, write=None, align=None, uic=None):
+    def setflags(self, write: Any = None, align: Any = None, uic: Any = None) -> NoReturn:
         _refuse_memory(self, "ndarray.setflags", "a traced value has no memory whose flags it could set",
                        "Leave the flags of the inputs as they are, or set them before the transform.")
 
@@ -611,7 +613,7 @@ class FlatIter:
         setitem(flat, key, value)
         inplace_assign(base, kcore.reshape.bind(flat, shape=tuple(base.shape)), operation)
 
-    def copy(self):
+    def copy(self) -> Any:
         return self.base.flatten()
 
     def __array__(self, dtype=None, copy=None):
@@ -621,7 +623,7 @@ class FlatIter:
         return f"flat({self.base!r})"
 
 
-def integral(value):
+def integral(value: Any) -> bool:
     """Integer or boolean values: outputs of an AD level that carry no derivative."""
     dtype = getattr(value, "dtype", None)
     return dtype is not None and is_integer_dtype(dtype)
@@ -630,7 +632,7 @@ def integral(value):
 _RAW_OK = ("numpy", None, "dask")
 
 
-def stays_traced(value):
+def stays_traced(value: Any) -> bool:
     """Whether an output without a derivative stays a tracer (without one) rather than the
     raw array: for libraries whose own functions refuse tracers (CuPy, array_api_strict).
     A raw CuPy array beside a tracer would make xarray pick CuPy's namespace, or NumPy
@@ -649,14 +651,14 @@ class PrimalTracer(Tracer):
     __slots__ = ("_view", "_cell")
 
     @property
-    def shape(self):
+    def shape(self) -> tuple[int, ...]:
         return self._shape
 
     def _concrete(self, what):
         return concrete_policy(self, what)
 
 
-def primal_of(value, level):
+def primal_of(value: Any, level: Any) -> Any:
     """The primal of ``value`` at the differentiating ``level`` (``value`` itself where
     ``level`` does not trace it); a view whose base was written since is regenerated."""
     if isinstance(value, PrimalTracer) and value._level is level:
@@ -675,7 +677,7 @@ class Wording(NamedTuple):
     item: str
 
 
-def unknown_value_policy(tracer, what, words):
+def unknown_value_policy(tracer: Tracer, what: str, words: Wording) -> NoReturn:
     """``tracer``'s concrete value, which a level of many values cannot give: the policy
     error of the conversion ``what``, raised deep inside xarray/NumPy/SciPy as often as
     in user code, so it says where."""
@@ -725,7 +727,7 @@ def _led_by_library(site, message):
     return f"{diagnose._head(site, 'stores values into plain NumPy arrays')}: {message}"
 
 
-def concrete_policy(tracer, what):
+def concrete_policy(tracer: Tracer, what: str) -> Any:
     """The concrete value of an AD tracer: its primal, as torch.func allows.
 
     ``bool``, ``float``, ``item``... work on the primal (unless a vmap below makes

@@ -16,6 +16,8 @@ provides ``set_value(dest, src)``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +26,7 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import dtype_kind, library_of
-from labeled_func_kernels.primitive import bottom
+from labeled_func_kernels.primitive import Primitive, bottom
 
 from .errors import UnsupportedOperationError
 
@@ -65,7 +67,7 @@ class View:
         self.version = cell.version
 
 
-def make_view(prim, args, params, out):
+def make_view(prim: Primitive, args: Sequence[Any], params: dict[str, Any], out: Any) -> View | None:
     """The :class:`View` for ``out`` (the primal made by ``prim`` from ``args[0]``, a
     tracer of the calling level), or None where NumPy would not return a view."""
     x = args[0]
@@ -120,7 +122,7 @@ def _shares_memory(a, b):
     return True
 
 
-def static_slice(value):
+def static_slice(value: Any) -> tuple[Any, tuple[Any, ...]] | None:
     """``(base, template)`` when ``value`` is a current view made by one getitem of its
     base tracer (at a level that tracks views: jvp, grad), else None."""
     view = getattr(value, "_view", None)
@@ -130,7 +132,7 @@ def static_slice(value):
     return (view.base, params["template"]) if prim is ki.getitem else None
 
 
-def refresh_view(tracer):
+def refresh_view(tracer: Any) -> Any:
     """Regenerate ``tracer`` (a view) from its base if the base was written since."""
     view = tracer._view
     if view is None or view.version == view.cell.version:
@@ -143,7 +145,7 @@ def refresh_view(tracer):
     return tracer
 
 
-def write_view(level, dest, src):
+def write_view(level: Any, dest: Any, src: Any) -> None:
     """``dest[...] = src`` for a view ``dest``: write into its base, functionally."""
     view = dest._view
     parts = [prim.name for prim, _, _ in view.ops if prim in PART_VIEW_PRIMITIVES]
@@ -182,7 +184,7 @@ def _scatter(base, value, ops):
     return value
 
 
-def assign_value(level, dest, src):
+def assign_value(level: Any, dest: Any, src: Any) -> None:
     """An AD level's in-place update of its tracer ``dest`` (see ``inplace_assign``)."""
     if dest._view is not None:
         write_view(level, dest, src)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,8 @@ def _dtype_only(value):
 
 # --- evenly spaced numbers between traced endpoints -------------------------------------------
 @implements(np.linspace)
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *, device=None):
+def linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True, retstep: bool = False, dtype: Any = None,
+             axis: int = 0, *, device: Any = None) -> Any:
     """NumPy's linspace, step for step (``arange * step + start``, the last sample set to
     ``stop``), so that traced endpoints give NumPy's numbers and their derivatives."""
     num = operator.index(num)

@@ -18,6 +18,8 @@ in-place form (``out`` is one of the inputs) is allowed, as an in-place update.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -48,17 +50,18 @@ LAZY_REGISTRATIONS: list = []
 _IGNORED_UFUNC_KWARGS = frozenset({"casting", "order", "subok"})
 
 
-def implements(*functions):
+def implements(*functions: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated handler for NumPy's ``functions`` (same signature)."""
     return _registrar(FUNCTIONS, functions)
 
 
-def implements_ufunc(*ufuncs):
+def implements_ufunc(*ufuncs: np.ufunc | Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated ``handler(*inputs)`` as the call of ``ufuncs``."""
     return _registrar(UFUNC_HANDLERS, ufuncs)
 
 
-def implements_method(method, *ufuncs):
+def implements_method(method: str,
+                      *ufuncs: np.ufunc | Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register the decorated ``handler(ufunc, inputs, kwargs)`` for ``ufunc.<method>``."""
     return _registrar(UFUNC_METHODS, [(ufunc, method) for ufunc in ufuncs])
 
@@ -73,7 +76,7 @@ def _registrar(table, keys):
 
 
 # --- the two protocols -------------------------------------------------------------------------
-def dispatch_ufunc(ufunc, method, inputs, kwargs):
+def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     for value in inputs:
         if type(value) in DEFERRING_TYPES:
             return NotImplemented
@@ -142,7 +145,8 @@ def _write_out(name, out, inputs, result):
     return target
 
 
-def dispatch_function(func, types, args, kwargs):
+def dispatch_function(func: Callable[..., Any], types: Iterable[type], args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> Any:
     handler = FUNCTIONS.get(func)
     if handler is None:
         raise UnsupportedOperationError(f"{function_name(func)} has no kernel in labeled_func")
@@ -156,7 +160,7 @@ def dispatch_function(func, types, args, kwargs):
 
 
 # --- names for messages ----------------------------------------------------------------------------
-def function_name(func):
+def function_name(func: Callable[..., Any]) -> str:
     module = getattr(func, "__module__", None) or "numpy"
     return f"{module}.{getattr(func, '__name__', func)}"
 
@@ -166,7 +170,7 @@ def function_name(func):
 PUBLIC_UFUNC_NAMES: dict = {}
 
 
-def ufunc_name(ufunc):
+def ufunc_name(ufunc: Any) -> str:
     """Where a ufunc lives, for messages: ``numpy.sin``, ``scipy.special.erf``.
 
     Ufuncs carry no reliable ``__module__``; the name is looked up by identity in NumPy,
@@ -198,24 +202,24 @@ def ufunc_name(ufunc):
 NO_VALUE = np._NoValue
 
 
-def given(value):
+def given(value: Any) -> bool:
     """Whether an optional NumPy argument was passed (not NumPy's no-value, not None)."""
     return value is not NO_VALUE and value is not None
 
 
-def flag(value, default=False):
+def flag(value: Any, default: bool = False) -> bool:
     """A boolean option that NumPy may pass as its no-value sentinel (``keepdims``)."""
     return bool(value) if value is not NO_VALUE else default
 
 
-def asarray(value):
+def asarray(value: Any) -> Any:
     """Lists and tuples as NumPy arrays; arrays (traced or not) and numbers as they are."""
     if isinstance(value, (list, tuple)):
         return np.asarray(value)
     return value
 
 
-def unlabeled(value):
+def unlabeled(value: Any) -> Any:
     """The array inside a labeled value (a DataArray or Variable: ``buf[i] = da``), as
     NumPy takes it; this floor knows no xarray, so it looks for ``dims`` and ``data``."""
     if not isinstance(value, Traced) and hasattr(value, "dims") and hasattr(value, "data"):
@@ -223,14 +227,14 @@ def unlabeled(value):
     return value
 
 
-def reject(name, **options):
+def reject(name: str, **options: Any) -> None:
     """Raise for NumPy options we do not support (``where=``, ``initial=``...)."""
     passed = [k for k, v in options.items() if given(v)]
     if passed:
         raise UnsupportedOperationError(f"numpy.{name} with {passed} is not supported on traced arrays")
 
 
-def kind(value):
+def kind(value: Any) -> str:
     """NumPy's dtype kind of an array or a Python scalar ("b", "i", "u", "f", "c")."""
     dtype = getattr(value, "dtype", None)
     if dtype is None:

@@ -9,6 +9,7 @@ Compositions batch and differentiate through their parts.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,7 @@ invert = implements_ufunc(np.invert)(_bitwise_or_logical(ew.bitwise_invert, ew.l
 
 
 # --- ufuncs computed by compositions -----------------------------------------------------------
-def floating(x):
+def floating(x: Any) -> Any:
     """``x`` as the floating type NumPy's float-only loops would pick (ints and bools)."""
     if not hasattr(x, "dtype"):
         return float(x)
@@ -170,7 +171,7 @@ def _sign(x):
 
 
 @implements_ufunc(np.divmod)
-def divmod_pair(x, y):
+def divmod_pair(x: Any, y: Any) -> tuple[Any, Any]:
     """NumPy's divmod: (floor_divide, remainder).  The quotient is piecewise constant; the
     remainder's derivative is 1 in ``x`` and ``-floor(x / y)`` in ``y`` (a.e.)."""
     return ew.floor_divide.bind(x, y), ew.remainder.bind(x, y)
@@ -212,7 +213,7 @@ def _where(condition, x=NO_VALUE, y=NO_VALUE):
     return ew.where.bind(condition, asarray(x), asarray(y))
 
 
-def clip(x, lower=None, upper=None):
+def clip(x: Any, lower: Any = None, upper: Any = None) -> Any:
     """NumPy's ``clip``: its own kernel with both bounds (the values at ties of signed zeros
     are NumPy's), ``maximum`` or ``minimum`` with one, as NumPy's clip calls them (None leaves
     a side open); a Python int bound beyond an integer dtype's range is left out, as NumPy
@@ -325,7 +326,7 @@ def _as_array_of(value, arrays):
     return namespace(*[a for a in arrays if hasattr(a, "shape")]).asarray(value)
 
 
-def as_dtype(value, dtype):
+def as_dtype(value: Any, dtype: Any) -> Any:
     """``value`` in ``dtype`` (NumPy's, or the namespace's; None keeps its own); a Python
     number as it is."""
     if dtype is None or not hasattr(value, "dtype"):

@@ -25,7 +25,7 @@ import numpy as np
 
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
-from labeled_func_kernels.backend import device_of, library_of, namespace, normalize_axis
+from labeled_func_kernels.backend import backend_of, device_of, namespace, normalize_axis
 from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import Traced
 from labeled_func_kernels.shape import stack
@@ -95,15 +95,12 @@ def _vectorize(vectorized, *args, **kwargs):
 
 def _to_numpy(value):
     """A concrete array of any library as a NumPy array (CuPy's copied to the host)."""
-    library = library_of(value)
-    if library == "cupy":
-        return value.get()
-    return value if library == "numpy" else np.asarray(value)
+    return backend_of(value).to_host(value)
 
 
 def _from_numpy(value, like):
     """A NumPy result back in the library (and on the device) of ``like``."""
-    if library_of(like) == "numpy":
+    if backend_of(like).native:
         return value
     return namespace(like).asarray(np.asarray(value), device=device_of(like))
 
@@ -186,7 +183,7 @@ def _numpy_element_type(vectorized, element):
     return kind.__name__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__name__}"
 
 
-def gufunc_signature(signature):
+def gufunc_signature(signature: str) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
     """The core dimensions of a gufunc ``signature``: ``(inputs, outputs)``, each a list with
     one tuple of dimension names per argument (``"(n),()->()"``: ``([("n",), ()], [()])``).
 

@@ -15,6 +15,7 @@ import dis
 import math
 import operator
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,7 @@ def _prepare_key(key):
     return tuple(prepared)
 
 
-def getitem(x, key):
+def getitem(x: Any, key: Any) -> Any:
     """``x[key]`` for a traced ``x`` (``Tracer.__getitem__``)."""
     key = _prepare_key(key)
     if any(_is_boolean_index(item) for item in key):
@@ -216,7 +217,7 @@ def _masks_as_positions(key, culprit):
     return tuple(out)
 
 
-def setitem(x, key, value):
+def setitem(x: Any, key: Any, value: Any) -> None:
     """``x[key] = value`` for a traced ``x`` (``Tracer.__setitem__``): an in-place update."""
     key = _prepare_key(key)
     if isinstance(value, _MaskedUpdate):
@@ -350,8 +351,9 @@ def _binary_at(ufunc, inputs, kwargs):
     return None
 
 
-def constant_indices(item, name, why=("the indices decide how many times each position is combined. Pass the "
-                                      "indices as a constant, or use np.add.at (which takes traced indices).")):
+def constant_indices(item: Any, name: str,
+                     why: str = ("the indices decide how many times each position is combined. Pass the "
+                                 "indices as a constant, or use np.add.at (which takes traced indices).")) -> Any:
     """Integer index array ``item`` as NumPy's: refused where it differs per example (vmap) or
     stands for later calls' values (lf.jit); under grad/jvp, its one value."""
     if top_level((item,), name) is not None and (is_batched(item) or not known(item)):

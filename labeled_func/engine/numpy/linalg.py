@@ -16,6 +16,8 @@ import operator
 import string
 import warnings
 from collections import namedtuple
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +86,7 @@ def _from_sublists(arguments):
     return subscripts, operands
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a: Any, b: Any, axes: int | Sequence[Any] = 2) -> Any:
     if isinstance(axes, int):
         a_axes = tuple(range(a.ndim - axes, a.ndim))
         b_axes = tuple(range(axes))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,7 @@ from labeled_func_kernels.backend import (any_true, device_of, known_true, dtype
                                           namespace, namespace_dtype, normalize_axis)
 from labeled_func_kernels.creation import full_like
 from labeled_func_kernels.indexing import getitem_static
-from labeled_func_kernels.primitive import Traced, differentiated
+from labeled_func_kernels.primitive import Primitive, Traced, differentiated
 from labeled_func_kernels.shape import flip, stack
 
 from ..errors import UnsupportedOperationError
@@ -42,7 +44,8 @@ __all__ = ["reduce", "total", "largest", "smallest", "mean", "var", "std", "quan
 
 
 # --- NumPy's axis and dtype conventions over the primitives -------------------------------------
-def reduce(prim, x, axis=None, keepdims=False, **params):
+def reduce(prim: Primitive, x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+           **params: Any) -> Any:
     """``prim`` (an axis reduction) over NumPy's ``axis`` (None: all axes)."""
     return prim.bind(x, axis=normalize_axis(axis, x.ndim), keepdims=keepdims, **params)
 
@@ -59,7 +62,7 @@ def _cast(x, dtype):
     return x if dtype is None else ew.astype.bind(x, dtype=dtype)
 
 
-def total(x, axis=None, keepdims=False, dtype=None):
+def total(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, dtype: Any = None) -> Any:
     return reduce(kcore.reduce_sum, _cast(x, dtype), axis, keepdims)
 
 
@@ -67,18 +70,20 @@ def _product(x, axis=None, keepdims=False, dtype=None):
     return reduce(kr.reduce_prod, _cast(x, dtype), axis, keepdims)
 
 
-def mean(x, axis=None, keepdims=False, dtype=None):
+def mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, dtype: Any = None) -> Any:
     return reduce(kr.reduce_mean, _float(_cast(x, dtype)), axis, keepdims)
 
 
-def var(x, axis=None, keepdims=False, ddof=0, dtype=None):
+def var(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, ddof: float = 0,
+        dtype: Any = None) -> Any:
     x = _float(_cast(x, dtype))
     if dtype_kind(x.dtype) == "c":
         return _complex_var(x, axis, keepdims, ddof)
     return reduce(kr.reduce_var, x, axis, keepdims, correction=ddof)
 
 
-def std(x, axis=None, keepdims=False, ddof=0, dtype=None):
+def std(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, ddof: float = 0,
+        dtype: Any = None) -> Any:
     x = _float(_cast(x, dtype))
     if dtype_kind(x.dtype) == "c":
         return ew.sqrt.bind(_complex_var(x, axis, keepdims, ddof))
@@ -108,11 +113,11 @@ def _divide_by_count(total_, count):
     return ew.astype.bind(ew.divide.bind(wide, count), dtype=total_.dtype)
 
 
-def largest(x, axis=None, keepdims=False):
+def largest(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
     return reduce(kr.reduce_max, x, axis, keepdims)
 
 
-def smallest(x, axis=None, keepdims=False):
+def smallest(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Any:
     return reduce(kr.reduce_min, x, axis, keepdims)
 
 
@@ -248,7 +253,7 @@ _nanmax = _nan_extreme(largest, kr.reduce_nanmax, -math.inf)
 _nanmin = _nan_extreme(smallest, kr.reduce_nanmin, math.inf)
 
 
-def nan_mask(x, where=True):
+def nan_mask(x: Any, where: Any = True) -> Any:
     """``where`` and not NaN: the elements a ``nan*`` reduction with ``where=`` reads."""
     if is_integer_dtype(x.dtype):
         return where
@@ -668,7 +673,8 @@ def _gather_last(x, axis, keepdims):
     return merged, out_shape
 
 
-def quantile(x, q, axis=None, keepdims=False, skip_nan=False, weak=None, method="linear"):
+def quantile(x: Any, q: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, skip_nan: bool = False,
+             weak: bool | None = None, method: str = "linear") -> Any:
     """Linear-interpolation quantiles (NumPy's default method) at the static levels ``q``
     (fractions in [0, 1]): NaN where a slice has NaN, or with ``skip_nan`` the quantiles
     of the values that are not NaN (NaN where a slice has none).
@@ -909,7 +915,7 @@ def _pick(ordered, merged, level, size, last, skip_nan):
     return kcore.reshape.bind(value, shape=tuple(value.shape[:-1]))
 
 
-def median(x, axis=None, keepdims=False, skip_nan=False):
+def median(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False, skip_nan: bool = False) -> Any:
     """NumPy's median: the middle value of each sorted slice, or the mean of the two
     middle values, ``(a + b) / 2`` (so that, unlike the 0.5 quantile, the median next to
     an infinity is that infinity); NaN as in :func:`quantile`."""
@@ -995,7 +1001,8 @@ implements(np.nanpercentile)(_quantile_handler(100, True))
 
 
 # --- averages and integrals -------------------------------------------------------------------------
-def average(x, axis=None, weights=None, returned=False, keepdims=False):
+def average(x: Any, axis: int | Sequence[int] | None = None, weights: Any = None, returned: bool = False,
+            keepdims: bool = False) -> Any:
     """NumPy's average: sum(x w) / sum(w) along ``axis``; with ``returned``, also the sum
     of the weights, broadcast to the average's shape."""
     if weights is None:
@@ -1048,7 +1055,7 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
 
 
 # --- searching -------------------------------------------------------------------------------------
-def searchsorted(sorted_sequence, values, side="left", sorter=None):
+def searchsorted(sorted_sequence: Any, values: Any, side: str = "left", sorter: Any = None) -> Any:
     if side not in ("left", "right"):
         raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if sorter is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
+from typing import Any
 
 import numpy as np
 
@@ -879,7 +880,7 @@ implements(np.dsplit)(_split_along("dsplit", lambda x: 2, 3))
 
 
 # --- diagonals and triangles ---------------------------------------------------------------------------
-def at_least_1d(v, *others):
+def at_least_1d(v: Any, *others: Any) -> Any:
     """``v`` as an array: a list through NumPy, a scalar in the namespace of ``others``
     (a Python number beside array_api_strict arrays must not become a NumPy array)."""
     v = asarray(v)
@@ -889,7 +890,7 @@ def at_least_1d(v, *others):
     return v
 
 
-def diagonal(x, offset=0, axis1=0, axis2=1):
+def diagonal(x: Any, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Any:
     """NumPy's diagonal: the two axes leave and the diagonal becomes the last axis."""
     if x.ndim < 2:
         raise ValueError("diagonal: the array must have at least two dimensions")

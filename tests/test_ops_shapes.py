@@ -1,7 +1,9 @@
 """NumPy's shape, joining, selection and cumulative functions added after the first table,
 where the op table does not reach: their errors (each naming the culprit), the shape policy
 of traced positions (insert, delete), np.put's in-place writes (through views, to the
-caller's input, the in-place policy), and their use from xarray. Every expectation comes
+caller's input, the in-place policy), their use from xarray, the errors of the array functions
+of issue #12 (linspace, partition, select, pad, ...) and new shapes from a mapped template
+(zeros_like, full_like with shape=). Every expectation comes
 from NumPy on plain arrays, a per-example loop or central differences.
 """
 import numpy as np
@@ -283,3 +285,47 @@ def test_cumulative_sum_with_include_initial_of_dataarray_data_under_vmap():
                   dim="sample")(DA)
     np.testing.assert_allclose(out.transpose("sample", "edge").data,
                                loop(lambda x: np.cumulative_sum(x, include_initial=True), X), rtol=1e-14)
+
+
+# --- bad inputs of the new array functions name the function ------------------------------------------
+@pytest.mark.parametrize("function, error, message", [
+    (lambda x: np.einsum(x, [0, 60]), ValueError, "numpy.einsum: subscript 60"),
+    (lambda x: np.geomspace(x[0], 0.0, 3), ValueError, "numpy.geomspace: geometric sequence cannot include zero"),
+    (lambda x: np.linspace(x[0], x[1], -1), ValueError, "numpy.linspace: number of samples"),
+    (lambda x: np.partition(x, 6), ValueError, r"numpy.partition: kth\(=6\) out of bounds"),
+    (lambda x: np.partition(x, x[0]), lf.UnsupportedOperationError, "numpy.partition: kth must not be traced"),
+    (lambda x: np.rot90(x, axes=(0, 0)), ValueError, "numpy.rot90: axes must be different"),
+    (lambda x: np.flipud(x[0, 0]), ValueError, "numpy.flipud"),
+    (lambda x: np.fliplr(x[0]), ValueError, "numpy.fliplr"),
+    (lambda x: np.vsplit(x[0], 2), ValueError, "numpy.vsplit only works on arrays of 2"),
+    (lambda x: np.matrix_transpose(x[0]), ValueError, "numpy.matrix_transpose"),
+    (lambda x: np.select([x > 0], [x, x]), ValueError, "numpy.select: list of cases"),
+    (lambda x: np.select([x], [x]), TypeError, "numpy.select: invalid entry 0"),
+    (lambda x: np.piecewise(x, [x > 0], [np.sin, np.cos, np.tan]), ValueError, "numpy.piecewise: with 1 condition"),
+    (lambda x: np.gradient(x, 1.0, 2.0, 3.0), TypeError, "numpy.gradient: invalid number of arguments"),
+    (lambda x: np.pad(x, -1), ValueError, "numpy.pad: index can't contain negative values"),
+    (lambda x: np.pad(x, 1.5), TypeError, "numpy.pad: `pad_width` must be of integral type"),
+])
+def test_bad_inputs_raise_naming_the_function(function, error, message):
+    batch = np.stack([X[:2, :3], X[1:, 3:]])  # two examples of shape (2, 3)
+    with pytest.raises(error, match=message):
+        vmap(function, batch)
+
+
+# --- new shapes from a mapped template ------------------------------------------------------------------
+def test_zeros_like_with_a_shape_is_mapped_and_writable():
+    def outer_buffer(v):
+        buffer = np.zeros_like(v, shape=(v.shape[0], v.shape[0]))
+        buffer[...] = v[:, None] * v
+        return buffer
+
+    out = vmap(outer_buffer, X)
+    np.testing.assert_allclose(out, X[:, :, None] * X[:, None, :])
+    gradient = lf.grad(lambda v: outer_buffer(v).sum())(X[0])
+    np.testing.assert_allclose(gradient, 2 * X[0].sum() * np.ones(6))
+
+
+def test_full_like_with_a_shape_on_a_dataarray_s_data():
+    data = xr.DataArray(X, dims=("sample", "t"))
+    out = lf.vmap(lambda x: np.full_like(x.data, 2.5, shape=(2,)) * x.data[0], dim="sample")(data)
+    np.testing.assert_allclose(out, 2.5 * X[:, :1] * np.ones((3, 2)))

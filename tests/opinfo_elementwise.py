@@ -60,7 +60,7 @@ ENTRIES: list = [
     # fmod: x - trunc(x / y) y, the sign of x (remainder's is y's); 0 for integers over 0
     binary("fmod", np.fmod, domain=(ANY, NONZERO), dtypes=FLOAT + INT),
     # signed zeros over infinite divisors (fmod(x, inf) is x); NaN, inf and zero divisors, where the
-    # value is NaN and no derivative exists: tests/test_numpy_breadth_elementwise.py
+    # value is NaN and no derivative exists: tests/test_ops_elementwise.py
     binary("fmod_special_values", np.fmod, domain=(SIGNED_ZEROS, INFINITE_DIVISORS)),
     # ldexp: linear in x (2**i), i an integer array that is never differentiated
     OpInfo("ldexp", np.ldexp, ldexp_samples, domain=(ANY,)),
@@ -79,7 +79,7 @@ ENTRIES: list = [
     elementwise("i0", np.i0, domain=Domain(-9.0, 9.0), dtypes=FLOAT + INT),
     # the Taylor polynomial near 0: the second derivative at 0 is 1/2 (not 0, as through |x|)
     elementwise("i0_near_zero", np.i0, domain=Domain(-0.4, 0.4, special_values=(0.0,))),
-    # real_if_close of a real array is the array (complex ones: tests/test_numpy_breadth_elementwise.py)
+    # real_if_close of a real array is the array (complex ones: tests/test_ops_elementwise.py)
     elementwise("real_if_close", np.real_if_close, dtypes=FLOAT + INT),
     fixed(
         "unwrap",

@@ -2,7 +2,7 @@
 polyfit's derivatives against calculus (the fit is linear in y: its Jacobian is the
 pseudo-inverse of the weighted Vandermonde matrix) and central differences, its warning
 and ``full=True`` outputs, the derivative of cond, matrix_rank under the transforms,
-errors as NumPy's, and xarray's DataArray.polyfit under lf.grad and lf.vmap.
+errors as NumPy's, xarray's DataArray.polyfit under lf.grad and lf.vmap, and einsum's sublist form.
 """
 import warnings
 
@@ -285,3 +285,16 @@ def test_dataarray_polyfit_with_its_default_skipna_under_vmap_matches_the_loop()
         expected = data.isel(sample=k).polyfit("t", 2).polyfit_coefficients
         np.testing.assert_allclose(out.polyfit_coefficients.isel(sample=k).transpose(*expected.dims).values,
                                    expected.values, rtol=1e-10, atol=1e-12)
+
+
+# --- einsum in sublist form ---------------------------------------------------------------------------
+def test_einsum_sublists_with_more_labels_than_letters_raise_naming_it():
+    with pytest.raises(lf.UnsupportedOperationError, match="numpy.einsum in sublist form with more than 26"):
+        vmap(lambda x: np.einsum(x.reshape((1,) * 27), list(range(27))), np.ones((2, 1)))
+
+
+def test_einsum_sublist_form_was_an_attribute_error_and_now_matches_numpy():
+    rng = np.random.default_rng(12)
+    a, b = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 4, 5))
+    out = vmap(lambda x, y: np.einsum(x, [0, 1], y, [1, 2], [2, 0]), a, b)
+    np.testing.assert_allclose(out, [np.einsum(x, [0, 1], y, [1, 2], [2, 0]) for x, y in zip(a, b)])

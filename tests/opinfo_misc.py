@@ -2,7 +2,7 @@
 ``sort_complex``, in-place writes (``put_along_axis``, ``putmask``, ``place``, ``copyto``),
 index helpers that read shapes, whole-array comparisons and the polynomial functions
 (``opinfo.OP_DB`` appends ``ENTRIES``). Policies and edge cases:
-``tests/test_numpy_breadth_misc.py``."""
+``tests/test_ops_misc.py``."""
 from __future__ import annotations
 
 import numpy as np
@@ -291,7 +291,7 @@ ENTRIES: list = [
           dtypes=FLOAT + COMPLEX + INT, strict_ok=False),
     fixed("polysub", np.polysub, [((A(2), A(4)), {}), ((A(3), A(3)), {}), ((A(3), A()), {})],
           dtypes=FLOAT + COMPLEX + INT, strict_ok=False),
-    # NumPy strips leading zeros (vmap without any: tests/test_numpy_breadth_misc.py)
+    # NumPy strips leading zeros (vmap without any: tests/test_ops_misc.py)
     fixed("polymul", polymul_padded, [((A(4), A(2)), {}), ((A(1), A(3)), {}), ((A(3), A(3)), {})],
           dtypes=FLOAT + COMPLEX + INT, dynamic_shape_args=(0, 1), strict_ok=False),
     fixed("polyder", np.polyder, [((A(5),), {}), ((A(5), 2), {}), ((A(3), 0), {}), ((A(2), 3), {})],
@@ -300,7 +300,7 @@ ENTRIES: list = [
                                   ((A(2),), {"m": 3, "k": 2.0}), ((A(3), 0), {})],
           dtypes=FLOAT + COMPLEX, strict_ok=False),
     fixed("poly", np.poly, [((A(3),), {}), ((A(1),), {}), ((A(5),), {})], dtypes=FLOAT + INT, strict_ok=False),
-    # NumPy strips leading and trailing zeros (vmap without any: tests/test_numpy_breadth_misc.py)
+    # NumPy strips leading and trailing zeros (vmap without any: tests/test_ops_misc.py)
     fixed("roots", roots_padded, [((Separated(-2.0, 0.0, 2.0),), {}), ((Separated(-1.5, 1.5, pair=True),), {})],
           dtypes=F64, dynamic_shape_args=(0,), strict_ok=False),
     fixed("roots_trailing_zeros", roots_padded, [((Separated(-1.0, 1.0),), {"trailing": 2}),

@@ -1,8 +1,10 @@
-"""The scipy.special ufuncs of tests/opinfo_more_special.py where the operator table cannot reach:
+"""The scipy.special ufuncs of tests/opinfo_special.py where the operator table cannot reach:
 derivatives against calculus (the formulas, SciPy's own derivative functions jvp/yvp/ivp/kvp) and
 central differences at chosen points (0 for exprel and the first-order Bessel functions, 1 for
 spence, the zeros of 1/Gamma), SciPy's values at the edges, a differentiated order (zeta's x)
-refused by name, polygamma's advice, and use from xarray.
+refused by name, polygamma's advice, use from xarray; the incomplete gamma functions
+(differentiable in x only), SciPy's functions that convert their input (the composition to
+write), I1 at 0 and xlogy at the origin.
 """
 import math
 import warnings
@@ -348,3 +350,71 @@ def test_from_xarray_under_vmap_and_grad_coords_kept():
     np.testing.assert_allclose(per_sample.transpose(*da.dims).values, 2 * x * sp.erfcx(x) - 2 / SQRT_PI,
                                rtol=1e-12)
     xr.testing.assert_allclose(lf.vmap(sp.erfcx, dim="sample")(da), sp.erfcx(da))
+
+
+# --- scipy.special ------------------------------------------------------------------------------
+# incomplete gamma functions, SciPy functions that convert their input, I1 and xlogy at 0
+SAMPLES = np.random.default_rng(12).normal(size=(3, 6))
+
+
+def vmap(function, *arrays):
+    return lf.vmap(function, in_dims=(0,) * len(arrays))(*arrays)
+
+
+@pytest.mark.parametrize("name", ["gammainc", "gammaincc"])
+def test_incomplete_gamma_is_differentiable_in_x_only(name):
+    function = getattr(sp, name)
+    a, x = np.array([0.5, 1.5, 3.0]), np.array([0.4, 2.0, 1.1])
+    with pytest.raises(lf.UnsupportedOperationError, match=rf"scipy\.special\.{name}.*respect to a"):
+        lf.grad(lambda a: function(a, x).sum())(a)
+    sign = 1.0 if name == "gammainc" else -1.0
+    density = x ** (a - 1) * np.exp(-x) / sp.gamma(a)  # d/dx P(a, x), by calculus
+    np.testing.assert_allclose(lf.grad(lambda x: function(a, x).sum())(x), sign * density, rtol=1e-12)
+    # a mapped (not differentiated) beside a differentiated x
+    per_example = lf.vmap(lf.grad(lambda x, a: function(a, x)), in_dims=(0, 0))(x, a)
+    np.testing.assert_allclose(per_example, sign * density, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name, composition", [
+    ("logsumexp", "np.log(np.sum(np.exp(x - m)"),
+    ("softmax", "e / np.sum(e"),
+    ("log_softmax", "s - np.log(np.sum(np.exp(s)"),
+])
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_scipy_functions_that_convert_their_input_say_what_to_write(name, composition, transform):
+    function = getattr(sp, name)
+    run = (lambda f: vmap(f, SAMPLES)) if transform == "vmap" else (lambda f: lf.grad(lambda x: f(x).sum())(SAMPLES[0]))
+    with pytest.raises(lf.ConversionError) as excinfo:
+        run(lambda x: function(x, axis=-1))
+    message = str(excinfo.value)
+    assert f"scipy.special.{name}" in message and composition in message, message
+
+
+def test_the_suggested_compositions_equal_scipy():
+    def logsumexp(x):
+        m = np.max(x, axis=-1, keepdims=True)
+        return np.squeeze(m + np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True)), axis=-1)
+
+    def softmax(x):
+        e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+        return e / np.sum(e, axis=-1, keepdims=True)
+
+    np.testing.assert_allclose(vmap(logsumexp, SAMPLES), sp.logsumexp(SAMPLES, axis=-1), rtol=1e-14)
+    np.testing.assert_allclose(vmap(softmax, SAMPLES), sp.softmax(SAMPLES, axis=-1), rtol=1e-14)
+    np.testing.assert_allclose(lf.vmap(lf.grad(logsumexp), in_dims=(0,))(SAMPLES), sp.softmax(SAMPLES, axis=-1), rtol=1e-14)
+
+
+def test_bessel_i1_derivatives_at_zero_by_calculus():
+    # I1'(0) = 1/2; the scaled e^-|x| I1(x) has the same slope there
+    for function in (sp.i1, sp.i1e):
+        assert float(lf.grad(function)(np.array(0.0))) == 0.5
+    assert float(lf.grad(lf.grad(sp.i0))(np.array(0.0))) == 0.5  # I0'' = I1' = 1/2 at 0
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_xlogy_is_zero_with_zero_derivative_in_y_at_the_origin():
+    value, gradient = lf.grad_and_value(lambda y: sp.xlogy(0.0, y))(np.array(0.0))[::-1]
+    assert float(value) == 0.0 and float(gradient) == 0.0
+    # elsewhere x / y, and the cross derivative 1 / y also at x = 0
+    cross = lf.grad(lambda x: lf.grad(lambda y: sp.xlogy(x, y))(np.array(2.0)))(np.array(0.0))
+    assert float(cross) == 0.5

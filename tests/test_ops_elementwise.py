@@ -1,8 +1,10 @@
 """fmod, ldexp, frexp, fix, nextafter, spacing, i0, real_if_close, unwrap and NumPy 2's vector
-gufuncs where the operator table (tests/opinfo_more_elementwise.py) cannot reach: their bits at
+gufuncs where the operator table (tests/opinfo_elementwise.py) cannot reach: their bits at
 edge values (zeros of both signs, infinities, NaN, subnormals) against NumPy's, derivatives
-against calculus and central differences, real_if_close's policy, and use from xarray.
+against calculus and central differences, real_if_close's policy, use from xarray, and sinc's
+value, slope and curvature at zero.
 """
+import math
 import warnings
 
 import array_api_strict as xps
@@ -302,3 +304,15 @@ def test_fmod_of_a_dataarray_under_grad_and_vmap_keeps_coords():
     np.testing.assert_allclose(gradient.values, 2 * np.fmod(da.values, 1.5))
     mantissa = lf.vmap(lambda v: np.frexp(v)[0], dim="sample")(da)
     xr.testing.assert_identical(mantissa, np.frexp(da)[0])
+
+
+# --- sinc at and near zero --------------------------------------------------------------------------
+def test_sinc_value_and_slope_at_zero():
+    assert float(vmap(np.sinc, np.zeros((2, 1)))[0, 0]) == 1.0
+    assert float(lf.grad(np.sinc)(np.array(0.0))) == 0.0
+    second = float(lf.grad(lf.grad(np.sinc))(np.array(1e-3)))
+    assert math.isclose(second, -math.pi**2 / 3 * (1 - 0.3 * (math.pi * 1e-3) ** 2), rel_tol=1e-9)
+
+
+def test_sinc_curvature_at_zero():
+    assert math.isclose(float(lf.grad(lf.grad(np.sinc))(np.array(0.0))), -math.pi**2 / 3, rel_tol=1e-12)

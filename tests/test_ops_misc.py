@@ -1,6 +1,7 @@
 """isneginf, isposinf, sort_complex, put_along_axis, putmask, place, copyto, the index helpers,
-allclose / array_equal / array_equiv and the polynomial functions: their policies and edge
-cases (the generic suites run their entries in ``tests/opinfo_more_misc.py``).
+allclose / array_equal / array_equiv, the polynomial functions, bincount and the histograms: their
+policies (data-dependent shapes) and edge cases (the generic suites run their entries in
+``tests/opinfo_misc.py``).
 
 Oracles: NumPy on plain arrays, the per-example loop, central differences.
 """
@@ -380,3 +381,80 @@ def test_writes_of_an_outer_value_into_a_buffer_of_both_vmaps_match_the_loop(nam
     got = lf.vmap(lambda v: lf.vmap(lambda x: write(x, v), in_dims=(0,))(inner), in_dims=(0,))(outer)
     expected = np.stack([np.stack([write(x, v) for x in inner]) for v in outer])
     np.testing.assert_array_equal(got, expected)
+
+
+# --- bincount and histograms: the shape policy (oracles: NumPy per example, calculus) ---------------
+SAMPLES = np.random.default_rng(12).normal(size=(3, 6))
+COUNTS = np.array([[0, 1, 1, 4], [2, 2, 0, 3], [1, 1, 1, 1]])
+
+
+def test_bincount_of_a_mapped_array_needs_minlength():
+    with pytest.raises(lf.DynamicShapeError, match=r"numpy\.bincount.*minlength="):
+        vmap(np.bincount, COUNTS)
+    with pytest.raises(lf.DynamicShapeError, match=r"numpy\.bincount.*value >= minlength=4"):
+        vmap(lambda x: np.bincount(x, minlength=4), COUNTS)
+    out = vmap(lambda x: np.bincount(x, minlength=5), COUNTS)
+    np.testing.assert_array_equal(out, [np.bincount(x, minlength=5) for x in COUNTS])
+
+
+def test_bincount_length_is_fixed_by_a_shared_array_or_by_the_primal():
+    rng = np.random.default_rng(12)
+    weights = rng.normal(size=(3, 4))
+    out = lf.vmap(lambda w: np.bincount(COUNTS[0], weights=w), in_dims=(0,))(weights)
+    np.testing.assert_allclose(out, [np.bincount(COUNTS[0], weights=w) for w in weights])
+    # under grad alone the primal fixes the length; the weights' cotangent is their bin's
+    g = rng.normal(size=5)
+    gradient = lf.grad(lambda w: (np.bincount(COUNTS[0], weights=w) * g).sum())(weights[0])
+    np.testing.assert_allclose(gradient, g[COUNTS[0]])
+
+
+@pytest.mark.parametrize("bad, error, message", [
+    (np.array([1, -1, 2]), ValueError, "negative"),
+    (np.array([1.0, 2.0]), TypeError, "numpy.bincount: cannot cast"),
+    (np.array([[1, 2]]), ValueError, "numpy.bincount: object too deep"),
+])
+def test_bincount_bad_inputs_raise_as_numpy_naming_it(bad, error, message):
+    with pytest.raises(error, match=message):
+        vmap(lambda x: np.bincount(x, minlength=5), np.stack([bad, bad]))
+    with pytest.raises(error):  # NumPy's own
+        np.bincount(bad)
+
+
+def test_histogram_with_a_number_of_bins_is_mapped_with_traced_edges():
+    counts, edges = vmap(lambda x: np.histogram(x, bins=3), SAMPLES)
+    for k, x in enumerate(SAMPLES):
+        expected_counts, expected_edges = np.histogram(x, bins=3)
+        np.testing.assert_array_equal(counts[k], expected_counts)
+        np.testing.assert_allclose(edges[k], expected_edges, rtol=1e-15)
+    # the edges are linspace(min, max): d edge_i / d x = (1 - i/n) at the argmin, i/n at the argmax
+    jacobian = lf.jacrev(lambda x: np.histogram(x, bins=3)[1])(SAMPLES[0])
+    expected = np.zeros((4, 6))
+    expected[:, np.argmin(SAMPLES[0])] = 1 - np.arange(4) / 3
+    expected[:, np.argmax(SAMPLES[0])] += np.arange(4) / 3
+    np.testing.assert_allclose(jacobian, expected, atol=1e-15)
+
+
+def test_histogram_with_a_rule_for_the_bins_is_a_data_dependent_shape():
+    with pytest.raises(lf.DynamicShapeError, match=r"numpy\.histogram with bins='auto'"):
+        vmap(lambda x: np.histogram(x, bins="auto")[0], SAMPLES)
+    edges = lf.grad(lambda x: np.histogram(x, bins="auto")[1].sum())(SAMPLES[0])  # fixed by the primal
+    count = len(np.histogram_bin_edges(SAMPLES[0], bins="auto"))
+    expected = np.zeros(6)
+    expected[np.argmin(SAMPLES[0])], expected[np.argmax(SAMPLES[0])] = count / 2, count / 2
+    np.testing.assert_allclose(edges, expected)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"bins": [0.0, 1.0, 0.5]}, ValueError, "numpy.histogram: `bins` must increase monotonically"),
+    ({"bins": 0}, ValueError, "numpy.histogram: `bins` must be positive"),
+    ({"bins": [[0.0, 1.0]]}, ValueError, "numpy.histogram: `bins` must be 1d"),
+    ({"bins": 2, "range": (1.0, 0.0)}, ValueError, "numpy.histogram: max must be larger than min"),
+])
+def test_histogram_bad_bins_raise_naming_it(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        vmap(lambda x: np.histogram(x, **kwargs)[0], SAMPLES)
+
+
+def test_histogram_of_nan_without_a_range_raises():
+    with pytest.raises(ValueError, match="numpy.histogram: autodetected range"):
+        vmap(lambda x: np.histogram(x, bins=2)[0], np.where(SAMPLES > 1, np.nan, SAMPLES))
