@@ -69,8 +69,10 @@ _XARRAY_ADVICE = {
     "idxmax": "idxmax picks a coordinate label per example: use argmax (positions) instead.",
     "idxmin": "idxmin picks a coordinate label per example: use argmin (positions) instead.",
     "weighted": (
-        "With weights that differ per example xarray checks them with bool(); compute "
-        "(x * w).sum(dim) / w.sum(dim) instead, or pass weights that are not mapped."
+        "xarray checks traced weights for NaN with bool(); labeled_func.xarray_methods makes "
+        "that check per example (and as a guard under lf.jit), but its hooks are not installed "
+        "with this xarray (see labeled_func.xarray_methods.STATUS). Compute "
+        "(x * w).sum(dim) / w.sum(dim) instead, or pass weights that are not traced."
     ),
     "polyfit": (
         "polyfit tests the mapped values for NaN inside xarray (skipna): pass skipna=False, "

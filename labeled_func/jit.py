@@ -31,7 +31,7 @@ from ._wrapping import call_repr
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels, held, level_of
 from .engine.compiler import JitLevel
-from .engine.errors import InplaceError, RandomnessError
+from .engine.errors import InplaceError, RandomnessError, UnsupportedOperationError
 from .errors import RetraceWarning
 from .flat import replace_arrays
 from .jit_signature import (RESULT_OPTIONS as _RESULT_OPTIONS, Signature as _Signature, differences as _differences,
@@ -81,6 +81,10 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
     Inside, a traced value stands for the values of every later call: a Python ``if``,
     ``bool()``, ``float()`` or ``.item()`` on it raises the same errors as under ``vmap``
     (use ``xr.where`` / ``lf.cond``), and so does a shape that depends on its values.
+    Decisions that ``lf.vmap(..., branches="agree")`` takes where every example agrees, and
+    xarray's NaN check of ``weighted()``'s weights, are guards: re-checked after each
+    replay, before anything is written into the arguments; a call that decides otherwise
+    traces again (``explain()`` names the guard), or raises what the function raises.
     ``lf.random`` draws are made at every call as ``func`` makes them (a seed inside
     ``func`` gives the same draws at every call).  Other side effects (``print``,
     appending to a list) happen while tracing only, as in JAX.  Called inside another
@@ -139,7 +143,9 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
     lf.UnsupportedOperationError
         When traced: reverse-mode differentiation (``lf.grad``...) through an
         ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a 0-d traced
-        position ``i`` (the message gives the recipe: a length-1 dim).
+        position ``i`` (the message gives the recipe: a length-1 dim); a guarded decision
+        inside an ``lf.while_loop``, or in a function that also draws ``lf.random`` numbers
+        from a generator that lives across calls (a failed guard would draw twice).
 
     Examples
     --------
@@ -213,12 +219,49 @@ class Jitted:
                 compiled = self._cached(call)
                 if compiled is None:
                     return self._trace_and_store(call)
-        return compiled.outputs.build(compiled.run(call))
+        results = compiled.run(call)
+        if type(results) is _GuardFailed:
+            return self._guarded(call, compiled, results)
+        return compiled.outputs.build(results)
 
-    def _trace_and_store(self, call):
+    def _guarded(self, call, compiled, failed):
+        """A call whose replay of ``compiled`` failed a guard (a decision taken from the traced
+        call's values goes otherwise at this call): another program of its signature whose
+        guards hold, else a trace of this call (which raises where the decision cannot be
+        taken, e.g. examples that disagree)."""
+        tried = [compiled]
+        while True:
+            with self.lock:
+                other = next((self.cache[key] for key in self.variants.get(call.key, ())
+                              if all(self.cache[key] is not t for t in tried) and self.cache[key].matches(call)),
+                             None)
+            if other is None:
+                break
+            results = other.run(call)
+            if type(results) is not _GuardFailed:
+                with self.lock:  # asked first next time
+                    keys = self.variants.get(call.key, [])
+                    for key in keys:
+                        if self.cache.get(key) is other:
+                            keys.remove(key)
+                            keys.insert(0, key)
+                            self.cache.move_to_end(key)
+                            break
+                return other.outputs.build(results)
+            tried.append(other)
+        with self.tracing:
+            number = compiled.signature.number if compiled.signature is not None else None
+            guard = failed.guard
+            reason = (f"{guard.what} changed: {f'trace {number}' if number is not None else 'the trace'} took "
+                      f"{guard.answer}, this call does not (a guard; {len(tried)} program"
+                      f"{'s' if len(tried) != 1 else ''} of this signature tried)")
+            return self._trace_and_store(call, reason)
+
+    def _trace_and_store(self, call, reason=None):
         """A call that traces: its result; its program stored, with the reason it traced."""
         signature = _Signature.of(call)
-        reason = self._reason(signature)
+        if reason is None:
+            reason = self._reason(signature)
         before = self.traces
         try:
             compiled, result = self._trace(call)
@@ -372,11 +415,18 @@ class Jitted:
                 "reproducible with lf.random.seed), or draw outside and pass the draws in as an argument.")
         lf_random.settle_draws(draws)
         program = level.program
-        program.outputs = outputs.slots + [slot for _, slot, _ in written]
+        guards = tuple(level.guards)
+        if guards and any(node.effect and node.slot in level.sources for node in program.nodes):
+            raise UnsupportedOperationError(
+                f"lf.jit: {getattr(self.func, '__name__', 'the function')} takes a decision from traced values "
+                f"({guards[0].what}: a guard, e.g. of lf.vmap(..., branches='agree')) and draws lf.random numbers "
+                "from a generator that lives across calls: a call whose guard fails is traced again, and would "
+                "draw twice. Seed inside the function (lf.random.seed), or draw outside and pass the draws in.")
+        program.outputs = outputs.slots + [slot for _, slot, _ in written] + [guard.slot for guard in guards]
         program.keep_buffers = self.keep_buffers
         program.prune()
         self.traces += 1
-        compiled = _Compiled(call, program, outputs, [k for k, _, _ in written])
+        compiled = _Compiled(call, program, outputs, [k for k, _, _ in written], guards)
         compiled.check_overlaps(call)
         for k, _, value in written:
             _write_through(call.arrays[k], value)
@@ -395,21 +445,41 @@ class _Explanation(str):
         return str(self)
 
 
+class _GuardFailed:
+    """What a replay returns when one of its guards fails (nothing was written)."""
+
+    __slots__ = ("guard",)
+
+    def __init__(self, guard):
+        self.guard = guard
+
+
 class _Compiled:
     signature = None  # the traced call's _Signature (explain())
 
-    def __init__(self, call, program, outputs, written=()):
+    def __init__(self, call, program, outputs, written=(), guards=()):
         self.program = program
         self.outputs = outputs
         self.check = call.check
         self.written = tuple(written)  # the positions of the arguments the function writes into
+        self.guards = tuple(guards)  # decisions taken from the traced call's values (extra outputs, last)
 
     def run(self, call):
-        """The program's outputs for ``call``, whose arguments it writes into as the function does."""
-        if not self.written:
+        """The program's outputs for ``call``, whose arguments it writes into as the function does;
+        a :class:`_GuardFailed` where a guard fails (checked before anything is written)."""
+        if not self.written and not self.guards:
             return self.program.run(call.arrays)
-        self.check_overlaps(call)
+        if self.written:
+            self.check_overlaps(call)
         results = self.program.run(call.arrays)
+        if self.guards:
+            count = len(results) - len(self.guards)
+            for guard, value in zip(self.guards, results[count:]):
+                if not guard.holds(value):
+                    return _GuardFailed(guard)
+            results = results[:count]
+        if not self.written:
+            return results
         count = len(results) - len(self.written)
         for k, value in zip(self.written, results[count:]):
             _write_through(call.arrays[k], value)

@@ -1,4 +1,4 @@
-"""xarray's ``idxmax``/``idxmin``, ``sortby`` and ``polyfit`` on traced values: hooks into
+"""xarray's ``idxmax``/``idxmin``, ``sortby``, ``polyfit`` and ``weighted`` on traced values: hooks into
 xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
 
 - ``xarray.computation.computation._calc_idxminmax`` (``idxmax``/``idxmin``) picks the
@@ -26,6 +26,12 @@ xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
   more rows than coefficients, or where the design matrix itself is rank deficient, as
   NumPy's ``lstsq`` gives.  The RankWarning of a column whose kept rows are rank
   deficient is not raised under a transform (the rank follows the values).
+- ``Weighted.__init__`` (``x.weighted(w)``) checks the weights for NaN with ``bool()`` of
+  ``isnull(w).any()``.  Wrapped: where the weights are traced, the same check is made per
+  example (on the primal under grad/jvp): ``ValueError`` (xarray's message) naming the
+  examples whose weights hold NaN, as the loop raises for them; under lf.jit the check is a
+  guard, re-made at every call (a call with NaN weights traces again, and raises).  Then
+  ``mean``/``sum``/``sum_of_weights``/``std``/``var`` are xarray's, on traced values.
 
 Outside transforms (nothing traced) the wrappers call xarray's own functions with the
 same arguments.  :func:`install` checks that xarray's functions have the expected
@@ -41,11 +47,13 @@ import numpy as np
 import xarray as xr
 from xarray.computation import computation as xr_computation
 from xarray.computation import fit as xr_fit
+from xarray.computation import weighted as xr_weighted
 from xarray.core import dataarray as xr_dataarray
 from xarray.core import dataset as xr_dataset
 from xarray.core import dtypes as xr_dtypes
 
 from .engine import is_batched, is_traced
+from .engine.batching import check_examples
 from .errors import UnsupportedOperationError
 from .xarray_hooks import code_of, hooked, patch
 
@@ -188,6 +196,27 @@ def _warn_deficient_rank(order):
     warn_on_deficient_rank(order - 1, order)
 
 
+# --- weighted ----------------------------------------------------------------------------------------
+_MISSING_WEIGHTS = "`weights` cannot contain missing values. Missing values can be replaced by `weights.fillna(0)`."
+
+
+def _weighted_init(self, obj, weights):
+    """``Weighted.__init__``: xarray's own where the weights are not traced; otherwise the
+    same check (no missing value), made per example: ValueError naming the examples whose
+    weights hold NaN, as the loop raises for them (under lf.jit re-checked at every call)."""
+    if not isinstance(weights, xr_dataarray.DataArray) or not is_traced(weights.data):
+        return _ORIGINAL["__init__"](self, obj, weights)
+    if np.dtype(getattr(weights.dtype, "_np_dtype", weights.dtype)).kind in "fc":  # others hold no NaN
+
+        def error(examples):
+            return ValueError(_MISSING_WEIGHTS + (f" (NaN in the weights of {examples})" if examples else ""))
+
+        check_examples(weights.data, lambda rows: np.isnan(rows).any(axis=1), error,
+                       "the check of weighted() that the weights hold no NaN")
+    self.obj = obj
+    self.weights = weights
+
+
 # --- installing ------------------------------------------------------------------------------------
 def _check():
     """None if xarray's internals look as these hooks expect, else why not."""
@@ -214,12 +243,20 @@ def _check():
         return "Dataset.sortby does not take (variables, ascending)"
     if "lexsort" not in code_of(ds.sortby).co_names or "sortby" not in code_of(da.sortby).co_names:
         return "Dataset.sortby does not sort with np.lexsort, or DataArray.sortby does not call it"
+    weighted = xr_weighted.Weighted.__init__
+    if list(inspect.signature(weighted).parameters) != ["self", "obj", "weights"]:
+        return "Weighted.__init__ does not take (obj, weights)"
+    if not hooked(weighted) and "_weight_check" not in code_of(weighted).co_varnames:
+        return "Weighted.__init__ does not check the weights with _weight_check"
+    if list(getattr(xr_weighted.Weighted, "__slots__", ())) != ["obj", "weights"]:
+        return "Weighted holds other attributes than (obj, weights)"
     return None
 
 
 def installed():
     """Whether these methods go through this module under transforms."""
-    return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby)
+    return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby,
+                  xr_weighted.Weighted.__init__)
 
 
 def install():
@@ -232,7 +269,8 @@ def install():
         STATUS = f"not installed: {reason}"
         return STATUS
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
-               (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby))
+               (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby),
+               (xr_weighted.Weighted, "__init__", _weighted_init))
     patch(targets, _ORIGINAL)
     STATUS = "installed"
     return STATUS

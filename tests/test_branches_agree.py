@@ -256,9 +256,14 @@ def test_mask_under_grad_inside_vmap():
 
 
 # --- lf.jit ---------------------------------------------------------------------------------------
-def test_under_jit_the_option_is_refused_clearly():
-    with pytest.raises(lf.DataDependentControlFlowError, match="not supported under lf.jit yet"):
-        lf.jit(lf.vmap(checked_radiation, dim="sample", branches="agree"))(sample([[150.0], [160.0]]))
+def test_under_jit_the_decisions_are_guarded():
+    # more in tests/test_jit_guards.py
+    x = sample([[150.0], [160.0]])
+    jitted = lf.jit(lf.vmap(checked_radiation, dim="sample", branches="agree"))
+    xr.testing.assert_identical(jitted(x), loop(checked_radiation, x))
+    xr.testing.assert_identical(jitted(x + 1), loop(checked_radiation, x + 1))
+    with pytest.raises(ValueError, match="looks like MJ"):  # every example takes the other branch: traced again
+        jitted(x / 10)
 
 
 def test_jit_inside_vmap_runs_as_the_function():

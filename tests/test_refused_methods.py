@@ -408,14 +408,13 @@ def labeled():
 # grad with one) and polyfit's default skipna now work: tests/test_xarray_methods.py.
 
 
-def test_weighted_with_traced_weights_under_jit_names_xarrays_check():
+def test_weighted_with_traced_weights_works_under_jit_and_vmap():
+    # xarray's NaN check of the weights is made per example (xarray_methods): tests/test_weighted.py
     da, w = labeled()
     f = lambda d, w: d.weighted(w).mean("x")  # noqa: E731
-    with pytest.raises(lf.errors.DataDependentControlFlowError, match="inside xarray's DataArray.weighted.*lf.jit"):
-        lf.jit(f)(da.isel(s=0), w.isel(s=0))
-    with pytest.raises(lf.errors.DataDependentControlFlowError, match="inside xarray's DataArray.weighted"):
-        lf.vmap(f, dim="s")(da, w)
-    # unmapped weights work under vmap; mapped ones where every example agrees (no NaN)
+    xr.testing.assert_allclose(lf.jit(f)(da.isel(s=0), w.isel(s=0)), f(da.isel(s=0), w.isel(s=0)))
+    xr.testing.assert_allclose(lf.vmap(f, dim="s")(da, w), xr.concat([f(da.isel(s=i), w.isel(s=i)) for i in range(3)], "s"))
+    # unmapped weights work under vmap; mapped ones with branches="agree" too
     got = lf.vmap(lambda d: f(d, w.isel(s=0)), dim="s")(da)
     xr.testing.assert_allclose(got, xr.concat([f(da.isel(s=i), w.isel(s=0)) for i in range(3)], "s"))
     agreed = lf.vmap(f, dim="s", branches="agree")(da, w)

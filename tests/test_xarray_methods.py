@@ -227,9 +227,12 @@ def test_groupby_by_values_and_dropna_with_branches_agree():
     holes[1, 4] = np.nan  # example 1 drops another
     with pytest.raises(DynamicShapeError):
         lf.vmap(g, dim="s", branches="agree")(holes)
-    # lf.jit: the shapes would follow the values of every later call
-    with pytest.raises(DynamicShapeError):
-        lf.jit(lf.vmap(g, dim="s", branches="agree"))(da)
+    # lf.jit: the dropped labels are guarded (tests/test_jit_guards.py): a call that drops others traces again
+    jitted = lf.jit(lf.vmap(g, dim="s", branches="agree"))
+    holes[1, 4] = 1.0
+    xr.testing.assert_identical(jitted(holes), loop(g, holes))
+    xr.testing.assert_identical(jitted(da), loop(g, da))
+    assert jitted.traces == 2
 
 
 def test_plain_xarray_is_unchanged_outside_transforms():

@@ -18,7 +18,7 @@ import numpy as np
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
-from labeled_func_kernels.backend import library_of, namespace, namespace_dtype
+from labeled_func_kernels.backend import backend_of, library_of, namespace, namespace_dtype
 from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import bottom, known
 
@@ -32,7 +32,8 @@ from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
            "register_equality_checks", "copied_as_itself", "BRANCHES", "ExampleNames", "probing_branches",
-           "agreed_positions", "agreed_constant"]
+           "agreed_positions", "agreed_constant", "guard_decision", "recording_under",
+           "check_examples"]
 
 BRANCHES = ("error", "agree")
 
@@ -392,8 +393,21 @@ class ExampleNames(NamedTuple):
     offset: int = 0
     block: bool = False
 
+    def readable(self):
+        """Whether the labels can be read: not where lf.jit records them (they travel as data
+        in a Dask block's program, or in the program of vmap(chunk_size=k, jit=...)'s chunks)."""
+        try:
+            if callable(self.labels):
+                self.labels()
+        except TransformError:
+            return False
+        return True
+
     def label(self, k):
-        labels = self.labels() if callable(self.labels) else self.labels
+        try:
+            labels = self.labels() if callable(self.labels) else self.labels
+        except TransformError:  # labels recorded by lf.jit: positions only
+            return None
         if labels is None or not 0 <= k < len(labels):
             return None
         value = labels[k]
@@ -423,6 +437,8 @@ def _describe_examples(levels, indices):
     text = f"example{'s' if len(indices) > 1 else ''} {positions}{more}"
     if any(lv.examples is not None and lv.examples.block for lv in levels):
         text += " of its Dask block"
+    elif any(lv.examples is not None and not lv.examples.readable() for lv in levels):
+        text += " of its chunk (vmap(chunk_size=...) run as one lf.jit program: positions within the chunk)"
     labels = [label for label in labels if label]
     if labels:
         text += f" ({(', ' if len(levels) == 1 else '; ').join(labels)})"
@@ -445,8 +461,8 @@ def _mapping_levels(tracer):
 
 def _host(array):
     """``array`` as a NumPy array (a CuPy one copied from the device)."""
-    if hasattr(array, "get") and type(array).__module__.startswith("cupy"):
-        return array.get()
+    if backend_of(array).on_device:
+        return backend_of(array).to_host(array)
     try:
         return np.asarray(array)
     except (TypeError, ValueError, RuntimeError):
@@ -455,11 +471,11 @@ def _host(array):
 
 def _not_agreeable(tracer, what, levels, known_values):
     """The policy error of ``what`` (as without branches="agree"), with the reason why
-    agreement could not be used here; None where agreement can be used."""
-    if not known_values:
-        note = ("lf.vmap(..., branches='agree') decides from the examples' values, and under lf.jit "
-                "they are the values of later calls, unknown when lf.jit records: branches='agree' is "
-                "not supported under lf.jit yet (call the vmapped function without lf.jit).")
+    agreement could not be used here; None where agreement can be used (under lf.jit too:
+    the decision is then guarded, see :func:`guard_decision`)."""
+    if not known_values and recording_under(tracer) is None:  # pragma: no cover - an abstract level that cannot guard
+        note = ("lf.vmap(..., branches='agree') decides from the examples' values, and here they are "
+                "unknown (an abstract level that records no guards).")
     else:
         refusing = [lv for lv in levels if lv.branches != "agree"]
         if not refusing:
@@ -470,6 +486,96 @@ def _not_agreeable(tracer, what, levels, known_values):
                 f"also mapped over {dims} by a vmap with branches='error': give that vmap "
                 "branches='agree' too.")
     return note
+
+
+# --- guards: a decision taken from recorded values (lf.jit) ----------------------------------------
+# lf.jit records on this call's values: a decision taken from them (an `if` that every example
+# agrees on, a float() that every example holds) is the recording's, and a later call may decide
+# otherwise.  The recording keeps the decision as a guard: the traced values it was taken from
+# (an extra output of the program) and a test that a later run's values lead to the same
+# decision; lf.jit checks it after each replay, before writing into the arguments, and traces
+# again where it fails.
+def recording_under(value):
+    """The tracer of an abstract level that records guards (lf.jit) under ``value`` (the
+    array of every example of every vmap level that maps it), brought up to date; or None."""
+    while isinstance(value, Tracer):
+        level = value._level
+        if level.abstract:
+            if getattr(level, "guard", None) is None:
+                return None
+            level.output_slot(value)  # a view: its values brought up to date
+            return value
+        value = value._value
+    return None
+
+
+def guard_decision(value, holds, what, answer):
+    """Where ``value`` is recorded by lf.jit: record the guard ``holds`` (a function of the
+    recorded array under ``value``, True where a later call decides as this one), named
+    ``what``, which took ``answer``.  Nothing where ``value`` is not recorded."""
+    recorded = recording_under(value)
+    if recorded is not None:
+        recorded._level.guard(recorded, holds, what, answer)
+
+
+def check_examples(value, failing, error, what):
+    """A library's check of its input ``value`` (mapped or not, traced by any transform),
+    made per example: ``failing(rows)`` takes the values of the examples, one row each (a 2-d
+    NumPy array), and says which fail.  Where some fail, ``error(examples)`` is raised
+    (``examples``: ``"examples 1, 3 (sample=10, 30)"``, or None where ``value`` is not mapped),
+    as the loop raises for them; otherwise nothing, and under lf.jit the check is a guard
+    named ``what``: a later call whose examples fail it traces again, and raises."""
+    levels, known_values = _mapping_levels(value)
+    for lv in levels:
+        if not lv.alive:
+            lv.escaped(what)
+    if _PROBE.get() is not None:  # a stand-in example of a Dask-backed vmap: each block checks
+        return
+    if not known_values:
+        recording_under(value)  # a view recorded by lf.jit: brought up to date
+    raw = _host(bottom(value))
+    depth = len(levels)
+    count = math.prod(raw.shape[:depth])
+    bad = np.asarray(failing(raw.reshape(count, -1)), dtype=bool)
+    if bad.any():
+        if not levels:
+            raise error(None)
+        indices = [tuple(int(p) for p in np.unravel_index(flat, raw.shape[:depth])) for flat in np.flatnonzero(bad)]
+        raise error(_describe_examples(levels, indices))
+    if not known_values:
+        guard_decision(value, lambda later: not np.any(failing(_host(later).reshape(count, -1))),
+                       _decided_at(what), "every example passing it")  # a failure raises: never shown
+
+
+def _decided_at(what):
+    site = diagnose.call_site()
+    return f"{what} at {site.location}" if site.location else what
+
+
+def _truth_holds(answer):
+    """Whether every example of a later run still gives ``answer`` (a bool)."""
+    if answer:
+        return lambda value: bool(np.all(_host(value)))
+    return lambda value: not np.any(_host(value))
+
+
+def _same_values_holds(first):
+    """Whether every example of a later run holds ``first`` (to the bit, NaN equal to NaN)."""
+    first = np.asarray(first)
+
+    def holds(value):
+        raw = _host(value)
+        if raw.size % max(first.size, 1) or (first.size == 0) != (raw.size == 0):
+            return False
+        raw = raw.reshape((-1,) + first.shape)
+        equal = raw == first
+        if first.dtype.kind == "f":
+            equal &= np.signbit(raw) == np.signbit(first)
+        if first.dtype.kind in "fc":
+            equal |= np.isnan(raw) & np.isnan(first)
+        return bool(equal.all())
+
+    return holds
 
 
 def _raise_with_note(tracer, what, note):
@@ -498,6 +604,7 @@ def agreed_value(tracer, what):
     probe = _PROBE.get()
     if probe is not None:
         return probe.decide(tracer, what, levels)
+    recording = None if known_values else recording_under(tracer)
     raw = _host(bottom(tracer))
     batch = raw.shape[:len(levels)]
     count = math.prod(batch)
@@ -508,16 +615,24 @@ def agreed_value(tracer, what):
         if per_example[0].size != 1:
             return per_example[0]  # bool() raises NumPy's own error, as the loop's first example would
         truth = (per_example != 0).reshape(count)
-        if truth.all():
-            return True
-        if not truth.any():
-            return False
+        answer = True if truth.all() else False if not truth.any() else None
+        if answer is not None:
+            if recording is not None:
+                recording._level.guard(recording, _truth_holds(answer), _decided_at("a branch decided by bool()"),
+                                       answer)
+            return answer
         raise DataDependentControlFlowError(_disagreement(
             levels, batch, truth, "bool() of a mapped value (an `if`, `while`, `and`/`or` or assert on it) "
             "under lf.vmap(..., branches='agree'): the examples take different branches",
             lambda answer, many: f"give{'' if many else 's'} {bool(answer)}", _BRANCH_FIX))
     same = _same_as_first(per_example)
     if same.all():
+        if recording is not None:
+            shown = (repr(per_example[0].item()) if per_example[0].size == 1 else
+                     f"one set of values of shape {per_example[0].shape} in every example")
+            taken_by = {"array": "np.asarray", "index": "an index"}.get(what, f"{what}()")
+            recording._level.guard(recording, _same_values_holds(per_example[0]),
+                                   _decided_at(f"a value taken by {taken_by}"), shown)
         return per_example[0]
     if what not in _NUMBERS:  # np.asarray, an index: the usual error, saying which examples differ
         others = [tuple(int(p) for p in np.unravel_index(flat, batch)) for flat in np.flatnonzero(~same)]
@@ -551,7 +666,9 @@ def _agreement_values(value, culprit):
     """(the levels that map ``value``, its values on the host with their axes in front)
     where every one of those levels allows ``branches="agree"``; None otherwise."""
     levels, known_values = _mapping_levels(value)
-    if not levels or not known_values or any(lv.branches != "agree" for lv in levels):
+    if not levels or any(lv.branches != "agree" for lv in levels):
+        return None
+    if not known_values and recording_under(value) is None:
         return None
     for lv in levels:
         if not lv.alive:
@@ -572,6 +689,8 @@ def agreed_constant(value, culprit):
     per_example = raw.reshape((count,) + raw.shape[len(levels):])
     if count == 0 or not _same_as_first(per_example).all():
         return None
+    guard_decision(value, _same_values_holds(per_example[0]), _decided_at(f"a shape decided by {culprit}"),
+                   f"one set of values of shape {per_example[0].shape} in every example")
     return per_example[0]
 
 
@@ -619,17 +738,48 @@ def agreed_positions(value, culprit):
             "Keep the shape with masking: x.where(mask) (NaN elsewhere) or xr.where(mask, x, 0).",
             location=False))
     k = int(counts[0])
-    found = [np.nonzero(example) for example in per_example]
-    xp_from = library_of(bottom(value))
+    recording = recording_under(value)
+    if recording is not None:  # lf.jit: later calls must select k elements in every example too
+        recording._level.guard(recording, _count_holds(len(levels), k), _decided_at(f"a shape decided by {culprit}"),
+                               f"{k} element{'s' if k != 1 else ''} in every example")
     out = []
     for axis in range(len(logical)):
-        positions = np.stack([f[axis] for f in found]).reshape(batch + (k,))
-        if xp_from not in ("numpy", None):  # CuPy: on the device, as the values
-            positions = namespace(bottom(value)).asarray(positions)
+        find = _positions_along(axis, len(levels), k)
+        positions = find(bottom(value))
+        if recording is not None:  # computed at every run from that run's mask
+            positions = recording._level.derived(find, recording, positions)
         for lv in levels:
             positions = BatchTracer(lv, positions)
         out.append(positions)
     return tuple(out)
+
+
+def _count_holds(depth, k):
+    """Whether every example (the first ``depth`` axes) of a later run has ``k`` nonzero elements."""
+    def holds(value):
+        raw = _host(value)
+        count = math.prod(raw.shape[:depth])
+        return bool((np.count_nonzero(raw.reshape(count, -1), axis=1) == k).all())
+    return holds
+
+
+def _positions_along(axis, depth, k):
+    """``np.nonzero`` of each example (the first ``depth`` axes of a value) along ``axis``,
+    stacked (``k`` per example), on the value's device.  Examples with another count (a later
+    run under lf.jit, whose guard then fails) give zeros of the same shape."""
+    def find(value):
+        raw = _host(value)
+        batch = raw.shape[:depth]
+        per_example = raw.reshape((math.prod(batch),) + raw.shape[depth:])
+        found = [np.nonzero(example)[axis] for example in per_example]
+        if all(len(f) == k for f in found):
+            positions = np.stack(found).reshape(batch + (k,)) if found else np.zeros(batch + (k,), np.intp)
+        else:
+            positions = np.zeros(batch + (k,), np.intp)
+        if library_of(value) not in ("numpy", None):  # CuPy: on the device, as the values
+            positions = namespace(value).asarray(positions)
+        return positions
+    return find
 
 
 # --- Dask: the one-example run that finds the output structure --------------------------------------

@@ -10,6 +10,8 @@ import string
 
 import numpy as np
 
+from labeled_func_kernels.backend import backend_of
+
 from ..replay import Shifted, rolled_evaluation
 from . import thresholds
 from .expressions import _BOOL, _FLOAT, _MAX_LEAVES, _NUMEXPR_TYPES, _SINGLE, fusion_of, numexpr
@@ -100,7 +102,7 @@ def _array_library(value):
     kind = type(value)
     if kind is np.ndarray:
         return "numpy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
-    if kind.__name__ == "ndarray" and kind.__module__.partition(".")[0] == "cupy":
+    if kind.__name__ == "ndarray" and backend_of(value).fusion == "cuda":
         return "cupy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
     return None
 

@@ -31,7 +31,7 @@ class JitLevel(Level):
 
     name = "jit"
     abstract = True
-    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied")
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources")
 
     def __init__(self):
         super().__init__()
@@ -40,6 +40,8 @@ class JitLevel(Level):
         self._seen = {}  # (callable, params, refs) -> slot: common subexpressions
         self._reads = None  # while a loop's body is recorded: slot -> value of the traced values read
         self._copied = {}  # slot of a copy -> slot of the array it copies (the first of a chain)
+        self.guards = []  # the Guards of the recording: decisions taken from this call's values
+        self.sources = set()  # the slots of values drawn afresh at every run (see source)
 
     def same_values(self, a, b):
         """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
@@ -75,6 +77,7 @@ class JitLevel(Level):
         node = Node(draw, {}, (), slot)
         node.effect = True
         self.program.nodes.append(node)
+        self.sources.add(slot)
         return JitTracer(self, value, slot)
 
     def settle(self, tracer, value):
@@ -92,6 +95,29 @@ class JitLevel(Level):
         node = Node(function, {}, (), self.new_slot())
         node.effect = True
         self.program.nodes.append(node)
+
+    def guard(self, tracer, holds, what, answer):
+        """Record that a decision was taken from the values of ``tracer`` (of this recording):
+        ``holds(value)`` tells, at a later run, whether that run's ``value`` leads to the same
+        decision; ``what`` names the decision (``"bool() at model.py:12"``), ``answer`` the
+        answer taken (both for messages).  The value becomes an extra output of the program,
+        checked after each run (see ``lf.jit``).  Inside a loop's body (run many times per
+        call) a decision cannot be guarded: UnsupportedOperationError."""
+        if self.in_loop_body:
+            raise UnsupportedOperationError(
+                f"{what}: a decision taken from traced values inside the condition or body of an "
+                "lf.while_loop recorded by lf.jit: lf.jit guards such decisions once per call, not once per "
+                "iteration. Decide outside the loop, or select with xr.where / np.where.")
+        slot = self.output_slot(tracer)
+        self.guards.append(Guard(slot, holds, what, answer))
+
+    def derived(self, function, tracer, value):
+        """A value that each run computes by ``function(v)`` from the run's value ``v`` of
+        ``tracer`` (of this recording), outside the primitives (positions found per example);
+        ``value`` is this run's."""
+        slot = self.new_slot()
+        self.program.nodes.append(Node(function, {}, (self.output_slot(tracer),), slot))
+        return JitTracer(self, value, slot)
 
     @property
     def in_loop_body(self):
@@ -224,6 +250,22 @@ class JitLevel(Level):
             slot = self.new_slot()
             self.program.nodes.append(Node(_identity, {}, (Constant(src),), slot))
             dest._value, dest._slot = src, slot
+
+
+class Guard:
+    """A decision taken from recorded values: the ``slot`` of the values, ``holds(value)``
+    (whether a run's value leads to the same decision), what decided and the answer taken."""
+
+    __slots__ = ("slot", "holds", "what", "answer")
+
+    def __init__(self, slot, holds, what, answer):
+        self.slot = slot
+        self.holds = holds
+        self.what = what
+        self.answer = answer
+
+    def __repr__(self):
+        return f"Guard({self.what}: {self.answer})"
 
 
 def _finite_constant(value):

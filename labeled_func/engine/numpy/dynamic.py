@@ -20,7 +20,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import reductions as kr
-from labeled_func_kernels.backend import any_true, dtype_kind, known_true, library_of, namespace, normalize_axis
+from labeled_func_kernels.backend import any_true, backend_of, dtype_kind, known_true, namespace, normalize_axis
 from labeled_func_kernels.primitive import bottom, known, top_level
 
 from .. import diagnose
@@ -71,16 +71,16 @@ def fixed(value, culprit):
 def _host(value):
     """``value`` as a NumPy array: a shape is decided on the host anyway, and positions
     are small integer arrays (getitem moves them to the data's device)."""
-    library = library_of(value)
-    if library == "cupy":
-        return value.get()
-    return value if library == "numpy" and not isinstance(value, (list, tuple)) else np.asarray(value)
+    backend = backend_of(value)
+    if backend.on_device:
+        return backend.to_host(value)
+    return value if backend.native and not isinstance(value, (list, tuple)) else np.asarray(value)
 
 
 def _on_device_of(value, out):
     """Positions and counts found on the host, back in the library of ``value`` (CuPy:
     on the GPU, as CuPy's own function returns them); NumPy's as they are."""
-    if library_of(value) != "cupy":
+    if not backend_of(value).on_device:
         return out
     xp = namespace(value)
     if isinstance(out, tuple):
