@@ -124,6 +124,14 @@ class Backend:
         How elementwise chains fuse into one kernel (lf.jit, the eager NaN-safe product).
     chunked : bool
         A lazy array of chunks of another library (its ``_meta``: Dask's).
+    defers_to_tracers : bool
+        Its arrays hand a NumPy call with a tracer among the arguments to the tracer
+        (NumPy's, Dask's, Python numbers): a raw array of it may sit beside a tracer.
+    views : bool
+        An in-place operation may write into another array that shares its memory (a
+        view); False for arrays that are immutable or lazy (Dask's, JAX's).
+    units : bool
+        A quantity with units wrapped around an array (pint's), which the transforms refuse.
     packages : frozenset of str
         The packages whose stack frames are the library's (not the user's) in error messages.
 
@@ -150,6 +158,9 @@ class Backend:
     special_casts_back: bool = False
     fusion: str | None = None
     chunked: bool = False
+    defers_to_tracers: bool = False
+    views: bool = True
+    units: bool = False
     packages: frozenset[str] = frozenset()
 
     @property
@@ -159,14 +170,18 @@ class Backend:
 
 
 _BACKENDS = {backend.name: backend for backend in (
-    Backend(None, host_values=True, eager=True, special="scipy.special"),  # Python numbers
+    Backend(None, host_values=True, eager=True, special="scipy.special", defers_to_tracers=True),  # Python numbers
     Backend("numpy", host_values=True, native=True, eager=True, to_host=lambda array: array, has_ufunc_at=True,
-            strided_views=True, special="scipy.special", fusion="numexpr", packages=frozenset({"numpy"})),
+            strided_views=True, special="scipy.special", fusion="numexpr", defers_to_tracers=True,
+            packages=frozenset({"numpy"})),
     Backend("cupy", eager=True, on_device=True, to_host=_get, has_ufunc_at=True, strided_views=True,
             window_axes_ascending=True, special="cupyx.scipy.special", special_needs_arrays=True,
             special_casts_back=True, fusion="cuda", packages=frozenset({"cupy", "cupyx"})),
     Backend("array_api_strict", eager=True, packages=frozenset({"array_api_strict"})),
-    Backend("dask", chunked=True, packages=frozenset({"dask"})),
+    Backend("dask", chunked=True, defers_to_tracers=True, views=False, packages=frozenset({"dask"})),
+    Backend("jax", views=False),
+    Backend("jaxlib", views=False),
+    Backend("pint", units=True),
 )}
 
 

@@ -101,8 +101,8 @@ def _library(array):
     """The array library of ``array`` by name ("numpy", "cupy", ...), None for a non-array;
     "pint" for a pint Quantity (never an array-API array: see :func:`_reject_quantity`)."""
     array = _chunk_type(bottom(array))  # an enclosing transform's value: the array it stands for
-    if library_of(array) == "pint":
-        return "pint"
+    if backend_of(array).units:
+        return library_of(array)
     if not is_array(array):
         return None
     try:
@@ -138,7 +138,7 @@ def reject_quantities(values, labels, *, transform):
     """
     for value, label in zip(values, labels):
         for array, where in data_arrays(value, label):
-            if library_of(array) == "pint":
+            if backend_of(array).units:
                 raise UnsupportedOperationError(
                     f"{transform}: {where} holds a pint Quantity ({type(array).__name__}, units "
                     f"{getattr(array, 'units', '?')}): the transforms work on plain NumPy/CuPy arrays. "

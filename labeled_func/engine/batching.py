@@ -18,7 +18,7 @@ import numpy as np
 from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
-from labeled_func_kernels.backend import backend_of, library_of, namespace, namespace_dtype
+from labeled_func_kernels.backend import backend_of, namespace, namespace_dtype
 from labeled_func_kernels.indexing import getitem_static
 from labeled_func_kernels.primitive import bottom, known
 
@@ -776,7 +776,7 @@ def _positions_along(axis, depth, k):
             positions = np.stack(found).reshape(batch + (k,)) if found else np.zeros(batch + (k,), np.intp)
         else:
             positions = np.zeros(batch + (k,), np.intp)
-        if library_of(value) not in ("numpy", None):  # CuPy: on the device, as the values
+        if not backend_of(value).host_values:  # CuPy: on the device, as the values
             positions = namespace(value).asarray(positions)
         return positions
     return find

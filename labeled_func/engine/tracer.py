@@ -19,7 +19,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import creation as kc
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import linalg as kl
-from labeled_func_kernels.backend import (device_of, dtype_kind, is_integer_dtype, library_of, namespace, namespace_dtype,
+from labeled_func_kernels.backend import (backend_of, device_of, dtype_kind, is_integer_dtype, namespace, namespace_dtype,
                                           numpy_namespace)
 from labeled_func_kernels.primitive import Traced, bottom, top_level
 
@@ -629,15 +629,12 @@ def integral(value: Any) -> bool:
     return dtype is not None and is_integer_dtype(dtype)
 
 
-_RAW_OK = ("numpy", None, "dask")
-
-
 def stays_traced(value: Any) -> bool:
     """Whether an output without a derivative stays a tracer (without one) rather than the
     raw array: for libraries whose own functions refuse tracers (CuPy, array_api_strict).
     A raw CuPy array beside a tracer would make xarray pick CuPy's namespace, or NumPy
     hand the call to CuPy's ``__array_function__``; NumPy and Dask arrays defer to tracers."""
-    return library_of(value) not in _RAW_OK
+    return not backend_of(value).defers_to_tracers
 
 
 class PrimalTracer(Tracer):

@@ -25,7 +25,7 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import shape as ks
-from labeled_func_kernels.backend import dtype_kind, library_of
+from labeled_func_kernels.backend import backend_of, dtype_kind, library_of
 from labeled_func_kernels.primitive import Primitive, bottom
 
 from .errors import UnsupportedOperationError
@@ -103,7 +103,7 @@ def make_view(prim: Primitive, args: Sequence[Any], params: dict[str, Any], out:
 
 def _without_views(array):
     """Arrays whose in-place operations never write into another array (Dask's)."""
-    return library_of(array) in ("dask", "jax", "jaxlib")
+    return not backend_of(array).views
 
 
 def _shares_memory(a, b):
