@@ -19,8 +19,8 @@ import numpy as np
 import xarray as xr
 
 from .autodiff import jacfwd, jacrev
-from .sobol import (_check_block_options, _check_dim, _check_finite, _check_seed, _checked_model, _inverse_cdf,
-                    _ModelBlocks, _per_block, _Progress, _read, _units_attrs)
+from .model_blocks import ModelBlocks, Progress, check_block_options, check_finite, checked_model, units_per_block
+from .sampling import check_dim, check_seed, inverse_cdf, read_inputs, units_attrs
 from .vmap import vmap
 
 __all__ = ["morris"]
@@ -135,7 +135,7 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
     if not callable(model):
         raise ValueError(f"{where}: model must be a function of one sample's parameters (a Dataset), "
                          f"not a {type(model).__name__}; the problem or bounds come second")
-    names, dists, units = _read(problem_or_bounds, "morris")
+    names, dists, units = read_inputs(problem_or_bounds, "morris")
     unbounded = [name for name in names if dists[name][0] not in BOUNDED_DISTS]
     if unbounded:
         raise ValueError(f"{where}: the distributions of {unbounded} "
@@ -146,29 +146,29 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
     if (isinstance(levels, bool) or not isinstance(levels, (int, np.integer)) or levels < 2 or levels % 2):
         raise ValueError(f"{where}: levels={levels!r} must be an even int >= 2 (Morris' grid; SALib warns on "
                          "odd levels)")
-    _check_seed(seed, "morris")
+    check_seed(seed, "morris")
     if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
         raise ValueError(f"{where}: num_resamples={num_resamples!r} must be an int >= 2")
     if not (isinstance(conf_level, (int, float, np.floating)) and not isinstance(conf_level, bool)
             and 0 < conf_level < 1):
         raise ValueError(f"{where}: conf_level={conf_level!r} must be between 0 and 1")
-    _check_dim(dim, "morris")
+    check_dim(dim, "morris")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
     if gradients is not True and gradients is not False:
         raise ValueError(f"{where}: gradients={gradients!r} must be True or False")
-    _check_block_options(jit, progress, "morris")
+    check_block_options(jit, progress, "morris")
 
     r, d, levels = int(trajectories), len(names), int(levels)
     delta = levels / (2.0 * (levels - 1))
     unit = trajectory_design(r, d, levels, seed)                       # (r, d + 1, d) in [0, 1]
-    inputs = np.stack([_inverse_cdf(unit[..., j], *dists[name]) for j, name in enumerate(names)], axis=-1)
+    inputs = np.stack([inverse_cdf(unit[..., j], *dists[name]) for j, name in enumerate(names)], axis=-1)
     moved, sign = _moves(unit)
-    per_block = _per_block(r, d + 1, chunk_size, progress)
+    per_block = units_per_block(r, d + 1, chunk_size, progress)
     blocks = math.ceil(r / per_block)
-    evaluate = _ModelBlocks(model, names, dim, "morris", jit, blocks)
-    report = _Progress(progress, blocks * (2 if gradients else 1), "morris")
+    evaluate = ModelBlocks(model, names, dim, "morris", jit, blocks)
+    report = Progress(progress, blocks * (2 if gradients else 1), "morris")
 
     effects, template = None, None
     for start in range(0, r, per_block):
@@ -176,7 +176,7 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         outputs = evaluate(_rows(inputs[start:stop].reshape(-1, d), names, units, dim),
                            per_block * (d + 1)).transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, d + 1, -1)
-        _check_finite(y.reshape((stop - start) * (d + 1), -1), inputs[start:stop].reshape(-1, d).__getitem__,
+        check_finite(y.reshape((stop - start) * (d + 1), -1), inputs[start:stop].reshape(-1, d).__getitem__,
                       names, start * (d + 1), r * (d + 1), "morris")
         if template is None:
             template = outputs.isel({dim: 0}, drop=True)
@@ -229,13 +229,13 @@ def _moves(unit):
 
 
 def _rows(points, names, units, dim):
-    return xr.Dataset({name: (dim, points[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
+    return xr.Dataset({name: (dim, points[:, j], units_attrs(units[name])) for j, name in enumerate(names)})
 
 
 def _gradients(model, names, units, dim, points, template, per_block, report):
     """(r, d, element): the model's partial derivatives at ``points`` (r, d), by reverse mode
     for outputs no larger than d, else forward."""
-    checked = _checked_model(model, names, dim, "morris")
+    checked = checked_model(model, names, dim, "morris")
     jacobian = jacrev(checked) if template.size <= len(names) else jacfwd(checked)
     batched = vmap(jacobian, dim=dim)
     blocks = []

@@ -30,8 +30,9 @@ from .backends import check_one_backend
 from .dask import compiled_blocks
 from .jit import Jitted, jit as lf_jit
 from .morris import morris  # lf.sensitivity.morris (elementary effects: morris.py)
-from .sobol import sample, sobol, sobol_convergence  # lf.sensitivity.sample and .sobol (variance-based: sobol.py)
-from .sobol import _Progress  # the progress= protocol, shared with sobol and morris
+from .model_blocks import Progress  # the progress= protocol, shared with sobol and morris
+from .sampling import sample  # lf.sensitivity.sample (sampling.py)
+from .sobol import sobol, sobol_convergence  # variance-based (sobol.py)
 from .units import Inputs, derivative_units, label_output
 from .vmap import vmap
 
@@ -183,7 +184,7 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     if size < 2:
         raise ValueError(f"sensitivity.dgsm: samples has {size} sample(s) along {dim!r}; the measures need at least 2")
     steps = math.ceil(size / (chunk_size or (math.ceil(size / STEPS_WITH_PROGRESS) if progress else size)))
-    report = _Progress(progress, steps + math.ceil(size / _resample_step(num_resamples)))
+    report = Progress(progress, steps + math.ceil(size / _resample_step(num_resamples)))
 
     batched = _batched_jacobian(model, jitted_model, names, mode, dim, chunk_size if lazy else None)
     jitted = jit is True or (jit is None and (lazy or steps > 1 or jitted_model is not None)

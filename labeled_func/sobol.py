@@ -1,18 +1,15 @@
-"""Sampling of the inputs and variance-based (Sobol') sensitivity indices.
+"""Variance-based (Sobol') sensitivity indices.
 
-``sample`` draws a labelled Dataset of inputs (scrambled Sobol', Latin hypercube or
-plain random points, mapped through the inverse CDFs of SALib's distributions);
 ``sobol`` runs Saltelli's design through ``lf.vmap`` (in memory, or lazily on Dask with
 ``chunks=``) and gives SALib's first, total and second order indices with bootstrap
-intervals, for a scalar output or a field.
-Both are re-exported as ``lf.sensitivity.sample`` and ``lf.sensitivity.sobol``.
+intervals, for a scalar output or a field; ``sobol_convergence`` the same for the prefixes
+of one run.  Re-exported as ``lf.sensitivity.sobol`` and ``lf.sensitivity.sobol_convergence``;
+the inputs (problems, ``sample``) are sampling.py's, the model's blocks model_blocks.py's.
 """
 from __future__ import annotations
 
 import math
-import sys
 import warnings
-import weakref
 from collections.abc import Callable, Mapping
 from statistics import NormalDist
 from typing import Any, Literal, NamedTuple
@@ -20,18 +17,14 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 import xarray as xr
 
-from .jit import Jitted, jit as lf_jit
+from .jit import Jitted
+from .model_blocks import (RESULT_DIMS, ModelBlocks, Progress, check_block_options, check_finite, checked_model,
+                           units_per_block)
+from .sampling import check_dim, check_n, check_seed, inverse_cdf, read_inputs, unit_points, units_attrs
 from .vmap import vmap
 
-__all__ = ["sample", "sobol", "sobol_convergence"]
+__all__ = ["sobol", "sobol_convergence"]
 
-# SALib's distributions and the numbers each takes in problem["bounds"].
-DISTS = {"unif": ("low", "high"), "triang": ("low", "high", "peak"), "norm": ("mean", "std"),
-         "truncnorm": ("low", "high", "mean", "std"), "lognorm": ("log-mean", "log-std"),
-         "logunif": ("low", "high")}
-METHODS = ("sobol", "lhs", "random")
-RESULT_DIMS = ("param", "param_2")
-STEPS_WITH_PROGRESS = 10  # model blocks when progress is on and chunk_size is not given
 SUMS_ELEMENTS = 2 ** 21   # resample sums computed at once before they are added (16 MiB of float64)
 SALIB_BOOTSTRAP = 2 ** 23  # bootstrap counts (num_resamples x n) up to which SALib's index array is drawn
 COUNT_BLOCK = 4096         # base samples per seeded block of bootstrap counts above it
@@ -47,69 +40,6 @@ _LONG_NAMES = {
     "S2": "second order Sobol' index (Saltelli 2002)",
     "S2_conf": "half-width of the confidence interval of S2",
 }
-
-
-def sample(problem_or_bounds: Mapping[str, Any], n: int, *,
-           method: Literal["sobol", "lhs", "random"] = "sobol", seed: int | None = None,
-           dim: str = "sample") -> xr.Dataset:
-    """``n`` samples of the inputs, one data variable per parameter along ``dim``.
-
-    Parameters
-    ----------
-    problem_or_bounds : dict
-        ``{name: (low, high)}`` (uniform inputs), or SALib's problem
-        ``{"names": [...], "bounds": [...]}`` with optional ``"dists"`` (``"unif"``
-        (low, high), ``"norm"`` (mean, std), ``"triang"`` (low, high, peak as a
-        fraction of the width), ``"truncnorm"`` (low, high, mean, std), ``"lognorm"``
-        (mean, std of the log), ``"logunif"`` (low, high)) and an optional ``"units"``
-        (one string or None per name).
-    n : int
-        The number of samples.
-    method : {"sobol", "lhs", "random"}
-        Scrambled Sobol' points (``scipy.stats.qmc.Sobol``: warns when ``n`` is not a
-        power of two, as SALib does), a Latin hypercube (``qmc.LatinHypercube``), or
-        independent uniform points (``np.random.default_rng``), mapped through each
-        input's inverse CDF.
-    seed : int, optional
-        Makes the samples reproducible.
-    dim : str
-        The samples' dim.
-
-    Returns
-    -------
-    xarray.Dataset
-        One variable per parameter, in the problem's order, along ``dim``; its
-        ``units`` attr where the problem gives one. ``lf.sensitivity.dgsm`` takes it
-        with the same ``problem=`` (or ``bounds=``).
-
-    Raises
-    ------
-    ValueError
-        For a problem or bounds it cannot use (naming the parameter: low >= high, a
-        std <= 0, an unknown distribution, lists of different lengths), or a bad
-        ``n``, ``method``, ``seed`` or ``dim``.
-    ImportError
-        ``method="sobol"`` or ``"lhs"``, or a distribution other than ``"unif"``,
-        without SciPy.
-
-    Examples
-    --------
-    >>> import labeled_func as lf
-    >>> x = lf.sensitivity.sample({"a": (0, 1), "b": (10, 20)}, 8, seed=0)
-    >>> list(x.data_vars), x.sizes["sample"]
-    (['a', 'b'], 8)
-    >>> bool(x.b.min() >= 10 and x.b.max() <= 20)
-    True
-    """
-    names, dists, units = _read(problem_or_bounds, "sample")
-    n = _check_n(n, "sample", minimum=1)
-    if method not in METHODS:
-        raise ValueError(f"sensitivity.sample: method={method!r} must be one of {METHODS}")
-    _check_seed(seed, "sample")
-    _check_dim(dim, "sample")
-    points = _unit_points(method, n, len(names), seed, "sample")
-    return xr.Dataset({name: (dim, _inverse_cdf(points[:, j], *dists[name]), _units_attrs(units[name]))
-                       for j, name in enumerate(names)})
 
 
 def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,
@@ -221,21 +151,21 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
     if not callable(model):
         raise ValueError(f"sensitivity.sobol: model must be a function of one sample's parameters (a Dataset), "
                          f"not a {type(model).__name__}; the problem or bounds come second")
-    names, dists, units = _read(problem_or_bounds, "sobol")
-    n = _check_n(n, "sobol", minimum=2)
+    names, dists, units = read_inputs(problem_or_bounds, "sobol")
+    n = check_n(n, "sobol", minimum=2)
     if not isinstance(second_order, (bool, np.bool_)):
         raise ValueError(f"sensitivity.sobol: second_order={second_order!r} must be a bool")
     kind = _Kind(bool(second_order), _check_estimator(estimator, "sobol"))
-    _check_seed(seed, "sobol")
+    check_seed(seed, "sobol")
     if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
         raise ValueError(f"sensitivity.sobol: num_resamples={num_resamples!r} must be an int >= 2")
     if not (isinstance(conf_level, (int, float, np.floating)) and 0 < conf_level < 1):
         raise ValueError(f"sensitivity.sobol: conf_level={conf_level!r} must be between 0 and 1")
-    _check_dim(dim, "sobol")
+    check_dim(dim, "sobol")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"sensitivity.sobol: chunk_size={chunk_size!r} must be a positive int or None")
-    _check_block_options(jit, progress, "sobol")
+    check_block_options(jit, progress, "sobol")
     _check_chunks(chunks, chunk_size, jit, progress, "sobol")
     d = len(names)
     step = 2 * d + 2 if second_order else d + 2
@@ -257,14 +187,14 @@ def _saltelli_sums(model, names, dists, units, prefixes, kind, seed, num_resampl
     draws (the first m scrambled Sobol' points are those of ``sobol(..., m, seed)``)."""
     d, n = len(names), max(prefixes)
     step = 2 * d + 2 if kind.second_order else d + 2
-    base = _unit_points("sobol", n, 2 * d, seed, caller)
-    a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
-    b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
+    base = unit_points("sobol", n, 2 * d, seed, caller)
+    a = np.column_stack([inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
+    b = np.column_stack([inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
     bootstraps = [_Bootstrap(m, num_resamples, seed) for m in prefixes]
-    per_block = _per_block(n, step, chunk_size, progress)
+    per_block = units_per_block(n, step, chunk_size, progress)
     blocks = math.ceil(n / per_block)
-    evaluate = _ModelBlocks(model, names, dim, caller, jit, blocks)
-    report = _Progress(progress, blocks, caller)
+    evaluate = ModelBlocks(model, names, dim, caller, jit, blocks)
+    report = Progress(progress, blocks, caller)
 
     sums, shift, template = [None] * len(prefixes), None, None
     for start in range(0, n, per_block):
@@ -273,7 +203,7 @@ def _saltelli_sums(model, names, dists, units, prefixes, kind, seed, num_resampl
                            per_block * step)
         outputs = outputs.transpose(dim, ...)
         y = np.asarray(outputs.data, dtype=float).reshape(stop - start, step, -1)
-        _check_finite(y.reshape(len(y) * step, -1), lambda rows: _design_rows(a[start:stop], b[start:stop],
+        check_finite(y.reshape(len(y) * step, -1), lambda rows: _design_rows(a[start:stop], b[start:stop],
                                                                                  kind.second_order)[rows],
                       names, start * step, n * step, caller)
         if template is None:
@@ -306,9 +236,9 @@ def _lazy_sobol(model, names, dists, units, prefixes, kind, seed, num_resamples,
     step = 2 * d + 2 if kind.second_order else d + 2
     if seed is None:   # one seed for the points and the bootstrap, drawn now: every block gets the same
         seed = int(np.random.SeedSequence().generate_state(1, dtype=np.uint64)[0])
-    base = _unit_points("sobol", n, 2 * d, seed, caller)
-    a = np.column_stack([_inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
-    b = np.column_stack([_inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
+    base = unit_points("sobol", n, 2 * d, seed, caller)
+    a = np.column_stack([inverse_cdf(base[:, j], *dists[name]) for j, name in enumerate(names)])
+    b = np.column_stack([inverse_cdf(base[:, d + j], *dists[name]) for j, name in enumerate(names)])
     del base
     per_block = max(1, chunks // step)
     starts = list(range(0, n, per_block))
@@ -317,8 +247,8 @@ def _lazy_sobol(model, names, dists, units, prefixes, kind, seed, num_resamples,
     blocks = [da.from_delayed(dask.delayed(_design_rows, pure=True)(a[start:stop], b[start:stop], kind.second_order),
                               shape=((stop - start) * step, d), dtype=float) for start, stop in spans]
     rows = da.concatenate(blocks, axis=0)
-    design = xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
-    outputs = vmap(_checked_model(model, names, dim, caller), dim=dim)(design)
+    design = xr.Dataset({name: (dim, rows[:, j], units_attrs(units[name])) for j, name in enumerate(names)})
+    outputs = vmap(checked_model(model, names, dim, caller), dim=dim)(design)
     outputs = outputs.transpose(dim, ...)
     template = outputs.isel({dim: 0}, drop=True)
     data = outputs.data
@@ -359,7 +289,7 @@ def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, 
     are the largest arrays here: a chain that adds into one of them holds one, where a sum of
     the blocks' own sums would hold one per block running or waiting to be added."""
     y = np.asarray(y, dtype=float).reshape(len(y) // step, step, -1)
-    _check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, caller)
+    check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, caller)
     return _add_block_sums(total, y[:end - start] - shift, d, kind, bootstrap.weights(start, end))
 
 
@@ -430,8 +360,8 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     if not callable(model):
         raise ValueError(f"{where}: model must be a function of one sample's parameters (a Dataset), "
                          f"not a {type(model).__name__}; the problem or bounds come second")
-    names, dists, units = _read(problem_or_bounds, "sobol_convergence")
-    n = _check_n(n, "sobol_convergence", minimum=2)
+    names, dists, units = read_inputs(problem_or_bounds, "sobol_convergence")
+    n = check_n(n, "sobol_convergence", minimum=2)
     if n & (n - 1):
         raise ValueError(f"{where}: n={n} must be a power of two (the prefixes n/2**k are balanced Sobol' "
                          "point sets only then)")
@@ -446,16 +376,16 @@ def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Map
     if not isinstance(second_order, (bool, np.bool_)):
         raise ValueError(f"{where}: second_order={second_order!r} must be a bool")
     kind = _Kind(bool(second_order), _check_estimator(estimator, "sobol_convergence"))
-    _check_seed(seed, "sobol_convergence")
+    check_seed(seed, "sobol_convergence")
     if isinstance(num_resamples, bool) or not isinstance(num_resamples, (int, np.integer)) or num_resamples < 2:
         raise ValueError(f"{where}: num_resamples={num_resamples!r} must be an int >= 2")
     if not (isinstance(conf_level, (int, float, np.floating)) and 0 < conf_level < 1):
         raise ValueError(f"{where}: conf_level={conf_level!r} must be between 0 and 1")
-    _check_dim(dim, "sobol_convergence")
+    check_dim(dim, "sobol_convergence")
     if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer))
                                    or chunk_size < 1):
         raise ValueError(f"{where}: chunk_size={chunk_size!r} must be a positive int or None")
-    _check_block_options(jit, progress, "sobol_convergence")
+    check_block_options(jit, progress, "sobol_convergence")
     _check_chunks(chunks, chunk_size, jit, progress, "sobol_convergence")
     if chunks is not None and tol is not None:
         raise ValueError(f"{where}: tol= needs the half-widths' values, and with chunks= they are lazy: compute "
@@ -530,150 +460,12 @@ def _check_chunks(chunks, chunk_size, jit, progress, caller):
                          "dask.diagnostics.ProgressBar() instead")
 
 
-# --- problems and bounds ----------------------------------------------------------------------
-def _read(problem_or_bounds, caller):
-    """(names, {name: (dist, params)}, {name: units or None}) of a problem or of bounds."""
-    where = f"sensitivity.{caller}"
-    if isinstance(problem_or_bounds, Mapping) and "names" in problem_or_bounds and "bounds" in problem_or_bounds:
-        return _read_problem(problem_or_bounds, where)
-    if not isinstance(problem_or_bounds, Mapping) or not problem_or_bounds:
-        raise ValueError(f"{where}: problem_or_bounds must be a dict {{name: (low, high)}} or SALib's problem "
-                         f"{{'names': [...], 'bounds': [...]}}, not {type(problem_or_bounds).__name__}"
-                         f"{' (empty)' if isinstance(problem_or_bounds, Mapping) else ''}")
-    names = list(problem_or_bounds)
-    bad = [name for name in names if not isinstance(name, str)]
-    if bad:
-        raise ValueError(f"{where}: the parameter names {bad} must be strings")
-    dists = {name: ("unif", _params(where, name, "unif", problem_or_bounds[name])) for name in names}
-    return names, dists, dict.fromkeys(names)
-
-
-def _read_problem(problem, where):
-    names = problem["names"]
-    if isinstance(names, str):
-        raise ValueError(f"{where}: problem['names'] is the string {names!r}; give a list of names, one per "
-                         "parameter")
-    names, bounds = list(names), list(problem["bounds"])
-    dists = problem.get("dists")
-    dists = ["unif"] * len(names) if dists is None else list(dists)
-    units = problem.get("units")
-    units = [None] * len(names) if units is None else list(units)
-    if problem.get("groups") is not None:
-        raise ValueError(f"{where}: problem['groups'] is not supported; the indices are per parameter")
-    sizes = {"names": len(names), "bounds": len(bounds), "dists": len(dists), "units": len(units)}
-    if "num_vars" in problem:
-        sizes["num_vars"] = problem["num_vars"]
-    if len(set(sizes.values())) != 1:
-        raise ValueError(f"{where}: problem has {sizes}; give one entry per parameter")
-    if not names:
-        raise ValueError(f"{where}: problem['names'] is empty")
-    if len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
-        raise ValueError(f"{where}: problem['names'] {names} must be distinct strings")
-    bad_units = [u for u in units if u is not None and not isinstance(u, str)]
-    if bad_units:
-        raise ValueError(f"{where}: problem['units'] has {bad_units}; give a string or None per parameter")
-    out = {}
-    for name, dist, params in zip(names, dists, bounds):
-        if dist not in DISTS:
-            raise ValueError(f"{where}: problem['dists'] has {dist!r} for {name!r}; the distributions are "
-                             f"{tuple(DISTS)}")
-        out[name] = (dist, _params(where, name, dist, params))
-    return names, out, dict(zip(names, units))
-
-
-def _params(where, name, dist, given):
-    """The numbers of ``dist`` for parameter ``name``, checked."""
-    wanted = DISTS[dist]
-    values = None
-    if not isinstance(given, (str, bytes)):
-        try:
-            values = tuple(float(v) for v in given)
-        except (TypeError, ValueError):
-            values = None
-    what = f"the bounds of {name!r} ({dist})"
-    if values is None or len(values) != len(wanted) or not all(math.isfinite(v) for v in values):
-        raise ValueError(f"{where}: {what} are {given!r}; give {len(wanted)} finite numbers "
-                         f"({', '.join(wanted)})")
-    if dist in ("unif", "triang", "truncnorm", "logunif") and not values[0] < values[1]:
-        raise ValueError(f"{where}: {what} are {given!r}; they need low < high")
-    if dist == "logunif" and values[0] <= 0:
-        raise ValueError(f"{where}: {what} are {given!r}; a log-uniform input needs 0 < low")
-    if dist == "triang" and not 0 <= values[2] <= 1:
-        raise ValueError(f"{where}: {what} are {given!r}; the peak is a fraction of the width, in [0, 1]")
-    if dist in ("norm", "truncnorm", "lognorm") and not values[-1] > 0:
-        raise ValueError(f"{where}: {what} are {given!r}; they need a std > 0")
-    return values
-
-
-def _units_attrs(units):
-    return {} if units is None else {"units": units}
-
-
-def _check_n(n, caller, minimum):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < minimum:
-        raise ValueError(f"sensitivity.{caller}: n={n!r} must be an int >= {minimum}")
-    return int(n)
-
-
-def _check_seed(seed, caller):
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
-        raise ValueError(f"sensitivity.{caller}: seed={seed!r} must be None or a non-negative int")
-
-
-def _check_dim(dim, caller):
-    if not isinstance(dim, str) or dim in RESULT_DIMS:
-        raise ValueError(f"sensitivity.{caller}: dim={dim!r} must be a string other than {RESULT_DIMS}")
-
-
-# --- points -----------------------------------------------------------------------------------
-def _unit_points(method, n, d, seed, caller):
-    """(n, d) points in the unit cube."""
-    if method == "random":
-        return np.random.default_rng(seed).random((n, d))
-    qmc = _scipy_stats(f"method={method!r}", caller).qmc
-    if method == "lhs":
-        return qmc.LatinHypercube(d, seed=seed).random(n)
-    if n & (n - 1):
-        warnings.warn(f"sensitivity.{caller}: n={n} is not a power of two; the balance and convergence "
-                      "properties of Sobol' points hold for n = 2**m (as SALib warns)", UserWarning, stacklevel=3)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "The balance properties of Sobol", UserWarning)
-        return qmc.Sobol(d, scramble=True, seed=seed).random(n)
-
-
-def _inverse_cdf(u, dist, params):
-    """Points ``u`` in (0, 1) mapped to the distribution, as SALib's ``scale_samples``."""
-    if dist == "unif":
-        low, high = params
-        return u * (high - low) + low
-    stats = _scipy_stats(f"the distribution {dist!r}", "sample")
-    if dist == "norm":
-        return stats.norm.ppf(u, loc=params[0], scale=params[1])
-    if dist == "lognorm":
-        return np.exp(stats.norm.ppf(u, loc=params[0], scale=params[1]))
-    if dist == "truncnorm":
-        low, high, mean, std = params
-        return stats.truncnorm.ppf(u, (low - mean) / std, (high - mean) / std, loc=mean, scale=std)
-    if dist == "triang":
-        low, high, peak = params
-        return stats.triang.ppf(u, c=peak, scale=high - low, loc=low)
-    return stats.loguniform.ppf(u, a=params[0], b=params[1])
-
-
-def _scipy_stats(what, caller):
-    try:
-        import scipy.stats
-    except ImportError as error:  # pragma: no cover - scipy is in the test environment
-        raise ImportError(f"sensitivity.{caller}: {what} needs SciPy (pip install scipy)") from error
-    return scipy.stats
-
-
 # --- Saltelli's design --------------------------------------------------------------------------
 def _design(a, b, names, units, second_order, dim):
     """The rows of base samples ``a``, ``b`` in SALib's order: per base sample A, AB_1 ...
     AB_D, (BA_1 ... BA_D,) B, where AB_i is A with column i from B."""
     rows = _design_rows(a, b, second_order)
-    return xr.Dataset({name: (dim, rows[:, j], _units_attrs(units[name])) for j, name in enumerate(names)})
+    return xr.Dataset({name: (dim, rows[:, j], units_attrs(units[name])) for j, name in enumerate(names)})
 
 
 def _design_rows(a, b, second_order):
@@ -684,52 +476,6 @@ def _design_rows(a, b, second_order):
         columns += [np.where(np.arange(d) == i, a, b) for i in range(d)]         # BA_1 ... BA_D
     columns.append(b)
     return np.stack(columns, axis=1).reshape(-1, d)
-
-
-def _check_finite(y, rows, names, first, total, caller, unit="row"):
-    """Refuse model outputs ``y`` (row, element) that are not all finite: say how many rows of the
-    ``total`` (this block's start at ``first``) and which, with their parameters (``rows(indices)``:
-    those rows of the inputs, (k, D))."""
-    finite = np.isfinite(y).all(axis=1)
-    if finite.all():
-        return
-    bad = np.flatnonzero(~finite)
-    shown = bad[:5]
-    values = rows(shown)
-    listed = "; ".join(f"{first + i}: " + ", ".join(f"{name}={v:.6g}" for name, v in zip(names, point))
-                       for i, point in zip(shown, values))
-    where = (f"in {len(bad)} of its {len(y)} {unit}s" if len(y) == total else
-             f"in {len(bad)} of the {len(y)} {unit}s {first} to {first + len(y) - 1} of the {total} (one block "
-             f"of them; the other blocks are not counted)")
-    raise ValueError(f"sensitivity.{caller}: the model's output is not finite (NaN or infinite) {where}, and "
-                     f"every result would be NaN. The {'first 5 ' if len(bad) > 5 else ''}{unit}s (0-based in the "
-                     f"design) and their parameters: {listed}. Fix the model or narrow the bounds")
-
-
-def _checked_model(model, names, dim, caller="sobol"):
-    def one(example):
-        output = model(example)
-        if isinstance(output, (xr.Dataset, xr.DataTree)):
-            raise ValueError(f"sensitivity.{caller}: the model returned a {type(output).__name__}; return one "
-                             "DataArray (or a scalar), e.g. lambda p: model(p)['y']")
-        if not isinstance(output, xr.DataArray):
-            if not ((hasattr(output, "shape") and hasattr(output, "dtype"))
-                    or isinstance(output, (int, float, np.generic))):
-                raise ValueError(f"sensitivity.{caller}: the model returned a {type(output).__name__}; return a "
-                                 "scalar or one DataArray per example: for several outputs, one DataArray with "
-                                 "an output dim (xr.concat([...], dim='output'))")
-            if np.ndim(output):
-                raise ValueError(f"sensitivity.{caller}: the model returned an array without dims for one example; "
-                                 "return a scalar or a DataArray with named dims")
-            return xr.DataArray(output)
-        clashes = [name for name in output.dims if name in (dim,) + RESULT_DIMS or name in names]
-        if clashes:
-            raise ValueError(f"sensitivity.{caller}: the model's output has dims {output.dims}, and {clashes} is the "
-                             f"samples' dim ({dim!r}), a dim of the result {RESULT_DIMS} or a parameter's name; "
-                             "the model gets one sample: rename that output dim, or pass dim=")
-        return output
-
-    return one
 
 
 # --- the estimators -----------------------------------------------------------------------------
@@ -921,113 +667,3 @@ def _labelled(values, n, step, kind, names, template):
                                        _FIRST_ORDER[kind.estimator]}) for key in order}
     return xr.Dataset(result, coords=coords, attrs={"base_samples": n, "model_evaluations": n * step})
 
-
-# --- blocks of model evaluations: one lf.jit program, and progress ----------------------------------
-_PROGRAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # lf.jit-wrapped model -> {options: _Program}
-
-
-def _check_block_options(jit, progress, caller):
-    if not any(jit is allowed for allowed in (None, True, False)):
-        raise ValueError(f"sensitivity.{caller}: jit={jit!r} must be True, False or None")
-    if not (progress is None or progress is True or progress is False or callable(progress)):
-        raise ValueError(f"sensitivity.{caller}: progress={progress!r} must be None, a bool, or a callable "
-                         "progress(done, total)")
-
-
-def _per_block(total, unit, chunk_size, progress):
-    """Whole units (base samples, trajectories) per block: ``chunk_size`` rows rounded down to
-    whole units (at least one), or a tenth of them with progress, or all of them."""
-    if chunk_size is not None:
-        return max(1, int(chunk_size) // unit)
-    return math.ceil(total / STEPS_WITH_PROGRESS) if progress else total
-
-
-class _Program:
-    """The vmapped model and its lf.jit program (kept on an lf.jit-wrapped model, per options)."""
-
-    def __init__(self, plain, options):
-        self.plain, self.program, self.refused = plain, lf_jit(plain, **options), None
-
-
-class _ModelBlocks:
-    """The vmapped model on blocks of design rows, as dgsm runs its gradients: un-jitted, or one
-    ``lf.jit`` program traced in the first block and replayed in every other (each block padded
-    to one size with copies of its last row, whose outputs are dropped).  ``jit=None`` jits with
-    several blocks or an lf.jit-wrapped model, and runs the model un-jitted where lf.jit cannot
-    trace it (with a warning for an lf.jit-wrapped model); ``True`` raises there; ``False`` never jits."""
-
-    def __init__(self, model, names, dim, caller, jit, blocks):
-        wrapped = model if isinstance(model, Jitted) else None
-        self.model = model if wrapped is None else wrapped.func   # under vmap an lf.jit would run as it is
-        self.dim, self.caller, self.strict = dim, caller, jit is True
-        self.name = None if wrapped is None else getattr(wrapped.func, "__name__", "the model")
-        if wrapped is None:
-            self.kept = _Program(vmap(_checked_model(self.model, names, dim, caller), dim=dim), {})
-        else:
-            programs = _PROGRAMS.setdefault(wrapped, {})
-            key = (caller, tuple(names), dim)
-            if key not in programs:
-                options = {"keep_buffers": wrapped.keep_buffers, "warn_after_traces": wrapped.warn_after_traces}
-                programs[key] = _Program(vmap(_checked_model(self.model, names, dim, caller), dim=dim), options)
-            self.kept = programs[key]
-        self.jitted = jit is True or (jit is None and (blocks > 1 or wrapped is not None)
-                                      and self.kept.refused is None)   # lf.jit refused it before: not again
-        self.replayed = False
-
-    def __call__(self, rows, size):
-        """The outputs of the design ``rows`` (a Dataset along ``dim``), run as a block of ``size`` rows."""
-        if self.jitted:
-            count = rows.sizes[self.dim]
-            try:   # always a copy: every block has one memory layout
-                outputs = self.kept.program(rows.isel({self.dim: np.minimum(np.arange(size), count - 1)}))
-            except Exception as error:
-                if self.strict or self.replayed:
-                    raise
-                self.jitted, self.kept.refused = False, error
-                if self.name is not None:
-                    warnings.warn(
-                        f"sensitivity.{self.caller}: lf.jit could not trace {self.name} on the design's blocks "
-                        f"({type(error).__name__}: {error}); they run un-jitted. Pass the model without lf.jit, "
-                        "or jit=False, to skip the attempt", stacklevel=4)
-            else:
-                self.replayed = True
-                return outputs if count == size else outputs.isel({self.dim: slice(0, count)})
-        return self.kept.plain(rows)
-
-
-class _Progress:
-    """Reports steps done of ``total``: to a callable, a tqdm bar, or a line on stderr."""
-
-    def __init__(self, progress, total, name="dgsm"):
-        self.done, self.total, self.bar, self.callback, self.name = 0, total, None, None, name
-        if progress is None or progress is False:
-            return
-        if callable(progress):
-            self.callback = progress
-        elif progress is True:
-            try:
-                from tqdm.auto import tqdm
-            except ImportError:
-                self.callback = self._print
-            else:
-                self.bar = tqdm(total=total, desc=name, unit="step")
-        else:
-            raise ValueError(f"sensitivity.{name}: progress={progress!r} must be None, a bool, or a callable "
-                             "progress(done, total)")
-
-    def advance(self):
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(1)
-        elif self.callback is not None:
-            self.callback(self.done, self.total)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-        elif self.callback == self._print:
-            sys.stderr.write("\n")
-
-    def _print(self, done, total):
-        sys.stderr.write(f"\r{self.name}: {done}/{total} steps")
-        sys.stderr.flush()

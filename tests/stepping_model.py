@@ -30,7 +30,7 @@ def counted(model):
 
 def vmap_call_sizes(monkeypatch, *modules):
     """The number of samples of every call of the vmapped model that ``modules`` (names:
-    "labeled_func.sobol") make through their ``vmap``, recorded in the returned list."""
+    "labeled_func.model_blocks") make through their ``vmap``, recorded in the returned list."""
     sizes = []
     original = importlib.import_module(modules[0]).vmap
 

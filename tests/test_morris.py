@@ -111,7 +111,7 @@ def test_chunk_size_equals_one_call(monkeypatch):
 
     bounds = {name: (-np.pi, np.pi) for name in ("x1", "x2", "x3")}
     whole = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True)
-    sizes = vmap_call_sizes(monkeypatch, "labeled_func.morris", "labeled_func.sobol")  # sobol's: the model's blocks
+    sizes = vmap_call_sizes(monkeypatch, "labeled_func.morris", "labeled_func.model_blocks")  # the model's blocks
     chunked = lf.sensitivity.morris(model, bounds, 25, seed=5, gradients=True, chunk_size=30, jit=False)
     assert sizes == [28, 28, 28, 16] + [7, 7, 7, 4]   # 7 trajectories of 4 rows, then the gradients
     for key in whole.data_vars:

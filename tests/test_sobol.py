@@ -150,7 +150,7 @@ def test_chunks_give_the_in_memory_result(second_order, estimator):
 
 
 def test_chunk_size_bounds_each_model_call(monkeypatch):
-    sizes = vmap_call_sizes(monkeypatch, "labeled_func.sobol")
+    sizes = vmap_call_sizes(monkeypatch, "labeled_func.model_blocks")
     lf.sensitivity.sobol(lambda p: p.a + 2 * p.b, {"a": (0, 1), "b": (0, 1)}, 64, seed=0, chunk_size=50, jit=False)
     assert sizes == [48] * 5 + [16]   # 12 base samples of 4 rows per call, then the remaining 4
 
