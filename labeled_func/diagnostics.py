@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 
 from .engine import diagnose
+from .engine.errors import UnsupportedOperationError
 
 __all__ = []
 
@@ -305,3 +306,34 @@ diagnose.register_advice("scipy", _finite_difference_advice)
 diagnose.register_dynamic_shape("xarray", _dynamic_shape)
 diagnose.register_conversion_sites(_conversion_sites())
 self_test()
+
+
+def zero_d_index_error(error, transform):
+    """A policy error for ``x.isel(t=i)`` with a 0-d traced index ``i`` (argmax per example
+    under vmap, any traced position under jit), which xarray mistakes for an array index
+    (it keeps dim "t" and then finds no data for it), or None.  xarray decides which dims
+    an indexing keeps before it indexes the data: only a concrete integer (or a 0-d Dask
+    array) drops one, so no duck array can make this pattern work."""
+    if not isinstance(error, ValueError) or "must have the same length as the number of data dimensions" not in str(error):
+        return None
+    names = []
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") == "xarray.core.variable" and frame.f_code.co_name == "isel":
+            indexers = frame.f_locals.get("indexers") or {}
+            names = [name for name, key in indexers.items()
+                     if getattr(key, "ndim", None) == 0 and not isinstance(key, (int, np.integer))]
+            break
+        tb = tb.tb_next
+    else:
+        return None
+    name = names[0] if names else "dim"
+    where = ("under vmap with a 0-d index i computed per example (argmax, argmin, ...)" if transform == "vmap"
+             else f"inside lf.{transform} with a 0-d traced index i (argmax, argmin, arithmetic on traced values)")
+    return UnsupportedOperationError(
+        f"x.isel({name}=i) {where}: xarray drops dim {name!r} only for a concrete integer index, and keeps "
+        f"it for a traced one. Give the index a length-1 dim and drop it after: "
+        f"x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), a gather that follows i, or "
+        "select with np.take_along_axis (docs/limitations.md, 'Edges of NumPy and xarray')."
+    )

@@ -38,7 +38,7 @@ from .jit_signature import (RESULT_OPTIONS as _RESULT_OPTIONS, Signature as _Sig
                             same_coordinate as _same_coordinate, same_value, scalar_key as _scalar_key)
 from .named import tree_nodes
 from .backends import reject_quantities
-from .vmap import zero_d_index_error
+from .diagnostics import zero_d_index_error
 
 __all__ = ["jit", "CACHE_SIZE", "WARN_AFTER_TRACES"]
 

@@ -16,11 +16,13 @@ from . import dask as lazy
 from . import random as lf_random
 from ._wrapping import transformed
 from .backends import check_one_backend
+from .chunks import carry, leaf_positions, run_jitted
+from .diagnostics import zero_d_index_error
 from .engine import BatchLevel, active, batch_value, current_levels, traced_by
 from .engine.batching import BRANCHES, ExampleNames
-from .engine.errors import RandomnessError, UnsupportedOperationError
+from .engine.errors import RandomnessError
 from .example_coords import (Entered, ExampleCoord, attach, coordinates_copied_as_themselves, example_coords,
-                             restore_untouched, same_variable)
+                             restore_untouched)
 from .named import (Preserve, concat_leaves, dim_label_sources, is_labeled, leaf_dims, leaf_size, map_leaf, slice_leaf,
                     tree_nodes, unmap_leaf)
 
@@ -34,7 +36,7 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
          out_dims: int | str | None | tuple[Any, ...] | list[Any] | dict[str, Any] = 0,
          randomness: Literal["error", "different", "same"] = "error", chunk_size: int | None = None,
          axis_size: int | None = None, allow_rechunk: bool = True,
-         branches: Literal["error", "agree"] = "error") -> Callable[..., Any]:
+         branches: Literal["error", "agree"] = "error", jit: bool | None = False) -> Callable[..., Any]:
     """Vectorise ``func``, written for one example, over the named dim ``dim``.
 
     Parameters
@@ -68,6 +70,24 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
         RandomnessError unless "same".
     chunk_size : int, optional
         Evaluate this many examples at a time (bounds peak memory).
+    jit : bool or None
+        With ``chunk_size``, on in-memory arguments: run the chunks as one ``lf.jit``
+        program of the vmapped function on ``chunk_size`` examples, traced on the first
+        chunk and replayed on every other (the last, shorter one replays the last
+        ``chunk_size`` examples and keeps its own; under ``randomness="different"`` it runs
+        un-jitted): replay speed for a single call.  The results are those of ``jit=False`` (to
+        the bit, but for the tolerances of lf.jit's fused evaluations, docs/jit.md); the
+        1-D coordinates along the mapped dim travel as data, so chunks do not trace again.
+        As under ``lf.jit``, Python side effects (``print``, appending to a list) happen
+        on the first chunk only.  ``False`` (the default): no jit.  ``True``: raise where
+        lf.jit cannot trace the function (its policy errors, e.g. a draw from NumPy's
+        global random state under ``randomness="same"``) or the arguments (a coordinate
+        spanning the mapped dim and another, a DataTree or multi-index with coordinates
+        along it: ValueError).  Unmapped arguments are constants of the program.
+        ``None``: jit where there are two whole chunks or more, and run the chunks un-jitted
+        where lf.jit cannot (with one ``UserWarning`` where it tried and failed).
+        Inside another transform, or on Dask-backed arguments, chunks are not jitted.
+        See docs/performance.md, "A first call at replay speed".
     axis_size : int, optional
         The batch size when no argument has the dim.
     allow_rechunk : bool
@@ -79,7 +99,9 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
         policy errors ("error"), or accept them where every example gives the same answer
         (the same truth value, the same value, the same number of elements), which is then
         the loop's ("agree"); examples that disagree raise the policy error naming them.
-        See docs/limitations.md, "Branches that agree".  Not supported under ``lf.jit`` yet.
+        See docs/limitations.md, "Branches that agree".  Under ``lf.jit`` (and with
+        ``chunk_size`` and ``jit``) each answer is a guard, re-checked at every call: a call
+        whose examples answer otherwise traces again (docs/jit.md, "Guards").
 
     Returns
     -------
@@ -91,7 +113,7 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     Raises
     ------
     ValueError
-        At once: a bad ``randomness``, ``out_dims``, ``chunk_size`` or ``dim``. When
+        At once: a bad ``randomness``, ``out_dims``, ``chunk_size``, ``dim`` or ``jit``. When
         called: no argument has the dim (and no ``axis_size``), arguments disagree on its
         size or coordinate labels, an ``in_dims`` entry does not fit its argument, an
         output already has the mapped dim, chunks split with ``allow_rechunk=False``.
@@ -120,6 +142,19 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
       * sample   (sample) int64 24B 10 20 30
     >>> lf.vmap(lambda x: x.sum("t") * x.sample, dim="sample")(x).values   # each example's label
     array([ 10., 100., 270.])
+
+    One call on a large batch at replay speed: chunks of ``chunk_size`` examples, one
+    ``lf.jit`` program traced on the first chunk and replayed on the others (here on
+    examples 0-1, then 2-3, then 3-4 for the last one):
+
+    >>> cubes = lambda x: (x ** 3).sum("t")
+    >>> x6 = xr.concat([x, x + 6], dim="sample").assign_coords(sample=np.arange(6))
+    >>> lf.vmap(lf.grad(cubes), dim="sample", chunk_size=2, jit=True)(x6.isel(sample=slice(0, 5))).values
+    array([[  0.,   3.],
+           [ 12.,  27.],
+           [ 48.,  75.],
+           [108., 147.],
+           [192., 243.]])
     """
     if randomness not in RANDOMNESS:
         raise ValueError(f"vmap: randomness={randomness!r} is not one of {RANDOMNESS}")
@@ -132,18 +167,21 @@ def vmap(func: Callable[..., Any], dim: str | Sequence[str] | None = None, *,
     _check_out_dims(out_dims, out_dims)
     if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
         raise ValueError(f"vmap: chunk_size={chunk_size!r} must be a positive int")
+    if jit is not None and not isinstance(jit, bool):
+        raise ValueError(f"vmap: jit={jit!r} must be True, False or None")
     options = dict(out_dims=out_dims, randomness=randomness, axis_size=axis_size, branches=branches)
 
     levels = _split_levels(dim, in_dims)
     inner = func
     for k, (level_dim, level_in_dims) in reversed(list(enumerate(levels))):
         inner = _Mapped(inner, func, level_dim, level_in_dims,
-                        chunk_size=chunk_size if k == 0 else None, allow_rechunk=allow_rechunk, **options)
+                        chunk_size=chunk_size if k == 0 else None, allow_rechunk=allow_rechunk,
+                        jit=jit if k == 0 else False, **options)
 
     return transformed(inner, func, "vmap", (
         ("dim", dim, None), ("in_dims", in_dims, None), ("out_dims", out_dims, 0), ("randomness", randomness, "error"),
         ("chunk_size", chunk_size, None), ("axis_size", axis_size, None), ("allow_rechunk", allow_rechunk, True),
-        ("branches", branches, "error")))
+        ("branches", branches, "error"), ("jit", jit, False)))
 
 
 def _split_levels(dim, in_dims):
@@ -227,7 +265,7 @@ class _Mapped:
     """One vmap level around ``func``; ``original`` names the arguments in messages."""
 
     def __init__(self, func, original, dim, in_dims, *, out_dims, randomness, chunk_size, axis_size,
-                 allow_rechunk=True, branches="error"):
+                 allow_rechunk=True, branches="error", jit=False):
         self.func = func
         self.dim = dim
         self.in_dims = in_dims
@@ -235,6 +273,7 @@ class _Mapped:
         self.given_out_dims = out_dims  # as the caller wrote it, for messages (blocks change out_dims)
         self.randomness = randomness
         self.chunk_size = chunk_size
+        self.jit = jit  # chunks as one lf.jit program: see chunks.py
         self.axis_size = axis_size
         self.allow_rechunk = allow_rechunk  # dask-backed inputs only (see dask.py)
         self.branches = branches  # "agree": see BatchLevel.branches
@@ -258,6 +297,17 @@ class _Mapped:
         chunk = self.chunk_size
         if chunk is None or chunk >= size:
             return self._run(treedef, specs, dim, position, coords, leaves, size, examples)
+        if self.jit is not False and carried is None and not current_levels():
+
+            done = run_jitted(self, plan, examples)
+            if done is not None:
+                return done[0]
+        return self.chunked_eagerly(plan, examples)
+
+    def chunked_eagerly(self, plan, examples):
+        """The call ``plan`` in chunks of ``chunk_size`` examples, each run as it is."""
+        treedef, specs, dim, size, coords, chunk = plan.arguments, plan.specs, plan.dim, plan.size, plan.coords, self.chunk_size
+        position = plan.out_position
         state = lf_random.get_state() if self.randomness == "same" else None
         numpy_state = np.random.get_state() if self.randomness == "same" else None
         parts = []
@@ -266,14 +316,14 @@ class _Mapped:
             if state is not None:  # "same": every chunk draws what the first one drew
                 lf_random.set_state(state)
                 np.random.set_state(numpy_state)
-            sliced = [slice_leaf(v, s, start, stop) if s is not None else v for v, s in zip(leaves, specs)]
+            sliced = [slice_leaf(v, s, start, stop) if s is not None else v for v, s in zip(plan.leaves, specs)]
             chunk_coords = {name: var[start:stop] for name, var in coords.items()}
             chunk_examples = [{name: e._replace(variable=e.variable[start:stop]) for name, e in found.items()}
                               for found in examples]
             parts.append(self._run(treedef, specs, dim, position, chunk_coords, sliced, stop - start, chunk_examples,
                                    offset=start))
         flat_parts = [optree.tree_flatten(p, none_is_leaf=True) for p in parts]
-        positions = _leaf_positions(position, parts[0], self.given_out_dims)
+        positions = leaf_positions(position, parts[0], self.given_out_dims)
         out_leaves = [group[0] if at is None else concat_leaves(list(group), dim, at)
                       for at, group in zip(positions, zip(*(f[0] for f in flat_parts)))]
         return optree.tree_unflatten(flat_parts[0][1], out_leaves)
@@ -297,21 +347,20 @@ class _Mapped:
         examples = self._examples(plan, None)
         if not any(examples):
             return lazy.vmap_lazy(self, args, kwargs)
-        variables, names = {}, []  # a coordinate that several arguments share travels once
-        for k, found in enumerate(examples):
-            names.append({})
-            for name, e in found.items():
-                key = next((key for key, v in variables.items() if key.endswith(f"/{name}") and same_variable(v, e.variable)),
-                           f"{k}/{name}")
-                variables[key] = variables.get(key, e.variable)
-                names[-1][name] = (key, e.restorable)
-        carried = _Carried(plan.dim, tuple(tuple(found.items()) for found in names))
+        carried, variables = carry(plan, examples)
         carrying = self._carrying.get(carried)
         if carrying is None:  # one per recipe: lf.jit keeps one program per vmap level it sees
             carrying = self._carrying[carried] = copy.copy(self)
             carrying.carried = carried
             carrying._carrying = {}
         return lazy.vmap_lazy(carrying, (*args, xr.Dataset(variables)), kwargs)
+
+    def carrying(self, carried):
+        """A copy of this level that takes the coordinates along the mapped dim off its last
+        positional argument (``carried``: see :class:`labeled_func.chunks.Carried`), all examples at once."""
+        block = copy.copy(self)
+        block.carried, block._carrying, block.chunk_size, block.jit = carried, {}, None, False
+        return block
 
     def dim_first(self):
         """A copy that puts the mapped dim first in every mapped output (a lazy vmap's blocks;
@@ -323,7 +372,7 @@ class _Mapped:
 
     def output_positions(self, position, out):
         """Per leaf of the output ``out``, where the mapped dim goes (None: left unmapped)."""
-        return _leaf_positions(position, out, self.given_out_dims)
+        return leaf_positions(position, out, self.given_out_dims)
 
     # --- which leaf maps over what ----------------------------------------------------------------
     def plan(self, args, kwargs):
@@ -501,7 +550,7 @@ class _Mapped:
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
             if dim is None and any(is_labeled(v) for v in out_leaves):
                 raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
-            positions = _leaf_positions(position, out, self.given_out_dims)
+            positions = leaf_positions(position, out, self.given_out_dims)
             results = []
             for path, value, at in zip(paths, out_leaves, positions):
                 label = "output" + "".join(f"[{k!r}]" for k in path)
@@ -545,24 +594,6 @@ def _map_out_dims(function, out_dims):
     if isinstance(out_dims, dict):
         return {k: _map_out_dims(function, e) for k, e in out_dims.items()}
     return None if out_dims is None else function(out_dims)
-
-
-def _leaf_positions(position, out, out_dims):
-    """Per leaf of the output ``out`` (flattened as optree does, None a leaf), where the
-    mapped dim goes: an int, a Preserve, or None (returned unmapped).  ``position`` is
-    ``out_dims`` with "preserve" resolved; it is a prefix of the output's structure."""
-    if not isinstance(position, (tuple, list, dict)):
-        return [position] * len(optree.tree_leaves(out, none_is_leaf=True))
-    if not isinstance(out, (tuple, list, dict)) and len(position) == 1 and not isinstance(position, dict):
-        position = position[0]  # one output, one entry: torch.func accepts out_dims=(0,)
-        return [position] * len(optree.tree_leaves(out, none_is_leaf=True))
-    try:
-        return optree.broadcast_prefix(position, out, none_is_leaf=True)
-    except ValueError:
-        got = (f"a {type(out).__name__} of {len(out)}" if isinstance(out, (tuple, list, dict))
-               else f"one {type(out).__name__}")
-        raise ValueError(f"vmap: out_dims={out_dims!r} does not fit the function's output ({got}): give one "
-                         "entry per output, in the same kind of container (tuple, list or dict)") from None
 
 
 def _check_unmapped_output(value, level, label, dim):
@@ -642,36 +673,6 @@ class _MessageKeyError(KeyError):
         return str(self.args[0])
 
 
-def zero_d_index_error(error, transform):
-    """A policy error for ``x.isel(t=i)`` with a 0-d traced index ``i`` (argmax per example
-    under vmap, any traced position under jit), which xarray mistakes for an array index
-    (it keeps dim "t" and then finds no data for it), or None.  xarray decides which dims
-    an indexing keeps before it indexes the data: only a concrete integer (or a 0-d Dask
-    array) drops one, so no duck array can make this pattern work."""
-    if not isinstance(error, ValueError) or "must have the same length as the number of data dimensions" not in str(error):
-        return None
-    names = []
-    tb = error.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_globals.get("__name__") == "xarray.core.variable" and frame.f_code.co_name == "isel":
-            indexers = frame.f_locals.get("indexers") or {}
-            names = [name for name, key in indexers.items()
-                     if getattr(key, "ndim", None) == 0 and not isinstance(key, (int, np.integer))]
-            break
-        tb = tb.tb_next
-    else:
-        return None
-    name = names[0] if names else "dim"
-    where = ("under vmap with a 0-d index i computed per example (argmax, argmin, ...)" if transform == "vmap"
-             else f"inside lf.{transform} with a 0-d traced index i (argmax, argmin, arithmetic on traced values)")
-    return UnsupportedOperationError(
-        f"x.isel({name}=i) {where}: xarray drops dim {name!r} only for a concrete integer index, and keeps "
-        f"it for a traced one. Give the index a length-1 dim and drop it after: "
-        f"x.isel({name}=i.expand_dims('k')).squeeze('k', drop=True), a gather that follows i, or "
-        "select with np.take_along_axis (docs/limitations.md, 'Edges of NumPy and xarray')."
-    )
-
 
 def _numpy_random_message(randomness):
     return (
@@ -684,15 +685,6 @@ def _numpy_random_message(randomness):
         "randomness='same' (one draw shared by every example; np.random gives just that, so "
         "it is allowed then); or draw outside and pass the draws in, mapped over the dim."
     )
-
-
-class _Carried(NamedTuple):
-    """A lazy vmap's blocks take their coordinates along ``dim`` off the last positional
-    argument, a Dataset: per leaf, ((coordinate name, (its name in that Dataset, restorable)),
-    ...) (see ExampleCoord)."""
-
-    dim: str
-    names: tuple
 
 
 class Plan(NamedTuple):
