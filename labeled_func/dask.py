@@ -163,6 +163,11 @@ class _Frame:
                 slot = len(pieces)
                 dims = (dim,) + var.dims[:axis] + var.dims[axis + 1:]  # blocks arrive dim-first
                 pieces.append(_Piece(var.data, axis, where, dims[1:]))
+            elif _is_dask(var) and name in ds.coords:
+                # labels shared by every example (chunked with the data by DataArray.chunk()): loaded
+                # now, as xarray loads an index, since the outputs' labels (an index made from them,
+                # the groups) come from the one-example run, which must see their values
+                slot, dims = var.compute(), var.dims
             elif _is_dask(var):
                 slot, dims = len(pieces), var.dims
                 pieces.append(_Piece(var.data, None, where, var.dims))

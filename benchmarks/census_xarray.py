@@ -1,0 +1,88 @@
+"""The xarray-method census: every case of tests/census_xarray.py under vmap (V), grad (G)
+and jit (J), each against its oracle (the per-example loop, central finite differences,
+the un-jitted function), and one table of the outcomes.
+
+    PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray              # the table
+    PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray --markdown   # as Markdown
+    PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray -k weighted  # cases named so
+
+Prints the counts per transform and outcome (ok, refused, wrong, crash, n/a, skipped),
+then the refused cases grouped by the first line of their message, then every wrong or
+crashing case (a crash with its traceback under ``-v``).  Exits with 1 where a case is
+wrong or crashes.  Not one of ``python -m benchmarks``' timed rows (no ``bench_`` prefix).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from collections import defaultdict
+
+from tests import census_xarray as census
+
+
+def _reason(error: str) -> str:
+    """The message without where it was called from, so that equal refusals group."""
+    return re.sub(r" \(called from [^)]*\)", "", error)
+
+
+def table(outcomes, markdown: bool = False) -> str:
+    counts = census.counts(outcomes)
+    columns = ["transform", *census.OUTCOMES]
+    rows = [[t, *(str(counts[t][o]) for o in census.OUTCOMES)] for t in census.TRANSFORMS]
+    rows.append(["all", *(str(sum(counts[t][o] for t in census.TRANSFORMS)) for o in census.OUTCOMES)])
+    if markdown:
+        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
+    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    return "\n".join(fmt.format(*r) for r in [columns, *rows])
+
+
+def listing(outcomes, verbose: bool = False) -> str:
+    lines = []
+    refused = defaultdict(list)
+    for o in outcomes:
+        if o.outcome == "refused":
+            refused[_reason(o.error)].append(f"{o.case}:{o.transform}")
+    if refused:
+        lines.append(f"\nrefused ({sum(map(len, refused.values()))}), by reason:")
+        for reason, names in sorted(refused.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            lines.append(f"  {len(names):3d}  {reason[:160]}")
+            lines.append(f"       {' '.join(names)}")
+    for kind in ("wrong", "crash"):
+        bad = [o for o in outcomes if o.outcome == kind]
+        if bad:
+            lines.append(f"\n{kind} ({len(bad)}):")
+            for o in bad:
+                lines.append(f"  {o.case}:{o.transform}  {o.error[:200]}")
+                if verbose and o.detail:
+                    lines.append("    " + o.detail.replace("\n", "\n    "))
+    skipped = sorted({f"{o.case} ({o.error})" for o in outcomes if o.outcome == "skipped"})
+    if skipped:
+        lines.append(f"\nskipped: {', '.join(skipped)}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.census_xarray",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
+    parser.add_argument("-k", metavar="TEXT", default="", help="only the cases whose name contains TEXT")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print the traceback of each crash")
+    args = parser.parse_args(argv)
+    cases = [c for c in census.CASES if args.k in c.name]
+    start = time.perf_counter()
+    outcomes = census.run_census(cases)
+    seconds = time.perf_counter() - start
+    print(f"xarray-method census: {len(cases)} cases x {len(census.TRANSFORMS)} transforms "
+          f"(V vmap vs the loop, G grad vs central differences, J jit vs un-jitted) in {seconds:.1f} s\n")
+    print(table(outcomes, markdown=args.markdown))
+    print(listing(outcomes, verbose=args.verbose))
+    return 1 if any(o.outcome in ("wrong", "crash") for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
