@@ -262,12 +262,12 @@ def _lazy_sobol(model, names, dists, units, prefixes, kind, seed, num_resamples,
     results = []
     for m in prefixes:
         bootstrap = dask.delayed(_Bootstrap(m, num_resamples, seed), pure=True)   # one key that every block reads
-        total = None   # one chain of tasks, each adding its block into the sums in place: one array of sums
+        total = None   # the blocks' sums, made in parallel, each added into the total in place as it comes
         for (start, stop), y, design_rows in zip(spans, y_blocks, row_blocks):
             if start < m:
-                total = dask.delayed(_lazy_block_sums, pure=True)(total, y, design_rows, shift, bootstrap, names,
-                                                                start, min(stop, m), n, d, step, kind,
-                                                                caller)
+                part = dask.delayed(_lazy_block_sums, pure=True)(y, design_rows, shift, bootstrap, names, start,
+                                                               min(stop, m), n, d, step, kind, caller)
+                total = part if total is None else dask.delayed(_add_into, pure=True)(total, part)
         values = dask.delayed(_index_arrays, pure=True)(total, m, d, step, kind, conf_level, shape)
         arrays = {}
         for key in ["S1", "S1_conf", "ST", "ST_conf"] + (["S2", "S2_conf"] if kind.second_order else []):
@@ -282,15 +282,21 @@ def _block_shift(y, step):
     return np.asarray(y, dtype=float).reshape(-1, step, int(np.prod(y.shape[1:], dtype=int))).mean(axis=(0, 1))
 
 
-def _lazy_block_sums(total, y, rows, shift, bootstrap, names, start, end, n, d, step, kind, caller):
-    """``total`` (the previous blocks' sums, None for the first) plus the sums of one Dask
-    block's base samples ``start`` to ``end`` (those of a prefix), in place (as one pass of
-    ``_saltelli_sums``'s loop), its outputs checked.  The sums of a field
-    are the largest arrays here: a chain that adds into one of them holds one, where a sum of
-    the blocks' own sums would hold one per block running or waiting to be added."""
+def _lazy_block_sums(y, rows, shift, bootstrap, names, start, end, n, d, step, kind, caller):
+    """The sums of one Dask block's base samples ``start`` to ``end`` (those of a prefix), as
+    one pass of ``_saltelli_sums``'s loop, its outputs checked."""
     y = np.asarray(y, dtype=float).reshape(len(y) // step, step, -1)
     check_finite(y.reshape(-1, y.shape[-1]), lambda k: rows[k], names, start * step, n * step, caller)
-    return _add_block_sums(total, y[:end - start] - shift, d, kind, bootstrap.weights(start, end))
+    return _add_block_sums(None, y[:end - start] - shift, d, kind, bootstrap.weights(start, end))
+
+
+def _add_into(total, part):
+    """``total + part``, written into ``total`` (the running sums: each is read by this task alone).
+    A sum of the blocks' sums holds one array of sums per block in flight, which is bounded by
+    the workers, whatever N; a chain of tasks that each evaluate and add a block would hold
+    one, but lets the model's blocks, evaluated ahead of it, pile up with N."""
+    total += part
+    return total
 
 
 def sobol_convergence(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, Any], n: int, *,

@@ -32,6 +32,11 @@ xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
   examples whose weights hold NaN, as the loop raises for them; under lf.jit the check is a
   guard, re-made at every call (a call with NaN weights traces again, and raises).  Then
   ``mean``/``sum``/``sum_of_weights``/``std``/``var`` are xarray's, on traced values.
+- ``xarray.core.nputils.nanfirst``/``nanlast`` (``groupby(...).first()``/``last()``,
+  ``resample(...).first()``, ``DataArray.first`` of skipna reductions) find the first
+  non-NaN element with ``pd.isnull``, which converts.  Wrapped: where the values are
+  traced, ``np.isnan`` and ``np.argmax`` find it and ``np.take_along_axis`` picks it (all-NaN
+  slices give NaN, as xarray's); the derivative goes to the element picked.
 
 Outside transforms (nothing traced) the wrappers call xarray's own functions with the
 same arguments.  :func:`install` checks that xarray's functions have the expected
@@ -51,6 +56,7 @@ from xarray.computation import weighted as xr_weighted
 from xarray.core import dataarray as xr_dataarray
 from xarray.core import dataset as xr_dataset
 from xarray.core import dtypes as xr_dtypes
+from xarray.core import nputils as xr_nputils
 
 from .engine import is_batched, is_traced
 from .engine.batching import check_examples
@@ -218,6 +224,30 @@ def _weighted_init(self, obj, weights):
 
 
 # --- installing ------------------------------------------------------------------------------------
+def _nanfirst(values, axis, keepdims=False):
+    return _first_or_last(values, axis, keepdims, last=False)
+
+
+def _nanlast(values, axis, keepdims=False):
+    return _first_or_last(values, axis, keepdims, last=True)
+
+
+def _first_or_last(values, axis, keepdims, last):
+    """xarray's nanfirst/nanlast: the first (last) element along ``axis`` that is not NaN."""
+    if not is_traced(values):
+        return _ORIGINAL["nanlast" if last else "nanfirst"](values, axis, keepdims=keepdims)
+    if isinstance(axis, tuple):
+        (axis,) = axis
+    axis = axis % values.ndim
+    valid = ~np.isnan(values)
+    if last:
+        position = values.shape[axis] - 1 - np.argmax(np.flip(valid, axis=axis), axis=axis, keepdims=True)
+    else:
+        position = np.argmax(valid, axis=axis, keepdims=True)
+    picked = np.take_along_axis(values, position, axis=axis)
+    return picked if keepdims else np.squeeze(picked, axis=axis)
+
+
 def _check():
     """None if xarray's internals look as these hooks expect, else why not."""
     comp, fit, ds, da = xr_computation, xr_fit, xr_dataset.Dataset, xr_dataarray.DataArray
@@ -250,13 +280,17 @@ def _check():
         return "Weighted.__init__ does not check the weights with _weight_check"
     if list(getattr(xr_weighted.Weighted, "__slots__", ())) != ["obj", "weights"]:
         return "Weighted holds other attributes than (obj, weights)"
+    for name in ("nanfirst", "nanlast"):
+        function = getattr(xr_nputils, name, None)
+        if not callable(function) or list(inspect.signature(function).parameters) != ["values", "axis", "keepdims"]:
+            return f"xarray.core.nputils.{name} does not take (values, axis, keepdims)"
     return None
 
 
 def installed():
     """Whether these methods go through this module under transforms."""
     return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby,
-                  xr_weighted.Weighted.__init__)
+                  xr_weighted.Weighted.__init__, xr_nputils.nanfirst, xr_nputils.nanlast)
 
 
 def install():
@@ -270,7 +304,8 @@ def install():
         return STATUS
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
                (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby),
-               (xr_weighted.Weighted, "__init__", _weighted_init))
+               (xr_weighted.Weighted, "__init__", _weighted_init), (xr_nputils, "nanfirst", _nanfirst),
+               (xr_nputils, "nanlast", _nanlast))
     patch(targets, _ORIGINAL)
     STATUS = "installed"
     return STATUS
