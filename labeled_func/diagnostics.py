@@ -213,6 +213,9 @@ _SITES = (
     ("xarray.core.indexing", "PandasIndexingAdapter", "__getitem__", "index"),
     ("xarray.core.indexing", "PandasIndexingAdapter", "_oindex_get", "index"),
     ("xarray.core.indexing", "PandasIndexingAdapter", "_vindex_get", "index"),
+    # pandas.isna / isnull (xarray's interpolate_na, ffill...): a mask, which carries no
+    # derivative, so grad and jvp answer with their primal's (vmap and jit still cannot)
+    ("pandas.core.dtypes.missing", None, "_isna", "mask"),
 )
 
 
@@ -222,7 +225,8 @@ def _conversion_sites():
     sites = {}
     for module, owner, method, kind in _SITES:
         try:
-            cls = getattr(importlib.import_module(module), owner)
+            cls = importlib.import_module(module)
+            cls = cls if owner is None else getattr(cls, owner)
         except (ImportError, AttributeError):
             continue
         code = getattr(getattr(cls, method, None), "__code__", None)

@@ -766,10 +766,12 @@ DATAARRAY: dict[str, list[Case]] = {
                                                            "ffill")))],
     "bfill": [unless_numbagg(optional("bottleneck", raises(lambda d: d.where(d > 0).bfill("t"), lf.ConversionError,
                                                            "bfill")))],
-    # pandas' gap finder needs concrete values (docs/limitations.md); interp's linear and nearest
-    # methods go through the interp primitive (labeled_func/xarray_interp.py), the others refuse
-    "interpolate_na": [raises(lambda d: d.where(d > -1.2).interpolate_na("t"), lf.ConversionError,
-                              "interpolate_na", ("grad", "jvp"))],
+    # pandas' gap finder gets the primal's NaN mask under grad and jvp (a mask has no derivative);
+    # interp's linear and nearest methods go through the interp primitive
+    # (labeled_func/xarray_interp.py), the others refuse; interpolate_na's nearest goes through SciPy
+    "interpolate_na": [works(lambda d: d.where(d > -1.2).interpolate_na("t")),
+                       raises(lambda d: d.where(d > -1.2).interpolate_na("t", method="nearest"), lf.ConversionError,
+                              "interp1d", ("grad", "jvp"))],
     "interp": [works(lambda d: d.interp(t=[0.05, 0.2, 0.5])),
                works(lambda d: d.interp(t=[0.05, 0.2, 0.5, 0.9], method="nearest")),
                raises(lambda d: d.interp(t=[0.05, 0.2], method="cubic"), lf.UnsupportedOperationError,

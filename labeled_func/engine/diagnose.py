@@ -66,7 +66,7 @@ _NUMBER_KINDS = frozenset(("float", "int", "complex"))
 
 
 def register_conversion_sites(sites):
-    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "format" | "index"}.
+    """``sites``: {code object: "bool" | "float" | "int" | "complex" | "format" | "index" | "mask"}.
 
     A conversion that ``__array__`` sees with one of these functions among its callers has
     that kind: ``if da > 0:`` reaches ``__array__`` through ``AbstractArray.__bool__``.

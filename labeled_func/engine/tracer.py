@@ -680,6 +680,8 @@ def unknown_value_policy(tracer: Tracer, what: str, words: Wording) -> NoReturn:
     in user code, so it says where."""
     if not tracer._level.alive:
         tracer._level.escaped(what)
+    if what == "mask":  # pandas.isna of a mapped or recorded value: as np.asarray
+        what = "array"
     site = diagnose.call_site()
     if what == "setitem":
         where = f" at {site.location}" if site.location else ""
@@ -735,6 +737,9 @@ def concrete_policy(tracer: Tracer, what: str) -> Any:
         level.escaped(what)
     if tracer._view is not None:
         refresh_view(tracer)
+    if what == "mask":  # pandas.isna: a boolean mask of the values, which has no derivative to drop
+        primal = tracer._value
+        return primal._concrete(what) if isinstance(primal, Tracer) else primal
     if what == "array":
         raise ConversionError(diagnose.conversion_message(
             diagnose.call_site(),
