@@ -32,7 +32,7 @@ import xarray as xr
 from xarray.core import duck_array_ops
 
 from .assemble import coord_variables
-from .engine import batch_value, is_traced
+from .engine import batch_value, held, is_traced, unbatch_value
 from .named import tree_nodes
 from .engine import traced_by
 from .engine.batching import copied_as_itself, register_equality_checks
@@ -175,7 +175,31 @@ def _untouched_names(value, entered):
         found = entered.untouched.get(id(coord._data))
         if found is not None and found[0] == name and found[1]:
             names.append(name)
+        elif coord.ndim and _spread_label(name, coord, entered):
+            names.append(name)
     return names
+
+
+def _spread_label(name, coord, entered):
+    """Whether ``coord`` is an example coordinate ``name`` that xarray spread along other dims
+    (groupby arithmetic broadcasts each example's scalar label along the grouped dim), its
+    values still every example's own label: then it leaves as the caller's 1-D coordinate, as
+    the loop over ``isel(..., drop=True)`` gives, not as a coordinate of the mapped dim and
+    those dims.  Decided on the values (vmap computes them; under lf.jit, those traced)."""
+    entries = entered.by_name.get(name, ())
+    if len(entries) != 1 or not traced_by(coord._data, entered.level):
+        return False
+    variable, scalar = entries[0]
+    if not entered.untouched.get(id(scalar._data), (None, False))[1] or not is_traceable(variable.dtype):
+        return False
+    values = unbatch_value(entered.level, coord._data, 0)
+    while is_traced(values):   # the values below other levels: a primal, or lf.jit's traced call's
+        values = held(values)[0]
+    labels = variable.data
+    if is_traced(labels) or not isinstance(values, np.ndarray) or values.shape[:1] != labels.shape:
+        return False
+    return bool(np.array_equal(values, np.asarray(labels).reshape(labels.shape + (1,) * (values.ndim - 1))
+                               * np.ones_like(values)))
 
 
 def _reveal_coords(value, level):

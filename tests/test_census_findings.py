@@ -32,19 +32,32 @@ def test_groupby_anomaly_values_match_the_loop():
     np.testing.assert_allclose(out.transpose(*loop.dims).values, loop.values, rtol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "vmap of a groupby binary op (`a.groupby('label') - a.groupby('label').mean()`) returns the "
-    "mapped dim's coordinate as a 2-D non-index coordinate sample(sample, x): inside vmap each "
-    "example carries its `sample` label as a scalar coordinate (as x.isel(sample=i) has it) and "
-    "xarray's groupby arithmetic broadcasts scalar coordinates along the grouped dim; the loop "
-    "gives the index sample(sample), and out.sel(sample=20) fails"))
 def test_groupby_anomaly_keeps_the_mapped_index():
+    """Inside vmap each example carries its `sample` label as a scalar coordinate (as
+    x.isel(sample=i) has it), and xarray's groupby arithmetic spreads scalar coordinates along
+    the grouped dim: it came back as a 2-D coordinate sample(sample, x).  A label spread so,
+    its values still each example's own, now leaves as the caller's index (also under jit)."""
     a = _field()
-    out = lf.vmap(_anomaly, dim="sample")(a)
-    assert out.coords["sample"].dims == ("sample",)
-    assert "sample" in out.indexes
-    xr.testing.assert_allclose(out.sel(sample=20).drop_vars("sample"),
-                               _anomaly(a.isel(sample=1, drop=True)).transpose(*out.dims[1:]))
+    for mapped in (lf.vmap(_anomaly, dim="sample"), lf.jit(lf.vmap(_anomaly, dim="sample"))):
+        out = mapped(a)
+        assert out.coords["sample"].dims == ("sample",)
+        assert "sample" in out.indexes
+        xr.testing.assert_allclose(out.sel(sample=20).drop_vars("sample"),
+                                   _anomaly(a.isel(sample=1, drop=True)).transpose(*out.dims[1:]))
+
+
+def test_a_spread_label_that_the_function_changed_stays_as_it_is():
+    """The guard of the rule above: a coordinate named like the label but holding other values
+    (here the label plus the position along x) is the function's, and stays 2-D."""
+    a = _field()
+
+    def f(e):
+        out = e.groupby("label") - e.groupby("label").mean()
+        return out.assign_coords(sample=out.sample + xr.DataArray(np.arange(4), dims="x"))
+
+    out = lf.vmap(f, dim="sample")(a)
+    assert out.coords["sample"].dims == ("sample", "x")
+    np.testing.assert_array_equal(out.sample.values, np.array([10, 20, 30])[:, None] + np.arange(4))
 
 
 # --------------------------------------------------------------------------- #

@@ -55,13 +55,7 @@ REFUSED_CEILING = 32  # measured 2026-12-07 (V 14, G 4, J 14); may only go down
 
 # Wrong or crashing cases found and not fixed (tests/test_census_findings.py holds each as a
 # named regression test): (case, transform) -> reason.
-XFAIL = {
-    ("groupby_anomaly", "V"): (
-        "labels: vmap of `a.groupby('label') - a.groupby('label').mean()` returns the mapped "
-        "dim's coordinate as a 2-D non-index coordinate sample(sample, x) (xarray's groupby "
-        "arithmetic broadcasts each example's scalar `sample` coordinate along x), where the "
-        "loop gives the index sample(sample); the values are right"),
-}
+XFAIL: dict = {}   # none now: groupby_anomaly V (a label spread along x) was fixed
 
 
 def _params():
