@@ -132,6 +132,9 @@ class Backend:
         view); False for arrays that are immutable or lazy (Dask's, JAX's).
     units : bool
         A quantity with units wrapped around an array (pint's), which the transforms refuse.
+    host_copy : bool
+        Not an array library, but NumPy takes a copy of its objects (pandas' Index and
+        Series): a NumPy function given one beside a tracer computes on that copy.
     packages : frozenset of str
         The packages whose stack frames are the library's (not the user's) in error messages.
 
@@ -161,6 +164,7 @@ class Backend:
     defers_to_tracers: bool = False
     views: bool = True
     units: bool = False
+    host_copy: bool = False
     packages: frozenset[str] = frozenset()
 
     @property
@@ -182,6 +186,7 @@ _BACKENDS = {backend.name: backend for backend in (
     Backend("jax", views=False),
     Backend("jaxlib", views=False),
     Backend("pint", units=True),
+    Backend("pandas", host_copy=True),
 )}
 
 

@@ -980,9 +980,11 @@ def _check_backends(func, args, kwargs, name):
 
 def _split_aux(result, has_aux, name):
     if not has_aux:
+        reject_quantities([result], ["the output"], transform=name)   # a Quantity output: the policy error
         return result, None
     if not (isinstance(result, tuple) and len(result) == 2):
         raise ValueError(f"{name}(..., has_aux=True): the function must return a pair (output, aux)")
+    reject_quantities([result[0]], ["the output"], transform=name)
     return result
 
 

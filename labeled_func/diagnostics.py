@@ -54,8 +54,9 @@ _XARRAY_ADVICE = {
     "interp_like": _INTERP,
     "interpolate_na": (
         "interpolate_na fills each gap through numpy.vectorize (apply_ufunc(vectorize=True)), which "
-        "works under vmap (once per example) but finds the gaps with pandas, which needs concrete "
-        "values under grad/jvp. Fill NaNs with traced operations instead: x.fillna(value) or "
+        "works under vmap (once per example); under grad/jvp method='linear' (np.interp) works, the "
+        "other methods go through scipy.interpolate, which needs concrete values. Use "
+        "method='linear', or fill NaNs with traced operations: x.fillna(value) or "
         "xr.where(x.isnull(), other, x)."
     ),
     "sortby": (

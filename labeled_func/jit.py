@@ -252,9 +252,14 @@ class Jitted:
         with self.tracing:
             number = compiled.signature.number if compiled.signature is not None else None
             guard = failed.guard
-            reason = (f"{guard.what} changed: {f'trace {number}' if number is not None else 'the trace'} took "
-                      f"{guard.answer}, this call does not (a guard; {len(tried)} program"
-                      f"{'s' if len(tried) != 1 else ''} of this signature tried)")
+            traced = f"trace {number}" if number is not None else "the trace"
+            tried_text = f"{len(tried)} program{'s' if len(tried) != 1 else ''} of this signature tried"
+            if failed.failed_run:
+                reason = (f"the replay of {traced} raised before its guards were checked: a decision taken "
+                          f"from traced values ({guard.what}, ...) goes otherwise at this call ({tried_text})")
+            else:
+                reason = (f"{guard.what} changed: {traced} took {guard.answer}, this call does not "
+                          f"(a guard; {tried_text})")
             return self._trace_and_store(call, reason)
 
     def _trace_and_store(self, call, reason=None):
@@ -446,12 +451,14 @@ class _Explanation(str):
 
 
 class _GuardFailed:
-    """What a replay returns when one of its guards fails (nothing was written)."""
+    """What a replay returns when one of its guards fails (nothing was written), or when a
+    replay of a program with guards raised (``failed_run``: its decisions are then unknown)."""
 
-    __slots__ = ("guard",)
+    __slots__ = ("guard", "failed_run")
 
-    def __init__(self, guard):
+    def __init__(self, guard, failed_run=False):
         self.guard = guard
+        self.failed_run = failed_run
 
 
 class _Compiled:
@@ -471,7 +478,15 @@ class _Compiled:
             return self.program.run(call.arrays)
         if self.written:
             self.check_overlaps(call)
-        results = self.program.run(call.arrays)
+        try:
+            results = self.program.run(call.arrays)
+        except Exception:
+            if not self.guards:
+                raise
+            # a replay past a decision that now goes otherwise can fail before its guard is
+            # checked (a gather at a position the traced call's bounds check clipped): the
+            # decision's guard answers; a trace of this call raises what the function raises
+            return _GuardFailed(self.guards[0], failed_run=True)
         if self.guards:
             count = len(results) - len(self.guards)
             for guard, value in zip(self.guards, results[count:]):

@@ -15,7 +15,7 @@ import xarray as xr
 from . import dask as lazy
 from . import random as lf_random
 from ._wrapping import transformed
-from .backends import check_one_backend
+from .backends import check_one_backend, reject_quantities
 from .chunks import carry, leaf_positions, run_jitted
 from .diagnostics import zero_d_index_error
 from .engine import BatchLevel, active, batch_value, current_levels, traced_by
@@ -548,6 +548,8 @@ class _Mapped:
             if watch and lf_random.numpy_drew_since(numpy_state):
                 raise RandomnessError(_numpy_random_message(self.randomness))
             paths, out_leaves, out_def = optree.tree_flatten_with_path(out, none_is_leaf=True)
+            reject_quantities(out_leaves, ["output" + "".join(f"[{k!r}]" for k in path) for path in paths],
+                              transform="vmap")
             if dim is None and any(is_labeled(v) for v in out_leaves):
                 raise ValueError("vmap: the function returned labeled arrays but the mapped axes have no dim name; map with dim= or name a dim in in_dims")
             positions = leaf_positions(position, out, self.given_out_dims)

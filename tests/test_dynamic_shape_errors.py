@@ -455,15 +455,17 @@ def test_hat_function_interpolation_at_mapped_points_matches_interp():
 # under vmap (tests/test_functional.py), so interpolate_na and apply_ufunc(vectorize=True) fail
 # under grad only, where the function they vectorize gets traced values and converts them
 CONVERSIONS_INSIDE_LIBRARIES = [
-    ("interpolate_na", lambda x: x.where(x > 0).interpolate_na("t"),
-     ("DataArray.interpolate_na", "pandas", "numpy.vectorize", "fillna"), ("grad",)),
+    ("interpolate_na", lambda x: x.where(x > 0).interpolate_na("t", method="nearest"),
+     ("DataArray.interpolate_na", "scipy.interpolate", "numpy.vectorize", "method='linear'", "fillna"), ("grad",)),
     # sortby of values: works under grad, refused along an indexed dim under vmap/jit
     # (tests/test_xarray_methods.py)
     # the vectorized function is the user's: the error points at its own np.asarray
     ("apply_ufunc-vectorize",
      lambda x: xr.apply_ufunc(lambda v: np.asarray(v).sum(), x, input_core_dims=[["t"]], vectorize=True),
      ("at ", "np.asarray"), ("grad",)),
-    ("numpy-on-dataarray", lambda x: np.sort(x), ("numpy.sort", "x.data"), ("vmap", "grad")),
+    # a NumPy function outside the __array_function__ protocol (labeled_func.xarray_numpy hands the
+    # others the DataArray's data) converts the DataArray
+    ("numpy-on-dataarray", lambda x: np.asarray_chkfinite(x), ("numpy.asarray_chkfinite", "x.data"), ("vmap", "grad")),
 ]
 
 

@@ -829,6 +829,9 @@ DATAARRAY: dict[str, list[Case]] = {
     "__ge__": [works(lambda d: d >= -0.25)],
     "__array_ufunc__": [works(lambda d: np.add(d, 1.5))],
     "__array_wrap__": [works(lambda d: d.__array_wrap__(d.data * 2.0))],
+    # labeled_func.xarray_numpy: NumPy functions xarray does not wrap, on the DataArray's data
+    "__array_function__": [works(lambda d: np.fft.ifftshift(d, axes=1)), works(lambda d: np.swapaxes(d, 0, 0)),
+                           works(lambda d: np.flip(d, axis=1))],
     "__iadd__": [works(_inplace_binary(operator.iadd, lambda d: d.copy(), D))],
     "__isub__": [works(_inplace_binary(operator.isub, lambda d: d * 2.0, 1.5))],
     "__imul__": [works(_inplace_binary(operator.imul, lambda d: d.copy(), D2))],

@@ -79,6 +79,20 @@ class Tracer(Traced):
             return np.broadcast_to(np.zeros((), dtype=self.dtype), self.shape)
         return xp.broadcast_to(xp.zeros((), dtype=self.dtype, device=self._device()), self.shape)
 
+    @real.setter
+    def real(self, value: Any) -> None:
+        """``x.real = v``, as NumPy: the real part written, the imaginary part kept (flox's grouped
+        quantile writes its labels so); a real ``x`` is written whole.  The new value is built as
+        ``v + 1j * x.imag``, whose real part is ``v`` but for the sign of a zero ``v``."""
+        self[...] = value + 1j * self.imag if dtype_kind(self.dtype) == "c" else value
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        """``x.imag = v`` of a complex ``x``, as NumPy; NumPy refuses it for a real array."""
+        if dtype_kind(self.dtype) != "c":
+            raise TypeError("array does not have imaginary part to set")
+        self[...] = self.real + 1j * value
+
     @property
     def T(self) -> Any:
         return kcore.transpose.bind(self, axes=tuple(reversed(range(self.ndim))))

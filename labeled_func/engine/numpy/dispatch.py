@@ -17,6 +17,7 @@ in-place form (``out`` is one of the inputs) is allowed, as an in-place update.
 """
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from labeled_func_kernels import elementwise as ew
-from labeled_func_kernels.backend import dtype_kind
+from labeled_func_kernels.backend import backend_named, backend_of, dtype_kind
 from labeled_func_kernels.primitive import Traced
 
 from ..errors import OutArgumentError, UnsupportedOperationError
@@ -37,6 +38,14 @@ __all__ = ["UFUNCS", "UFUNC_HANDLERS", "UFUNC_METHODS", "FUNCTIONS", "DEFERRING_
 # Types whose own __array_ufunc__/__array_function__ must handle mixed operations
 # (xarray's DataArray, Dataset, Variable); floor 3 registers them.
 DEFERRING_TYPES: set = set()
+
+
+@functools.lru_cache(maxsize=None)
+def _carries_units(type_: type) -> bool:
+    """Quantities (pint's: the backend declares ``units``) wrap arrays, tracers too: a NumPy
+    function of a tracer and a Quantity is the Quantity's to answer (on its magnitude), as
+    xarray's types are; a Quantity that reaches a transform's output gets its policy error."""
+    return backend_named(getattr(type_, "__module__", "").partition(".")[0]).units
 
 UFUNCS: dict = {}
 UFUNC_HANDLERS: dict = {}
@@ -78,7 +87,7 @@ def _registrar(table, keys):
 # --- the two protocols -------------------------------------------------------------------------
 def dispatch_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     for value in inputs:
-        if type(value) in DEFERRING_TYPES:
+        if type(value) in DEFERRING_TYPES or _carries_units(type(value)):
             return NotImplemented
     if not kwargs and method == "__call__":  # the common case, kept short: np.sin(x)
         prim = UFUNCS.get(ufunc)
@@ -151,7 +160,7 @@ def dispatch_function(func: Callable[..., Any], types: Iterable[type], args: tup
     if handler is None:
         raise UnsupportedOperationError(f"{function_name(func)} has no kernel in labeled_func")
     for type_ in types:
-        if type_ in DEFERRING_TYPES:
+        if type_ in DEFERRING_TYPES or _carries_units(type_):
             return NotImplemented
     if kwargs.get("out") is not None:
         raise OutArgumentError(f"{function_name(func)}: out= is not supported under a transform; use the returned value")
@@ -213,8 +222,14 @@ def flag(value: Any, default: bool = False) -> bool:
 
 
 def asarray(value: Any) -> Any:
-    """Lists and tuples as NumPy arrays; arrays (traced or not) and numbers as they are."""
+    """Lists and tuples, and objects NumPy copies (pandas' Index and Series:
+    ``np.searchsorted(index, traced)``), as NumPy arrays; arrays (traced or not) and numbers
+    as they are."""
     if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    if isinstance(value, (Traced, np.ndarray, np.generic, int, float, complex)):
+        return value
+    if backend_of(value).host_copy:
         return np.asarray(value)
     return value
 
