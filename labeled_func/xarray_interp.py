@@ -13,8 +13,10 @@
   converts its inputs to NumPy arrays.  Wrapped: where the data or a coordinate is
   traced, ``method="linear"`` and ``"nearest"`` are computed with the ``interp`` primitive
   (``kernels/interp.py``, NumPy's ``interp`` with one table per row) instead, so every
-  transform applies, derivatives in the data and in the new coordinates included.  Other
-  methods raise :class:`UnsupportedOperationError` naming the method.
+  transform applies, derivatives in the data and in the new coordinates included;
+  ``method="cubic"`` along one dimension with the not-a-knot spline's coefficients (linear
+  in the data: made once by SciPy for the grid, see ``_cubic_last``).  Other methods raise
+  :class:`UnsupportedOperationError` naming the method.
 
 Outside transforms (nothing traced) both wrappers call xarray's own functions with the
 same arguments: plain xarray is unchanged.  :func:`install` checks that xarray's
@@ -57,7 +59,7 @@ TESTED_XARRAY_VERSIONS = ("2026.9.0",)
 #: Why the hook is or is not installed ("installed", or the reason it was not).
 STATUS = "not installed"
 
-METHODS = ("linear", "nearest")
+METHODS = ("linear", "nearest", "cubic")
 
 _ORIGINAL = {}
 _ABSENT = object()
@@ -97,10 +99,10 @@ def _method_name(interp_func, interp_kwargs):
 def _refuse(what):
     raise UnsupportedOperationError(
         f"xarray's interp {what} on a traced value (inside lf.vmap, lf.grad, lf.jvp, lf.jit...): "
-        f"under a transform interp supports method='linear' and method='nearest', with "
-        f"kwargs={{'fill_value': number}} (a pair (below, above), or 'extrapolate' for linear, "
-        f"along one dimension). Interpolate with method='linear' or 'nearest', or compute the "
-        f"interpolation weights yourself with traced operations.")
+        f"under a transform interp supports method='linear' and method='nearest', and "
+        f"method='cubic' along one dimension, with kwargs={{'fill_value': number}} (a pair "
+        f"(below, above), or 'extrapolate' for linear and cubic, along one dimension). Interpolate "
+        f"with one of those, or compute the interpolation weights yourself with traced operations.")
 
 
 def _float64(value):
@@ -118,7 +120,7 @@ def _fills(fill_value, method, ndim):
             _refuse("with several dimensions and fill_value=None (extrapolation)")
         return np.nan, np.nan, False
     if isinstance(fill_value, str):
-        if fill_value == "extrapolate" and method == "linear" and ndim == 1:
+        if fill_value == "extrapolate" and method in ("linear", "cubic") and ndim == 1:
             return None, None, True
         _refuse(f"with method={method!r} and fill_value={fill_value!r}")
     if isinstance(fill_value, (tuple, list)) and len(fill_value) == 2 and ndim == 1:
@@ -171,6 +173,36 @@ def _extrapolate(out, table, x, q, rows):
     return np.where(q > x[-1], edge(n - 2, n - 1), out)
 
 
+def _cubic_last(table, x, q, rows, left, right, extrapolate):
+    """scipy's ``interp1d(kind="cubic")`` (xarray's cubic method along one dimension): the
+    not-a-knot cubic spline of ``table`` along its last axis, at ``q`` (as for
+    :func:`_interp_last`).  The spline's polynomial coefficients are linear in the table:
+    SciPy makes them once for the identity (the knots are concrete), and each point
+    combines those of its segment with the table, so the derivative in the data is the
+    spline's weights and in the points the spline's slope (the segment's polynomial)."""
+    from scipy.interpolate import CubicSpline
+
+    knots = np.asarray(x)
+    n = knots.shape[0]
+    if n < 4:
+        _refuse(f"with method='cubic' and {n} knots (SciPy's cubic spline needs at least 4)")
+    basis = CubicSpline(knots, np.eye(n), axis=0).c            # (4, n - 1, n): coefficients per unit table
+    shape = np.shape(q)
+    points = np.reshape(q, (-1,))                                # (m,): shared by every row
+    segment = np.clip(np.searchsorted(knots, points, side="right") - 1, 0, n - 2)
+    flat = np.reshape(np.transpose(basis, (1, 0, 2)), (n - 1, 4 * n))
+    picked = np.take_along_axis(flat, np.reshape(segment, (-1, 1)), axis=0)    # (m, 4 n)
+    picked = np.reshape(picked, (points.shape[0], 4, n))
+    t = points - np.take_along_axis(knots, segment, axis=0)
+    value = None
+    for k in range(4):                                           # Horner: ((c0 t + c1) t + c2) t + c3
+        term = np.matmul(table, np.transpose(picked[:, k, :]))  # (*rows, m)
+        value = term if value is None else value * t + term
+    if not extrapolate:
+        value = np.where(points < knots[0], left, np.where(points > knots[-1], right, value))
+    return np.reshape(value, tuple(np.shape(table)[:rows]) + shape[rows:])
+
+
 def _traced_interpnd(data, coords, interp_func, interp_kwargs, result_coord_core_dims):
     method = _method_name(interp_func, interp_kwargs)
     if method not in METHODS:
@@ -178,6 +210,8 @@ def _traced_interpnd(data, coords, interp_func, interp_kwargs, result_coord_core
     if np.dtype(data.dtype).kind == "c":
         _refuse("of complex data")
     n_x = len(coords) // 2
+    if method == "cubic" and n_x > 1:
+        _refuse("with method='cubic' along several dimensions (SciPy's interpn)")
     ndim = data.ndim
     nconst = ndim - n_x
     x = [Variable([f"dim_{nconst + dim}"], _x, fastpath=True) for dim, _x in enumerate(coords[:n_x])]
@@ -193,6 +227,11 @@ def _traced_interpnd(data, coords, interp_func, interp_kwargs, result_coord_core
     if method == "nearest":
         points = [_snap(k, q) for k, q in zip(knots, points)]
 
+    if n_x == 1 and method == "cubic":
+        if is_traced(knots[0]):
+            _refuse("with method='cubic' and a traced grid coordinate")
+        q = np.reshape(points[0], (1,) * nconst + shape)
+        return _cubic_last(table, knots[0], q, nconst, left, right, extrapolate)
     if n_x == 1:  # the table's leading axes are rows; the points are shared by all of them
         q = np.reshape(points[0], (1,) * nconst + shape)
         out = _interp_last(table, knots[0], q, nconst, left, right)
