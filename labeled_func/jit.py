@@ -142,8 +142,8 @@ def jit(func: Callable[..., Any], *, static_argnames: str | Sequence[str] = (), 
         When traced: ``func`` draws from NumPy's global random state (``np.random.*``).
     lf.UnsupportedOperationError
         When traced: reverse-mode differentiation (``lf.grad``...) through an
-        ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a 0-d traced
-        position ``i`` (the message gives the recipe: a length-1 dim); a guarded decision
+        ``lf.while_loop`` whose condition is traced; ``x.isel(t=i)`` with a traced
+        position ``i`` along a dim whose coordinate holds dates or strings; a guarded decision
         inside an ``lf.while_loop``, or in a function that also draws ``lf.random`` numbers
         from a generator that lives across calls (a failed guard would draw twice).
 

@@ -1,4 +1,5 @@
-"""xarray's ``idxmax``/``idxmin``, ``sortby``, ``polyfit`` and ``weighted`` on traced values: hooks into
+"""xarray's ``idxmax``/``idxmin``, ``sortby``, ``polyfit``, ``weighted``, ``first``/``last`` and ``isel``
+at traced positions, on traced values: hooks into
 xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
 
 - ``xarray.computation.computation._calc_idxminmax`` (``idxmax``/``idxmin``) picks the
@@ -37,6 +38,13 @@ xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
   non-NaN element with ``pd.isnull``, which converts.  Wrapped: where the values are
   traced, ``np.isnan`` and ``np.argmax`` find it and ``np.take_along_axis`` picks it (all-NaN
   slices give NaN, as xarray's); the derivative goes to the element picked.
+- ``Variable.__getitem__`` (every ``isel``) drops a dim only for a concrete integer
+  position, and xarray asks pandas or NumPy for the labels at the positions.  Wrapped:
+  where a position is a 0-d traced integer (``x.isel(t=x.argmax("t"))``), the variable is
+  indexed as NumPy indexes with an integer (the dim dropped: ``np.take_along_axis`` at the
+  position); a 1-D variable that holds no traced value (a coordinate) at traced positions
+  with dims of their own gives its numeric labels gathered there.  Labels that are not
+  numbers raise :class:`UnsupportedOperationError` (drop the coordinate first).
 
 Outside transforms (nothing traced) the wrappers call xarray's own functions with the
 same arguments.  :func:`install` checks that xarray's functions have the expected
@@ -56,7 +64,9 @@ from xarray.computation import weighted as xr_weighted
 from xarray.core import dataarray as xr_dataarray
 from xarray.core import dataset as xr_dataset
 from xarray.core import dtypes as xr_dtypes
+from xarray.core import indexing as xr_indexing
 from xarray.core import nputils as xr_nputils
+from xarray.core import variable as xr_variable
 
 from .engine import is_batched, is_traced
 from .engine.batching import check_examples
@@ -248,6 +258,77 @@ def _first_or_last(values, axis, keepdims, last):
     return picked if keepdims else np.squeeze(picked, axis=axis)
 
 
+def _zero_d_traced(key):
+    """A 0-d traced integer position (``x.argmax("t")`` per example, or under lf.jit)."""
+    data = key._data if isinstance(key, xr.Variable) else key.variable._data if isinstance(key, xr.DataArray) else key
+    return (is_traced(data) and getattr(data, "ndim", None) == 0
+            and np.dtype(getattr(data, "dtype", float)).kind in "iu"), data
+
+
+def _variable_getitem(self, key):
+    """``Variable.__getitem__`` (every isel of a variable): xarray drops a dim only for a
+    concrete integer position.  Where a position is a 0-d traced integer, the variable is
+    indexed as NumPy indexes with an integer (the dim dropped), by ``np.take`` at the traced
+    position: an index coordinate's labels (numbers) are gathered from their table."""
+    original = _ORIGINAL["__getitem__"]
+    parts = self._item_key_to_tuple(key)
+    if not isinstance(parts, tuple):
+        parts = (parts,)
+    found = [_zero_d_traced(k) for k in parts]
+    if not any(traced for traced, _ in found):
+        if (len(parts) == 1 and isinstance(parts[0], xr.Variable) and is_traced(parts[0]._data)
+                and np.dtype(parts[0].dtype).kind in "iu" and self.ndim == 1 and not is_traced(self._data)):
+            return _gathered_labels(self, parts[0])
+        return original(self, key)
+    parts = xr_indexing.expanded_indexer(tuple(data if traced else k for k, (traced, data) in
+                                               zip(parts, found + [(False, None)] * (len(parts) - len(found)))),
+                                         self.ndim)
+    plain = []
+    for k in parts:
+        if isinstance(k, (slice, int, np.integer)) and not isinstance(k, bool):
+            plain.append(k)
+        elif is_traced(k) and k.ndim == 0:
+            plain.append(slice(None))
+        else:
+            return original(self, key)   # arrays among the positions: xarray's own (it raises)
+    data = self.data
+    if np.dtype(data.dtype).kind not in "biufc":
+        raise UnsupportedOperationError(
+            f"isel of the coordinate along {', '.join(map(repr, self.dims))} at a traced position (a 0-d index "
+            "computed from the values, e.g. argmax) "
+            f"picks a label of dtype {data.dtype} per example or per call, which no kernel gathers: drop that "
+            "coordinate first (x.drop_vars(name)), or select with the position as a length-1 dim "
+            "(x.isel(t=i.expand_dims('k')).squeeze('k', drop=True))")
+    data = data[tuple(plain)]
+    axis, dims = 0, []
+    for dim, k in zip(self.dims, parts):
+        if isinstance(k, slice):
+            dims.append(dim)
+            axis += 1
+        elif is_traced(k):
+            # np.take dispatches on the table only; take_along_axis on both (the dim dropped after)
+            picked = np.take_along_axis(data, np.reshape(k, (1,) * np.ndim(data)), axis=axis)
+            data = np.squeeze(picked, axis=axis)
+    return self._finalize_indexing_result(tuple(dims), data)
+
+
+def _gathered_labels(coordinate, positions):
+    """A 1-D variable that holds no traced value (an index coordinate's pandas labels, or
+    another coordinate along the dim) at traced positions with dims of their own
+    (``x.isel(t=x.argmax("t"))`` where the argmax has other dims): its numeric values
+    gathered at the positions, as a Variable of the positions' dims (xarray's pointwise
+    selection, which asks pandas or NumPy with the positions)."""
+    labels = coordinate.values
+    if labels.dtype.kind not in "biufc":
+        raise UnsupportedOperationError(
+            f"isel of the coordinate along {coordinate.dims[0]!r} at traced positions picks labels of dtype "
+            f"{labels.dtype} per example or per call, which no kernel gathers: drop that coordinate first "
+            "(x.drop_vars(name))")
+    flat = np.reshape(positions._data, (-1,))
+    picked = np.take_along_axis(labels, flat, axis=0)
+    return xr.Variable(positions.dims, np.reshape(picked, np.shape(positions._data)), coordinate.attrs)
+
+
 def _check():
     """None if xarray's internals look as these hooks expect, else why not."""
     comp, fit, ds, da = xr_computation, xr_fit, xr_dataset.Dataset, xr_dataarray.DataArray
@@ -280,6 +361,13 @@ def _check():
         return "Weighted.__init__ does not check the weights with _weight_check"
     if list(getattr(xr_weighted.Weighted, "__slots__", ())) != ["obj", "weights"]:
         return "Weighted holds other attributes than (obj, weights)"
+    if list(inspect.signature(xr_variable.Variable.__getitem__).parameters) != ["self", "key"]:
+        return "Variable.__getitem__ does not take (key)"
+    for name in ("_item_key_to_tuple", "_finalize_indexing_result"):
+        if not callable(getattr(xr_variable.Variable, name, None)):
+            return f"Variable has no {name}"
+    if "__getitem__" in xr_variable.IndexVariable.__dict__:
+        return "IndexVariable has its own __getitem__"
     for name in ("nanfirst", "nanlast"):
         function = getattr(xr_nputils, name, None)
         if not callable(function) or list(inspect.signature(function).parameters) != ["values", "axis", "keepdims"]:
@@ -290,7 +378,8 @@ def _check():
 def installed():
     """Whether these methods go through this module under transforms."""
     return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby,
-                  xr_weighted.Weighted.__init__, xr_nputils.nanfirst, xr_nputils.nanlast)
+                  xr_weighted.Weighted.__init__, xr_nputils.nanfirst, xr_nputils.nanlast,
+                  xr_variable.Variable.__getitem__)
 
 
 def install():
@@ -305,7 +394,7 @@ def install():
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
                (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby),
                (xr_weighted.Weighted, "__init__", _weighted_init), (xr_nputils, "nanfirst", _nanfirst),
-               (xr_nputils, "nanlast", _nanlast))
+               (xr_nputils, "nanlast", _nanlast), (xr_variable.Variable, "__getitem__", _variable_getitem))
     patch(targets, _ORIGINAL)
     STATUS = "installed"
     return STATUS

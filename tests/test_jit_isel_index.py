@@ -1,9 +1,10 @@
 """``x.isel(t=i)`` with a traced position ``i`` under ``lf.jit`` (alone and around grad).
 
 xarray decides which dims an indexing keeps before it indexes the data, and drops one
-only for a concrete integer: the direct form with a 0-d traced ``i`` raises a policy
-error naming it and the recipe; the recipe (a length-1 dim, squeezed after) is a
-recorded gather that each replay follows.  Oracles: the unjitted function, the argmax
+only for a concrete integer: labeled_func.xarray_methods indexes at a 0-d traced ``i`` as
+NumPy indexes with an integer, so the direct form drops the dim as the function does; it
+and the recipe (a length-1 dim, squeezed after) are recorded gathers that each replay
+follows.  Oracles: the unjitted function, the argmax
 computed by NumPy, central finite differences.
 """
 import numpy as np
@@ -37,22 +38,24 @@ def central_differences(f, x, eps=1e-6):
     return grad
 
 
-def test_the_direct_form_raises_a_policy_error_naming_isel_and_the_recipe():
-    x = series()
-    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit with a 0-d traced index"
-                       r".*expand_dims\('k'\)\)\.squeeze\('k', drop=True\)") as info:
-        lf.jit(lambda v: v.isel(t=v.argmax("t")))(x)
-    assert isinstance(info.value.__cause__, ValueError)
-    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit"):
-        lf.jit(lambda v: v[{"t": v.argmax("t")}])(x)
-    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) inside lf\.jit"):
-        lf.jit(lf.grad(lambda v: v.isel(t=v.argmax("t")).sum()))(x)
+def test_the_direct_form_drops_the_dim_and_follows_each_calls_position():
+    direct = lambda v: v.isel(t=v.argmax("t"))  # noqa: E731
+    brackets = lambda v: v[{"t": v.argmax("t")}]  # noqa: E731
+    for f in (direct, brackets):
+        jitted = lf.jit(f)
+        for peak in (0, 3, 5):
+            x = series(peak=peak)
+            xr.testing.assert_identical(jitted(x), f(x))
+        assert jitted.traces == 1
+    x = series(peak=2)
+    np.testing.assert_allclose(lf.jit(lf.grad(lambda v: direct(v).sum()))(x).values, np.eye(6)[2])
 
 
-def test_the_direct_form_under_vmap_inside_jit_names_vmap():
+def test_the_direct_form_under_vmap_inside_jit_is_the_loop():
     x = xr.DataArray(RNG.normal(size=(3, 5)), dims=("sample", "t"))
-    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) under vmap"):
-        lf.jit(lf.vmap(lambda v: v.isel(t=v.argmax("t")), dim="sample"))(x)
+    f = lambda v: v.isel(t=v.argmax("t"))  # noqa: E731
+    loop = xr.concat([f(x.isel(sample=i)) for i in range(3)], dim="sample")
+    xr.testing.assert_identical(lf.jit(lf.vmap(f, dim="sample"))(x), loop)
 
 
 def test_other_value_errors_pass_through_unchanged():
@@ -111,12 +114,16 @@ def test_the_gradient_is_one_hot_at_each_calls_argmax(peaks):
     assert jitted.traces == 1
 
 
-def test_an_index_coordinate_needs_labels_and_says_so():
+def test_an_index_coordinate_gives_its_label_and_dates_say_to_drop_it():
     x = series().assign_coords(t=np.arange(6.0) * 0.5)
-    with pytest.raises(lf.ConversionError, match=r"index coordinate.*drop the index coordinate"):
-        lf.jit(pick_max)(x)
+    jitted = lf.jit(pick_max)
+    for values in (x, x * -1.0):
+        xr.testing.assert_identical(jitted(values), pick_max(values))   # the label at the peak: a coordinate
+    dated = x.assign_coords(t=xr.date_range("2000-01-01", periods=6))
+    with pytest.raises(lf.UnsupportedOperationError, match=r"coordinate along 't'.*drop that coordinate"):
+        lf.jit(pick_max)(dated)
     dropped = lf.jit(lambda v: pick_max(v.drop_vars("t")))
-    xr.testing.assert_identical(dropped(x), pick_max(x.drop_vars("t")))
+    xr.testing.assert_identical(dropped(dated), pick_max(dated.drop_vars("t")))
 
 
 def test_a_per_row_position_differentiates_to_a_one_hot_per_row():

@@ -91,11 +91,10 @@ def test_out_dims_that_do_not_fit_the_output_are_refused():
 
 
 # --- x.isel(t=i) with a 0-d index per example --------------------------------------------------
-def test_isel_with_a_0d_mapped_index_raises_a_policy_error_naming_isel():
+def test_isel_with_a_0d_mapped_index_is_the_loop():
     x = xr.DataArray(RNG.normal(size=(3, 4)), dims=("sample", "t"))
-    with pytest.raises(lf.UnsupportedOperationError, match=r"x\.isel\(t=i\) under vmap with a 0-d index") as info:
-        lf.vmap(lambda v: v.isel(t=v.argmax("t")), dim="sample")(x)
-    assert isinstance(info.value.__cause__, ValueError)
+    loop = xr.concat([v.isel(t=v.argmax("t")) for v in (x.isel(sample=i) for i in range(3))], dim="sample")
+    xr.testing.assert_identical(lf.vmap(lambda v: v.isel(t=v.argmax("t")), dim="sample")(x), loop)
 
 
 def test_the_recipe_of_the_isel_message_matches_the_loop():
