@@ -38,10 +38,9 @@ _INTERP_MAPPED = (
     "(hat functions), then (x * w).sum(dim)."
 )
 _LABELS = (
-    "Label lookup goes through pandas, which needs concrete labels, and a label computed "
-    "per example would select a different position per example. Select with a mask "
-    "instead, e.g. x.where(x[dim] == label, 0).sum(dim), or use positions with "
-    "np.take_along_axis."
+    "Label lookup goes through pandas, which needs concrete labels (method='nearest' on a "
+    "numeric increasing index works with a traced label). Select with a mask instead, e.g. "
+    "x.where(x[dim] == label, 0).sum(dim), or use positions (x.isel(dim=i) with a traced i)."
 )
 _OPT_EINSUM = (
     "xarray computes dot products with opt_einsum when it is installed, and opt_einsum hands "

@@ -1,5 +1,5 @@
-"""xarray's ``idxmax``/``idxmin``, ``sortby``, ``polyfit``, ``weighted``, ``first``/``last`` and ``isel``
-at traced positions, on traced values: hooks into
+"""xarray's ``idxmax``/``idxmin``, ``sortby``, ``polyfit``, ``weighted``, ``first``/``last``, ``isel``
+at traced positions and ``sel(method="nearest")`` of traced labels: hooks into
 xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
 
 - ``xarray.computation.computation._calc_idxminmax`` (``idxmax``/``idxmin``) picks the
@@ -45,6 +45,10 @@ xarray's internals, in the manner of :mod:`labeled_func.xarray_interp`.
   position); a 1-D variable that holds no traced value (a coordinate) at traced positions
   with dims of their own gives its numeric labels gathered there.  Labels that are not
   numbers raise :class:`UnsupportedOperationError` (drop the coordinate first).
+- ``PandasIndex.sel`` (``x.sel(t=label, method="nearest")``) asks pandas for the
+  positions of the labels.  Wrapped: where the label is traced, on a numeric increasing
+  index, the positions are found as pandas finds them (the nearer neighbour, the one above
+  at a tie) with ``np.searchsorted``; ``isel`` takes them as above.
 
 Outside transforms (nothing traced) the wrappers call xarray's own functions with the
 same arguments.  :func:`install` checks that xarray's functions have the expected
@@ -64,6 +68,7 @@ from xarray.computation import weighted as xr_weighted
 from xarray.core import dataarray as xr_dataarray
 from xarray.core import dataset as xr_dataset
 from xarray.core import dtypes as xr_dtypes
+from xarray.core import indexes as xr_indexes
 from xarray.core import indexing as xr_indexing
 from xarray.core import nputils as xr_nputils
 from xarray.core import variable as xr_variable
@@ -329,6 +334,40 @@ def _gathered_labels(coordinate, positions):
     return xr.Variable(positions.dims, np.reshape(picked, np.shape(positions._data)), coordinate.attrs)
 
 
+def _pandas_index_sel(self, labels, method=None, tolerance=None):
+    """``PandasIndex.sel``: pandas finds the positions of the labels, which it needs
+    concrete.  Where the label is traced and ``method="nearest"`` on a numeric increasing
+    index, the positions are found as pandas finds them (the nearer of the neighbours below
+    and above, the one above at a tie) by ``np.searchsorted``, traced: ``isel`` then takes
+    them (see ``_variable_getitem``)."""
+    original = _ORIGINAL["sel"]
+    if method != "nearest" or tolerance is not None or len(labels) != 1:
+        return original(self, labels, method=method, tolerance=tolerance)
+    (name, label), = labels.items()
+    data = label.variable._data if isinstance(label, xr.DataArray) else label._data if isinstance(label, xr.Variable) \
+        else label
+    index = self.index
+    if (not is_traced(data) or np.dtype(data.dtype).kind not in "iuf" or index.dtype.kind not in "iuf"
+            or not index.is_monotonic_increasing or len(index) == 0):
+        return original(self, labels, method=method, tolerance=tolerance)
+    values = np.asarray(index, dtype=np.float64)
+    target = data.astype(np.float64) if data.dtype != np.float64 else data
+    above = np.searchsorted(values, target, side="left")                  # the first label >= target
+    below = np.searchsorted(values, target, side="right") - 1             # the last label <= target
+    n = len(values)
+    above_c, below_c = np.minimum(above, n - 1), np.maximum(below, 0)
+    flat = lambda k: np.reshape(k, (-1,))  # noqa: E731
+    at_above = np.reshape(np.take_along_axis(values, flat(above_c), axis=0), np.shape(target))
+    at_below = np.reshape(np.take_along_axis(values, flat(below_c), axis=0), np.shape(target))
+    nearer_below = (np.abs(at_below - target) < np.abs(at_above - target)) | (above >= n)
+    position = np.where((below >= 0) & nearer_below, below_c, above_c)
+    if isinstance(label, xr.Variable):
+        position = xr.Variable(label.dims, position)
+    elif isinstance(label, xr.DataArray):
+        position = xr.DataArray(position, coords=label._coords, dims=label.dims)
+    return xr_indexes.IndexSelResult({self.dim: position})
+
+
 def _check():
     """None if xarray's internals look as these hooks expect, else why not."""
     comp, fit, ds, da = xr_computation, xr_fit, xr_dataset.Dataset, xr_dataarray.DataArray
@@ -368,6 +407,9 @@ def _check():
             return f"Variable has no {name}"
     if "__getitem__" in xr_variable.IndexVariable.__dict__:
         return "IndexVariable has its own __getitem__"
+    sel = inspect.signature(xr_indexes.PandasIndex.sel)
+    if list(sel.parameters) != ["self", "labels", "method", "tolerance"] or not hasattr(xr_indexes, "IndexSelResult"):
+        return "PandasIndex.sel does not take (labels, method, tolerance)"
     for name in ("nanfirst", "nanlast"):
         function = getattr(xr_nputils, name, None)
         if not callable(function) or list(inspect.signature(function).parameters) != ["values", "axis", "keepdims"]:
@@ -379,7 +421,7 @@ def installed():
     """Whether these methods go through this module under transforms."""
     return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby,
                   xr_weighted.Weighted.__init__, xr_nputils.nanfirst, xr_nputils.nanlast,
-                  xr_variable.Variable.__getitem__)
+                  xr_variable.Variable.__getitem__, xr_indexes.PandasIndex.sel)
 
 
 def install():
@@ -394,7 +436,8 @@ def install():
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
                (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby),
                (xr_weighted.Weighted, "__init__", _weighted_init), (xr_nputils, "nanfirst", _nanfirst),
-               (xr_nputils, "nanlast", _nanlast), (xr_variable.Variable, "__getitem__", _variable_getitem))
+               (xr_nputils, "nanlast", _nanlast), (xr_variable.Variable, "__getitem__", _variable_getitem),
+               (xr_indexes.PandasIndex, "sel", _pandas_index_sel))
     patch(targets, _ORIGINAL)
     STATUS = "installed"
     return STATUS
