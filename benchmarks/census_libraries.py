@@ -2,7 +2,7 @@
 MetPy, pyet, xgcm, cf_xarray, pint-xarray, geocat-comp), each called inside a one-example
 function on plain xarray data, under vmap (V), grad (G) and jit (J), each against its oracle.
 
-    cd /work/main && PYTHONPATH=. /path/to/venv/bin/python -m benchmarks.census_libraries
+    PYTHONPATH=. python -m benchmarks.census_libraries        # from the repository root
     ... -m benchmarks.census_libraries --markdown      # the counts as Markdown
     ... -m benchmarks.census_libraries -k metpy -v     # cases named so, crashes with tracebacks
     ... -m benchmarks.census_libraries --branches agree  # V and J under vmap(branches="agree")
@@ -52,20 +52,16 @@ import pandas as pd
 import xarray as xr
 
 import labeled_func as lf
-from labeled_func.errors import TransformError
 try:  # from the tests (tests/ on sys.path) and from benchmarks/ (PYTHONPATH=.)
-    from helpers_coverage import assert_same, loop_vmap
+    from census_xarray import (ATOL, DIM, EPS, N, OUTCOMES, RTOL, TRANSFORMS, _float_leaves, _Wrong,
+                               check_j_of, check_v_of, example, first_line, is_refusal, loop_vmap, scalarised)
 except ImportError:  # pragma: no cover
-    from tests.helpers_coverage import assert_same, loop_vmap
+    from tests.census_xarray import (ATOL, DIM, EPS, N, OUTCOMES, RTOL, TRANSFORMS, _float_leaves, _Wrong,
+                                     check_j_of, check_v_of, example, first_line, is_refusal, loop_vmap, scalarised)
+from benchmarks.census_xarray import format_table, outcome_lines
 
-DIM = "sample"
-N = 3
-EPS = 1e-6
-RTOL = 1e-5
-ATOL = 1e-7
-JIT_TOL = 1e-12
-TRANSFORMS = ("V", "G", "J")
-OUTCOMES = ("ok", "refused", "wrong", "crash", "n/a", "skipped")
+# the machinery (oracles, comparisons, the scalarisation for G) is the xarray census's
+# (tests/census_xarray.py); the cases, their inputs and the report by library are this file's
 LIBRARIES = {  # census name -> module to import
     "xrft": "xrft", "xhistogram": "xhistogram.xarray", "flox": "flox.xarray",
     "metpy": "metpy.calc", "pyet": "pyet", "xgcm": "xgcm", "cf_xarray": "cf_xarray",
@@ -458,19 +454,6 @@ class Outcome:
     detail: str = field(default="", repr=False)  # the traceback of a crash
 
 
-class _Wrong(Exception):
-    pass
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}"
-
-
-def is_refusal(error: BaseException) -> bool:
-    return isinstance(error, (TransformError, NotImplementedError))
-
-
 def _bound(case: Case, module) -> Callable[..., Any]:
     def f(*args):
         return case.f(module, *args)
@@ -482,91 +465,18 @@ def _args(case: Case) -> list[Any]:
     return [INPUTS[name] for name in case.args]
 
 
-def _example(obj: Any, i: int = 0) -> Any:
-    if isinstance(obj, (xr.DataArray, xr.Dataset)) and DIM in obj.dims:
-        return obj.isel({DIM: i}, drop=True)
-    return obj
-
-
-def _perturbed(obj: Any) -> Any:
-    if isinstance(obj, xr.DataArray) and obj.dtype.kind == "f" and DIM in obj.dims:
-        return obj.copy(data=obj.data * 0.9 + 0.05 * np.abs(obj.data).mean())
-    return obj
-
-
-def _float_leaves(out: Any) -> list[Any]:
-    if isinstance(out, xr.DataArray):
-        return [out] if out.dtype.kind == "f" and out.dtype.itemsize == 8 else []
-    if isinstance(out, xr.Dataset):
-        return [v for k in sorted(out.data_vars) for v in _float_leaves(out[k])]
-    if isinstance(out, (tuple, list)):
-        return [v for o in out for v in _float_leaves(o)]
-    dtype = getattr(out, "dtype", None)
-    return [out] if dtype is not None and dtype.kind == "f" and dtype.itemsize == 8 else []
-
-
-def _weights(shape: tuple[int, ...]) -> np.ndarray:
-    n = int(np.prod(shape))
-    return (0.5 + (np.arange(n) * 0.618034) % 1.0).reshape(shape)
-
-
-def _scalarised(f: Callable, shapes: list[tuple[int, ...]]) -> Callable:
-    def s(*args):
-        total = 0.0
-        for leaf, shape in zip(_float_leaves(f(*args)), shapes):
-            weighted = leaf * _weights(shape)
-            if isinstance(leaf, xr.DataArray):
-                total = total + weighted.sum()  # skips NaNs
-            else:
-                total = total + np.nansum(weighted)
-        return total
-    return s
-
-
-def _compare(result, expected, *, rtol, atol):
-    try:
-        assert_same(result, expected, rtol=rtol, atol=atol)
-    except AssertionError as error:
-        lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
-        raise _Wrong(" | ".join(lines[:3])[:240] or "differs") from None
-
-
 def check_v(f, args, vmap_kwargs):
-    expected = loop_vmap(f, DIM, *args)
-    result = lf.vmap(f, dim=DIM, **vmap_kwargs)(*args)
-    _compare(result, expected, rtol=1e-7, atol=1e-12)
-
-
-def _nans_moved(obj: Any) -> Any:
-    """The data rolled by one along its last axis: the NaNs elsewhere."""
-    if isinstance(obj, xr.DataArray) and obj.dtype.kind == "f" and DIM in obj.dims:
-        return obj.copy(data=np.roll(obj.data, 1, axis=-1))
-    return obj
-
-
-def _has_nans(obj: Any) -> bool:
-    return isinstance(obj, xr.DataArray) and obj.dtype.kind == "f" and bool(np.isnan(obj.data).any())
+    check_v_of(f, args, vmap_kwargs)
 
 
 def check_j(f, args, vmap_kwargs):
-    """The jitted vmap on the inputs, on other values (same NaNs) and, where an input holds
-    NaNs, on the NaNs moved: each against the un-jitted vmap (the loop where it refuses)."""
-    jitted = lf.jit(lf.vmap(f, dim=DIM, **vmap_kwargs))
-    calls = [args, [_perturbed(a) for a in args]]
-    if any(_has_nans(a) for a in args):
-        calls.append([_nans_moved(a) for a in args])
-    for call in calls:
-        try:
-            expected = lf.vmap(f, dim=DIM, **vmap_kwargs)(*call)
-        except Exception:  # noqa: BLE001 - vmap refuses: the loop is the function's value
-            expected = loop_vmap(f, DIM, *call)
-        _compare(jitted(*call), expected, rtol=JIT_TOL, atol=JIT_TOL)
+    check_j_of(f, args, vmap_kwargs)
 
 
 def grad_reason(case: Case, f) -> str | None:
     if case.grad:
         return case.grad
-    args = [_example(a) for a in _args(case)]
+    args = [example(a) for a in _args(case)]
     if not _float_leaves(args[0]):
         return "the first argument holds no float64"
     if not _float_leaves(f(*args)):
@@ -575,9 +485,9 @@ def grad_reason(case: Case, f) -> str | None:
 
 
 def check_g(f, args_all, vmap_kwargs):
-    args = [_example(a) for a in args_all]
+    args = [example(a) for a in args_all]
     shapes = [leaf.shape for leaf in _float_leaves(f(*args))]
-    s = _scalarised(f, shapes)
+    s = scalarised(f, shapes)
     g = lf.grad(s)(*args)
     x = args[0]
     if not isinstance(g, xr.DataArray) or set(g.dims) != set(x.dims):
@@ -686,19 +596,6 @@ def limitation(error: str) -> str:
     return "other"
 
 
-def _reason(error: str) -> str:
-    return re.sub(r" \(called from [^)]*\)", "", error)
-
-
-def _table(rows: list[list[str]], columns: list[str], markdown: bool) -> str:
-    if markdown:
-        lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
-    fmt = "  ".join(f"{{:>{w}}}" if i else f"{{:<{w}}}" for i, w in enumerate(widths))
-    return "\n".join(fmt.format(*r) for r in [columns, *rows])
-
-
 def tables(outcomes: list[Outcome], markdown: bool = False) -> str:
     count = defaultdict(int)
     for o in outcomes:
@@ -714,16 +611,12 @@ def tables(outcomes: list[Outcome], markdown: bool = False) -> str:
         n_cases = len({o.case for o in outcomes if o.library == lib})
         by_library.append([f"{lib} ({n_cases})",
                            *("/".join(str(count[(lib, t, o)]) for t in TRANSFORMS) for o in OUTCOMES)])
-    return (_table(by_transform, ["transform", *OUTCOMES, "total"], markdown) + "\n\n"
-            + _table(by_library, ["library (cases)", *(f"{o} V/G/J" for o in OUTCOMES)], markdown))
+    return (format_table(by_transform, ["transform", *OUTCOMES, "total"], markdown) + "\n\n"
+            + format_table(by_library, ["library (cases)", *(f"{o} V/G/J" for o in OUTCOMES)], markdown))
 
 
 def listing(outcomes: list[Outcome], verbose: bool = False) -> str:
     lines = []
-    refused = defaultdict(list)
-    for o in outcomes:
-        if o.outcome == "refused":
-            refused[_reason(o.error)].append(f"{o.case}:{o.transform}")
     by_limitation = defaultdict(lambda: defaultdict(int))
     for o in outcomes:
         if o.outcome == "refused":
@@ -732,19 +625,7 @@ def listing(outcomes: list[Outcome], verbose: bool = False) -> str:
         lines.append("\nrefused, by the limitation that blocks them (V/G/J):")
         for label, n in sorted(by_limitation.items(), key=lambda kv: -sum(kv[1].values())):
             lines.append(f"  {sum(n.values()):3d}  ({n['V']}/{n['G']}/{n['J']})  {label}")
-    if refused:
-        lines.append(f"\nrefused ({sum(map(len, refused.values()))}), by message:")
-        for reason, names in sorted(refused.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            lines.append(f"  {len(names):3d}  {reason[:200]}")
-            lines.append(f"       {' '.join(names)}")
-    for kind in ("wrong", "crash"):
-        bad = [o for o in outcomes if o.outcome == kind]
-        if bad:
-            lines.append(f"\n{kind} ({len(bad)}):")
-            for o in bad:
-                lines.append(f"  {o.case}:{o.transform}  {o.error[:240]}")
-                if verbose and o.detail:
-                    lines.append("    " + o.detail.replace("\n", "\n    "))
+    lines += outcome_lines(outcomes, verbose, by="message", width=200)
     na = [f"{o.case} ({o.error})" for o in outcomes if o.outcome == "n/a"]
     if na:
         lines.append(f"\nG not applicable ({len(na)}): {', '.join(na)}")

@@ -27,39 +27,50 @@ def _reason(error: str) -> str:
     return re.sub(r" \(called from [^)]*\)", "", error)
 
 
-def table(outcomes, markdown: bool = False) -> str:
-    counts = census.counts(outcomes)
-    columns = ["transform", *census.OUTCOMES]
-    rows = [[t, *(str(counts[t][o]) for o in census.OUTCOMES)] for t in census.TRANSFORMS]
-    rows.append(["all", *(str(sum(counts[t][o] for t in census.TRANSFORMS)) for o in census.OUTCOMES)])
+def format_table(rows: list[list[str]], columns: list[str], markdown: bool) -> str:
+    """``rows`` under ``columns``: Markdown, or aligned text (the first column to the left)."""
     if markdown:
         lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
-        return "\n".join(lines)
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
     widths = [max(len(r[i]) for r in [columns, *rows]) for i in range(len(columns))]
-    fmt = "  ".join(f"{{:>{w}}}" for w in widths)
+    fmt = "  ".join(f"{{:>{w}}}" if i else f"{{:<{w}}}" for i, w in enumerate(widths))
     return "\n".join(fmt.format(*r) for r in [columns, *rows])
 
 
-def listing(outcomes, verbose: bool = False) -> str:
+def table(outcomes, markdown: bool = False) -> str:
+    counts = census.counts(outcomes)
+    rows = [[t, *(str(counts[t][o]) for o in census.OUTCOMES)] for t in census.TRANSFORMS]
+    rows.append(["all", *(str(sum(counts[t][o] for t in census.TRANSFORMS)) for o in census.OUTCOMES)])
+    return format_table(rows, ["transform", *census.OUTCOMES], markdown)
+
+
+def outcome_lines(outcomes, verbose: bool = False, by: str = "reason", width: int = 160) -> list[str]:
+    """The refused runs grouped by their message (where it was called from left out), then
+    the wrong and crashing ones (with their tracebacks when ``verbose``): lines of the report
+    of this census and of the library census."""
     lines = []
     refused = defaultdict(list)
     for o in outcomes:
         if o.outcome == "refused":
             refused[_reason(o.error)].append(f"{o.case}:{o.transform}")
     if refused:
-        lines.append(f"\nrefused ({sum(map(len, refused.values()))}), by reason:")
+        lines.append(f"\nrefused ({sum(map(len, refused.values()))}), by {by}:")
         for reason, names in sorted(refused.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-            lines.append(f"  {len(names):3d}  {reason[:160]}")
+            lines.append(f"  {len(names):3d}  {reason[:width]}")
             lines.append(f"       {' '.join(names)}")
     for kind in ("wrong", "crash"):
         bad = [o for o in outcomes if o.outcome == kind]
         if bad:
             lines.append(f"\n{kind} ({len(bad)}):")
             for o in bad:
-                lines.append(f"  {o.case}:{o.transform}  {o.error[:200]}")
+                lines.append(f"  {o.case}:{o.transform}  {o.error[:width + 40]}")
                 if verbose and o.detail:
                     lines.append("    " + o.detail.replace("\n", "\n    "))
+    return lines
+
+
+def listing(outcomes, verbose: bool = False) -> str:
+    lines = outcome_lines(outcomes, verbose)
     skipped = sorted({f"{o.case} ({o.error})" for o in outcomes if o.outcome == "skipped"})
     if skipped:
         lines.append(f"\nskipped: {', '.join(skipped)}")

@@ -402,21 +402,14 @@ def _difference(a, b):
         return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
     if kind_a != kind_b:
         return "kinds of output", _show(kind_a, sizes_a), _show(kind_b, sizes_b)
-    if kind_a == "DataTree":
+    if kind_a in ("DataTree", "Dataset"):  # parts by name: a tree's nodes, a Dataset's variables
+        parts, part = ("nodes", "node") if kind_a == "DataTree" else ("data variables", "data variable")
         if sorted(sizes_a) != sorted(sizes_b):
-            return "nodes", sorted(sizes_a), sorted(sizes_b)
-        for path in sizes_a:
-            found = _difference(sizes_a[path], sizes_b[path])
-            if found is not None:
-                return f"{found[0]} in node {path!r}", found[1], found[2]
-        return None
-    if kind_a == "Dataset":
-        if sorted(sizes_a) != sorted(sizes_b):
-            return "data variables", sorted(sizes_a), sorted(sizes_b)
+            return parts, sorted(sizes_a), sorted(sizes_b)
         for name in sizes_a:
             found = _difference(sizes_a[name], sizes_b[name])
             if found is not None:
-                return f"{found[0]} in data variable {name!r}", found[1], found[2]
+                return f"{found[0]} in {part} {name!r}", found[1], found[2]
         return None
     if sizes_a != sizes_b:
         return ("dims" if kind_a != "array" else "shapes"), _show(kind_a, sizes_a), _show(kind_b, sizes_b)

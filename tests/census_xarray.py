@@ -640,23 +640,19 @@ def scalarised(f: Callable, shape_of: list[tuple[int, ...]]) -> Callable:
         total = 0.0
         for leaf, shape in zip(leaves, shape_of):
             weighted = leaf * _weights(shape)
-            total = total + (weighted.sum() if isinstance(leaf, xr.DataArray) else np.sum(weighted))
+            total = total + (weighted.sum() if isinstance(leaf, xr.DataArray) else np.nansum(weighted))
         return total
     return s
 
 
-def _vmapped(case: Case) -> Any:
-    return lf.vmap(case.f, dim=DIM)(*args_of(case))
-
-
-def _loop(case: Case, args: list[Any]) -> Any:
-    return loop_vmap(case.f, DIM, *args)
-
-
 def check_v(case: Case) -> None:
-    args = args_of(case)
-    expected = _loop(case, args)
-    result = lf.vmap(case.f, dim=DIM)(*args)
+    check_v_of(case.f, args_of(case))
+
+
+def check_v_of(f: Callable, args: list[Any], vmap_kwargs: dict | None = None) -> None:
+    """``lf.vmap(f)`` against the per-example loop (also the library census's V)."""
+    expected = loop_vmap(f, DIM, *args)
+    result = lf.vmap(f, dim=DIM, **(vmap_kwargs or {}))(*args)
     _compare(result, expected, rtol=1e-7, atol=1e-12)
 
 
@@ -677,18 +673,24 @@ def _has_nans(obj: Any) -> bool:
 
 
 def check_j(case: Case) -> None:
+    check_j_of(case.f, args_of(case))
+
+
+def check_j_of(f: Callable, inputs: list[Any], vmap_kwargs: dict | None = None) -> None:
     """Three calls of one jitted function: the inputs, other values, and (inputs with NaNs)
-    the NaNs moved; each against the un-jitted vmap, or the loop where vmap refuses."""
-    jitted = lf.jit(lf.vmap(case.f, dim=DIM))
-    calls = [args_of(case), [perturbed(a) for a in args_of(case)]]
-    if any(_has_nans(a) for a in args_of(case)):
-        calls.append([nans_moved(a) for a in args_of(case)])
+    the NaNs moved; each against the un-jitted vmap, or the loop where vmap refuses (also
+    the library census's J)."""
+    vmap_kwargs = vmap_kwargs or {}
+    jitted = lf.jit(lf.vmap(f, dim=DIM, **vmap_kwargs))
+    calls = [inputs, [perturbed(a) for a in inputs]]
+    if any(_has_nans(a) for a in inputs):
+        calls.append([nans_moved(a) for a in inputs])
     for number, args in enumerate(calls):
         try:
-            expected = lf.vmap(case.f, dim=DIM)(*args)
+            expected = lf.vmap(f, dim=DIM, **vmap_kwargs)(*args)
         except Exception:  # vmap refuses (or fails): the loop is the function's value
             try:
-                expected = _loop(case, args)
+                expected = loop_vmap(f, DIM, *args)
             except Exception:  # no value at all (the examples' shapes differ): skip the call
                 if number < 2:
                     raise
@@ -809,7 +811,7 @@ def check_oracles() -> list[str]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _loop(case, args_of(case))
+                loop_vmap(case.f, DIM, *args_of(case))
         except Exception as error:  # noqa: BLE001
             broken.append(f"{case.name}: {first_line(error)}")
     return broken

@@ -457,23 +457,7 @@ def test_a_lazy_vmap_of_a_traced_value_inside_grad_says_to_swap_the_transforms(h
 
 # --- a Dask array built from traced values raises at once (it used to be silently wrong) -------------
 # oracles: the documented ConversionError naming the Dask call and the user's line; closed forms
-TRACED_X = xr.DataArray([1.0, 2.0, 4.0], dims="t")
-TRACED_BATCH = xr.DataArray([[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]], dims=("s", "t"))
-
-
-def under(transform, f, x=TRACED_X):
-    """``f`` under one transform, by name (vmap maps dim "s" of TRACED_BATCH)."""
-    if transform == "grad":
-        return lf.grad(f)(x)
-    if transform == "jvp":
-        return lf.jvp(f, (x,), (xr.ones_like(x),))[1]
-    if transform == "jacrev":
-        return lf.jacrev(f)(x)
-    if transform == "jacfwd":
-        return lf.jacfwd(f)(x)
-    if transform == "vmap":
-        return lf.vmap(f, dim="s")(TRACED_BATCH)
-    raise AssertionError(transform)
+from transform_by_name import X as TRACED_X, under  # noqa: E402
 
 
 def dask_stack(x):

@@ -510,23 +510,7 @@ def test_read_only_views_see_writes_into_their_base_and_refuse_writes(make_view)
 
 
 # --- storing traced values into a plain NumPy buffer raises (under AD it dropped the derivative) ------
-PLAIN_X = xr.DataArray([1.0, 2.0, 4.0], dims="t")
-PLAIN_BATCH = xr.DataArray([[1.0, 2.0, 4.0], [3.0, -1.0, 0.5]], dims=("s", "t"))
-
-
-def under(transform, f, x=PLAIN_X):
-    """``f`` under one transform, by name (vmap maps dim "s" of PLAIN_BATCH)."""
-    if transform == "grad":
-        return lf.grad(f)(x)
-    if transform == "jvp":
-        return lf.jvp(f, (x,), (xr.ones_like(x),))[1]
-    if transform == "jacrev":
-        return lf.jacrev(f)(x)
-    if transform == "jacfwd":
-        return lf.jacfwd(f)(x)
-    if transform == "vmap":
-        return lf.vmap(f, dim="s")(PLAIN_BATCH)
-    raise AssertionError(transform)
+from transform_by_name import BATCH as PLAIN_BATCH, X as PLAIN_X, under  # noqa: E402
 
 
 def fill(x):
