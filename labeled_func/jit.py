@@ -398,7 +398,7 @@ class Jitted:
         with active(level), lf_random.recorded_draws(level) as draws:
             traced, aliases = [], call.key[-1]
             for k, array in enumerate(call.arrays):
-                tracer = level.input(array)  # every argument an input, so that positions line up
+                tracer = level.input(array, call.describe(k))  # every argument an input, so that positions line up
                 traced.append(tracer if aliases is None or aliases[k] == k else traced[aliases[k]])
             args, kwargs = call.rebuild(traced)
             try:

@@ -384,3 +384,34 @@ def array_like(func):
 for _func in (np.asarray, np.asanyarray, np.array, np.ascontiguousarray, np.asfortranarray):
     ENTRIES.append(fixed(f"{_func.__name__}_like", array_like(_func), [((A(3, 4),), {}), ((A(5),), {})],
                          dtypes=FLOAT + INT + COMPLEX, strict_ok=False))
+
+
+# the creators that take like= only to pick the kind of array (flox: np.arange(size, like=aux)):
+# n values, NumPy's constant, whatever x is
+MADE_LIKE = {
+    np.arange: lambda n, x: np.arange(n, like=x),
+    np.empty: lambda n, x: np.empty((0,), like=x).sum(),
+    np.zeros: lambda n, x: np.zeros(n, like=x),
+    np.ones: lambda n, x: np.ones(n, like=x),
+    np.full: lambda n, x: np.full(n, 2.5, like=x),
+    np.identity: lambda n, x: np.identity(n, like=x)[0],
+    np.eye: lambda n, x: np.eye(n, k=1, like=x)[0],
+    np.tri: lambda n, x: np.tri(n, like=x)[-1],
+    np.fromfunction: lambda n, x: np.fromfunction(lambda i: i * 2.0, (n,), like=x),
+    np.frombuffer: lambda n, x: np.frombuffer(np.arange(n, dtype=np.float64).tobytes(), like=x),
+    np.fromiter: lambda n, x: np.fromiter(range(n), dtype=np.float64, like=x),
+    np.fromstring: lambda n, x: np.fromstring(" ".join(map(str, range(n))), sep=" ", like=x),
+}
+
+
+def made_like(func, make):
+    def op(x):
+        """``func(..., like=x)``: NumPy's constant, times ``x``."""
+        return make(x.shape[-1] if x.ndim else 1, x) * x
+    op.__name__ = f"{func.__name__}_like"
+    return op
+
+
+for _func, _make in MADE_LIKE.items():
+    ENTRIES.append(fixed(f"{_func.__name__}_like", made_like(_func, _make), [((A(3, 4),), {}), ((A(5),), {})],
+                         dtypes=FLOAT + INT + COMPLEX, strict_ok=False))

@@ -54,8 +54,7 @@ def batches(op, dtype):
                            for k in (0, 2)]
 
 
-STATIC_SHAPES = [op for op in OP_DB if not op.dynamic_shape_args  # the others: policy tests below
-                 and op.name != "bincount_minlength"]  # fixed under vmap when minlength covers the values
+STATIC_SHAPES = [op for op in OP_DB if not op.dynamic_shape_args]  # the others: policy tests below
 
 
 @pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in STATIC_SHAPES])
@@ -263,7 +262,7 @@ def stores_into_numpy(x):
     (converts, lf.ConversionError, "concrete array"),
     (unique_values, lf.DynamicShapeError, "numpy.unique under lf.jit"),
     (masks, lf.DynamicShapeError, "under lf.jit"),
-    (lambda x: np.bincount((x.data > 0).astype(int).ravel(), minlength=4), lf.DynamicShapeError,
+    (lambda x: np.bincount((x.data > 0).astype(int).ravel()), lf.DynamicShapeError,
      "numpy.bincount under lf.jit"),
     (stores_into_numpy, lf.InplaceError, "inside lf.jit"),
     (lf.grad(lambda x: (x * float(x.sum())).sum()), lf.ItemError, "lf.jit"),
@@ -273,12 +272,24 @@ def test_policies_inside_jit_raise_their_errors(func, error, words):
         lf.jit(func)(X)
 
 
-def test_bincount_of_a_mapped_array_under_jit_says_the_bins_follow_later_values():
+def test_bincount_with_minlength_under_jit_guards_that_every_value_is_below_it():
     counts = lf.vmap(lambda v: np.bincount(v, minlength=4), in_dims=(0,))
-    values = np.array([[0, 1, 1], [2, 0, 3]])
-    assert counts(values).tolist() == [np.bincount(v, minlength=4).tolist() for v in values]
+    jitted = lf.jit(counts)
+    for values in (np.array([[0, 1, 1], [2, 0, 3]]), np.array([[3, 3, 3], [0, 0, 1]])):
+        assert jitted(values).tolist() == [np.bincount(v, minlength=4).tolist() for v in values]
+    assert jitted.traces == 1
+    # a later call with a value past minlength: traced again, and refused as vmap refuses it
+    with pytest.raises(lf.DynamicShapeError, match=r"example 1 has a value >= minlength=4"):
+        jitted(np.array([[0, 1, 1], [2, 0, 4]]))
+    with pytest.raises(lf.DynamicShapeError, match=r"example 1 has a value >= minlength=4"):
+        counts(np.array([[0, 1, 1], [2, 0, 4]]))
+    # unmapped under plain lf.jit: the same guard, and past it the length follows the values
+    plain = lf.jit(lambda x: np.bincount((x > 0).astype(int) * 2, minlength=3))
+    for x in (np.array([1.0, -1.0, 2.0]), np.array([-1.0, -1.0, -2.0])):
+        assert plain(x).tolist() == np.bincount((x > 0).astype(int) * 2, minlength=3).tolist()
+    assert plain.traces == 1
     with pytest.raises(lf.DynamicShapeError, match="numpy.bincount under lf.jit"):
-        lf.jit(counts)(values)
+        lf.jit(lambda x: np.bincount((x > 0).astype(int) * 3, minlength=3))(np.array([1.0, -1.0]))
 
 
 def test_vectorize_under_jit_reruns_the_python_loop_on_each_calls_values():

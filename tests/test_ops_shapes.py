@@ -52,7 +52,15 @@ def test_positions_computed_from_mapped_values_are_refused_under_vmap_and_jit():
     with pytest.raises(lf.DynamicShapeError, match="numpy.delete"):
         vmap(lambda x: np.delete(x, np.argsort(x)[:2]), X)
     with pytest.raises(lf.DynamicShapeError, match="numpy.delete.*lf.jit"):
-        lf.jit(lambda x, i: np.delete(x, i))(X[0], np.array([1, 2]))
+        lf.jit(lambda x: np.delete(x, np.argsort(x)[:2]))(X[0])
+
+
+def test_positions_given_as_an_integer_argument_of_lf_jit_are_structure_compared_at_each_call():
+    jitted = lf.jit(lambda x, i: np.delete(x, i))
+    for positions in ([1, 2], [1, 2], [0, 3], [1, 2]):
+        np.testing.assert_array_equal(jitted(X[0], np.array(positions)), np.delete(X[0], positions))
+    assert jitted.traces == 2  # [1, 2] traced once and replayed; [0, 3] its own program
+    assert "the values of argument 'i'" in jitted.explain()
 
 
 def test_positions_computed_from_values_under_grad_are_fixed_by_the_primal():

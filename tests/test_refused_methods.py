@@ -113,6 +113,24 @@ def test_array_like_copies_a_traced_array():
     check_derivatives(f, x[0])
 
 
+def test_the_other_creators_like_a_traced_array_give_numpys_constant():
+    seen = []
+
+    def f(x):  # flox: np.arange(size, like=aux)
+        made = [np.arange(3, like=x), np.zeros(3, like=x), np.ones(3, like=x), np.full(3, 2.5, like=x),
+                np.empty(0, like=x), np.identity(3, like=x)[0], np.eye(3, like=x)[1], np.tri(3, like=x)[2],
+                np.fromfunction(lambda i: i * 2.0, (3,), like=x),
+                np.frombuffer(np.array([1.0, 2.0, 3.0]).tobytes(), like=x),
+                np.fromiter(iter([1.0, 5.0, 7.0]), dtype=float, like=x)]
+        seen.extend(type(m) for m in made)
+        return x * sum(m for m in made if m.size)
+
+    x = np.random.default_rng(2).normal(size=(4, 3))
+    check_vmap_jit(f, x)
+    check_derivatives(f, x[0])
+    assert set(seen) == {np.ndarray}
+
+
 def test_asarray_like_of_a_list_holding_traced_values_is_refused():
     with pytest.raises(UnsupportedOperationError, match="a list of traced values, like=.*np.stack"):
         lf.vmap(lambda x: np.asarray([x[0], 1.0], like=x), in_dims=0)(np.ones((2, 3)))

@@ -25,9 +25,9 @@ from labeled_func_kernels.primitive import bottom, known
 from . import diagnose
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError, ItemError, TransformError,
                      UnsupportedOperationError)
-from .stack import (Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
+from .stack import (Level, active, kept_traced, bind_custom_jvp, bind_custom_vjp, bind_per_example, differentiated, inplace_assign,
                     recorded_equal, traced_by)
-from .numpy.dynamic import register_agreement
+from .numpy.dynamic import register_agreement, register_checks
 from .tracer import Tracer, Wording, unknown_value_policy
 
 __all__ = ["BatchLevel", "BatchTracer", "any_example_true", "batch_value", "unbatch_value",
@@ -398,14 +398,16 @@ class ExampleNames(NamedTuple):
         in a Dask block's program, or in the program of vmap(chunk_size=k, jit=...)'s chunks)."""
         try:
             if callable(self.labels):
-                self.labels()
+                with kept_traced():
+                    self.labels()
         except TransformError:
             return False
         return True
 
     def label(self, k):
         try:
-            labels = self.labels() if callable(self.labels) else self.labels
+            with kept_traced():
+                labels = self.labels() if callable(self.labels) else self.labels
         except TransformError:  # labels recorded by lf.jit: positions only
             return None
         if labels is None or not 0 <= k < len(labels):
@@ -788,6 +790,7 @@ _PROBE_RUNS = 16  # at most this many runs of the stand-in, each with other answ
 
 
 register_agreement(agreed_constant, agreed_positions)
+register_checks(check_examples)
 
 
 def _probe_refusal(what):

@@ -27,7 +27,7 @@ from labeled_func_kernels.primitive import Primitive, Traced, differentiated, to
 from . import diagnose
 from .errors import EscapedTracerError, InplaceError, UnsupportedOperationError
 
-__all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "is_traced", "level_of", "held", "differentiated", "traced_by",
+__all__ = ["Level", "active", "current_levels", "inplace_assign", "is_batched", "is_traced", "kept_traced", "structure_value", "level_of", "held", "differentiated", "traced_by",
            "bind_custom_jvp", "bind_custom_vjp", "bind_per_example", "bind_checkpoint"]
 
 _STACK: ContextVar[tuple] = ContextVar("labeled_func_transform_stack", default=())
@@ -55,6 +55,11 @@ class Level:
         self.depth = 0
         self.alive = True
         self.label = None  # the public transform that made the level (jacrev, hessian, ...)
+
+    def made_concrete(self, tracer: Any, what: str, how: str | None = None) -> Any:
+        """The concrete values of ``tracer`` (of this level) for the conversion ``what`` where
+        the level can give them (lf.jit: structure, guarded); None: the policy error."""
+        return None
 
     def escaped(self, operation: Any) -> NoReturn:
         what = getattr(operation, "name", operation)
@@ -205,6 +210,41 @@ def is_batched(value: Any) -> bool:
             return True
         value = value._value
     return False
+
+
+# --- structure made concrete under lf.jit ----------------------------------------------------------
+# lf.jit records on values: a value computed only from integer, boolean, string or date
+# arguments (group labels, codes, masks) is structure, and where a library needs it as NumPy
+# values (pandas.unique, an `if` on whether labels are sorted, np.bincount's length) lf.jit
+# gives them, guarded (see JitLevel.made_concrete).  Our own code that probes whether a value
+# can be read (labels carried as data through a program) keeps it traced.
+_KEEP_TRACED: ContextVar[bool] = ContextVar("labeled_func_keep_traced", default=False)
+
+
+@contextmanager
+def kept_traced() -> Iterator[None]:
+    """Inside: no recorded value is made concrete (a conversion raises the policy error)."""
+    token = _KEEP_TRACED.set(True)
+    try:
+        yield
+    finally:
+        _KEEP_TRACED.reset(token)
+
+
+def structure_value(value: Any, what: str, how: str | None = None) -> Any:
+    """The concrete values of ``value`` where the level that records it (lf.jit) can give
+    them for the conversion ``what`` (they are structure: see ``JitLevel.made_concrete``),
+    guarded; None otherwise (a mapped value, a float one, or inside :func:`kept_traced`)."""
+    if _KEEP_TRACED.get():
+        return None
+    while isinstance(value, Traced):
+        level = value._level
+        if level.batches:
+            return None
+        if level.abstract:
+            return level.made_concrete(value, what, how) if level.alive else None
+        value = value._value
+    return None
 
 
 # --- in-place updates ---------------------------------------------------------------------------

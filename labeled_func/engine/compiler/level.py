@@ -13,6 +13,7 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
 from labeled_func_kernels.primitive import Traced
 
+from ..batching import _decided_at, _same_values_holds
 from ..errors import UnsupportedOperationError
 from ..replay import roll_into, safe_product, trailing_sum
 from ..stack import Level
@@ -31,7 +32,7 @@ class JitLevel(Level):
 
     name = "jit"
     abstract = True
-    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources")
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources", "input_names", "_static", "_producers")
 
     def __init__(self):
         super().__init__()
@@ -42,6 +43,9 @@ class JitLevel(Level):
         self._copied = {}  # slot of a copy -> slot of the array it copies (the first of a chain)
         self.guards = []  # the Guards of the recording: decisions taken from this call's values
         self.sources = set()  # the slots of values drawn afresh at every run (see source)
+        self.input_names = {}  # slot of an input -> the argument that holds it (for messages)
+        self._static = set()  # the slots of the values made concrete (see made_concrete), each guarded once
+        self._producers = [{}, 0]  # slot -> the node that computes it, and how many nodes are indexed
 
     def same_values(self, a, b):
         """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
@@ -60,10 +64,12 @@ class JitLevel(Level):
         self._slots += 1
         return self._slots - 1
 
-    def input(self, value):
-        """A traced input of the program."""
+    def input(self, value, name=None):
+        """A traced input of the program; ``name``: the argument that holds it, in messages."""
         tracer = JitTracer(self, value, self.new_slot())
         self.program.inputs.append(tracer._slot)
+        if name is not None:
+            self.input_names[tracer._slot] = name
         if type(value) is np.ndarray:
             self.program.layouts[tracer._slot] = (value.shape, value.dtype)
             self.program.strides[tracer._slot] = value.strides
@@ -110,6 +116,66 @@ class JitLevel(Level):
                 "iteration. Decide outside the loop, or select with xr.where / np.where.")
         slot = self.output_slot(tracer)
         self.guards.append(Guard(slot, holds, what, answer))
+
+    def made_concrete(self, tracer, what, how=None):
+        """This run's value of ``tracer`` (of this recording), which ``what`` makes concrete
+        (``np.asarray``, ``bool()``, ``int()``, indexing with it...), where that value is
+        *structure*: computed from integer, boolean, string or date arguments only (group
+        labels, codes, masks given as arguments; no float argument, no random draw).  It becomes
+        part of the call's signature, compared by content after each replay (a guard: a later
+        call whose value differs traces again; ``how`` names the conversion in its messages,
+        ``"shape"`` where the value fixes a shape), as if those arguments were named in
+        ``static_argnames``.  This is how flox's ``pandas.unique`` of group labels and its
+        ``if`` on whether they are sorted run under lf.jit.  None otherwise (values computed
+        from float arguments keep the documented policy), inside a loop's body (run many times
+        per call), and for a value not in host memory."""
+        if self.in_loop_body:
+            return None
+        slot = self.output_slot(tracer)  # a view: brought up to date
+        value = tracer._value
+        if type(value) is not np.ndarray and not isinstance(value, np.generic):
+            return None
+        names = self._structure_of(slot)
+        if names is None:
+            return None
+        if slot not in self._static:
+            self._static.add(slot)
+            which = (f"the values of {names[0]}" if self.program.inputs.count(slot) else
+                     f"a value computed from {', '.join(names)}" if names else "a value computed from constants")
+            self.guards.append(Guard(slot, _same_values_holds(np.array(value, copy=True)),
+                                     f"{which} ({_decided_at(f'made concrete by {how or _MADE_CONCRETE.get(what, what)}')})",
+                                     "those of its call"))
+        return value
+
+    def _structure_of(self, slot):
+        """The arguments (their names) that the value of ``slot`` is computed from where they
+        are all integer, boolean, string or date arrays (structure); None where the value
+        depends on a float argument, a random draw or something the program does not say."""
+        nodes = self.program.nodes
+        producers = self._producers
+        for node in nodes[producers[1]:]:
+            producers[0][node.slot] = node
+        producers[1] = len(nodes)
+        inputs = set(self.program.inputs)
+        names, seen, todo = [], set(), [slot]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current in inputs:
+                layout = self.program.layouts.get(current)
+                if layout is None or np.dtype(layout[1]).kind in "fcV":
+                    return None
+                names.append(self.input_names.get(current, "an argument"))
+                continue
+            if current in self.sources:
+                return None
+            node = producers[0].get(current)
+            if node is None:
+                return None
+            todo.extend(ref for ref in node.refs if type(ref) is int)
+        return sorted(set(names))
 
     def derived(self, function, tracer, value):
         """A value that each run computes by ``function(v)`` from the run's value ``v`` of
@@ -250,6 +316,10 @@ class JitLevel(Level):
             slot = self.new_slot()
             self.program.nodes.append(Node(_identity, {}, (Constant(src),), slot))
             dest._value, dest._slot = src, slot
+
+
+_MADE_CONCRETE = {"array": "np.asarray", "mask": "pandas.isna", "bool": "bool()", "index": "indexing with it",
+                  "setitem": "a store into a NumPy array"}
 
 
 class Guard:

@@ -268,3 +268,21 @@ def _array_like(func):
 
 for _func in (np.asarray, np.asanyarray, np.array, np.ascontiguousarray, np.asfortranarray):
     implements(_func)(_array_like(_func))
+
+
+def _made_like(func):
+    """``np.arange(n, like=traced)`` and the other creators that take ``like=`` only to pick
+    the kind of array to make (flox): ``like=`` names no value, so the result is what NumPy
+    makes without it (a constant of the computation); traced arguments meet NumPy's own
+    conversions there, with the transforms' policies."""
+    def handler(*args, **kwargs):
+        return func(*args, **kwargs)
+
+    handler.__name__ = handler.__qualname__ = f"_{func.__name__}_like"
+    handler.__doc__ = _made_like.__doc__
+    return handler
+
+
+for _func in (np.arange, np.empty, np.zeros, np.ones, np.full, np.identity, np.eye, np.tri, np.fromfunction,
+              np.frombuffer, np.fromiter, np.fromstring):
+    implements(_func)(_made_like(_func))

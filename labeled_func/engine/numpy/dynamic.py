@@ -20,21 +20,30 @@ from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as ki
 from labeled_func_kernels import reductions as kr
-from labeled_func_kernels.backend import any_true, backend_of, dtype_kind, known_true, namespace, normalize_axis
+from labeled_func_kernels.backend import backend_of, dtype_kind, known_true, namespace, normalize_axis
 from labeled_func_kernels.primitive import bottom, known, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError
-from ..stack import is_batched
+from ..stack import is_batched, structure_value
 from .dispatch import asarray, implements
 
-__all__ = ["fixed", "pick", "register_agreement", "agreed_constant", "agreed_positions", "UniqueAllResult",
+__all__ = ["fixed", "pick", "register_agreement", "register_checks", "agreed_constant", "agreed_positions", "UniqueAllResult",
            "UniqueCountsResult", "UniqueInverseResult"]
 
 
 # The rules of lf.vmap(..., branches="agree") for data-dependent shapes, registered by the vmap
 # level's module (which imports this one): functions, set once at import, not transform state.
 _AGREEMENT: dict = {}
+
+
+# ``examples(value, failing, error, what)``: batching.check_examples (a check made per example,
+# a guard under lf.jit), registered by the vmap level's module as the rules above
+_CHECKS: dict = {}
+
+
+def register_checks(examples):
+    _CHECKS.update(examples=examples)
 
 
 def register_agreement(constant, positions):
@@ -63,6 +72,10 @@ def fixed(value, culprit):
             common = agreed_constant(value, culprit)
             if common is not None:
                 return common
+        else:
+            structure = structure_value(value, "shape", f"the output shape of {culprit}")
+            if structure is not None:
+                return _host(structure)
         transform = "vmap" if is_batched(value) else "jit"
         raise DynamicShapeError(diagnose.dynamic_shape_message(diagnose.call_site(), culprit, transform))
     return _host(bottom(value))
@@ -245,6 +258,8 @@ def _bincount(x, /, weights=None, minlength=0):
     if is_batched(x):
         _check_fixed_length(x, minlength)
         length = minlength
+    elif minlength and not known(x) and _below(x, minlength):  # lf.jit: the check is a guard
+        length = minlength
     else:
         values = fixed(x, "numpy.bincount")
         length = max(minlength, int(values.max()) + 1 if values.size else 0)
@@ -252,24 +267,42 @@ def _bincount(x, /, weights=None, minlength=0):
 
 
 def _check_fixed_length(x, minlength):
-    """DynamicShapeError unless ``minlength`` is above every value of the mapped ``x``."""
-    if minlength and not any_true(ew.greater_equal.bind(x, minlength)):
-        return
+    """DynamicShapeError unless ``minlength`` is above every value of the mapped ``x`` (per
+    example, naming those that are not; under lf.jit a guard re-checks it at every replay)."""
     site = diagnose.call_site()
     where = f" (called from {site.location})" if site.location else ""
-    if not known(x):
-        raise DynamicShapeError(
-            f"numpy.bincount under lf.jit{where}: its number of bins, max(minlength, max(x) + 1), "
-            "follows the values of each later call, and lf.jit records one shape. Use np.histogram "
-            "with fixed bins, or call lf.jit on a function without it.")
-    why = ("without minlength= the number of bins is max(x) + 1, which follows the values of each example"
-           if not minlength else
-           f"some example has a value >= minlength={minlength}, which would add bins to that example only")
-    raise DynamicShapeError(
-        f"numpy.bincount of a mapped x under vmap{where}: {why}, and a batch cannot hold arrays of "
-        "different shapes. Pass minlength= larger than every value (each example then has exactly "
-        "minlength bins), or np.histogram with fixed bins."
-    )
+
+    def error(examples):
+        why = ("without minlength= the number of bins is max(x) + 1, which follows the values of each example"
+               if not minlength else
+               f"{examples or 'some example'} {'have' if examples and ',' in examples else 'has'} a value "
+               f">= minlength={minlength}, which would add bins to that example only")
+        return DynamicShapeError(
+            f"numpy.bincount of a mapped x under vmap{where}: {why}, and a batch cannot hold arrays of "
+            "different shapes. Pass minlength= larger than every value (each example then has exactly "
+            "minlength bins), or np.histogram with fixed bins.")
+
+    if not minlength:
+        raise error(None)
+    _CHECKS["examples"](x, lambda rows: (rows >= minlength).any(axis=1), error,
+                        f"numpy.bincount's values below minlength={minlength}")
+
+
+class _Above(Exception):
+    pass
+
+
+def _below(x, minlength):
+    """Whether every value of the recorded ``x`` is below ``minlength`` (then a guard of lf.jit)."""
+    def error(examples):
+        return _Above()
+
+    try:
+        _CHECKS["examples"](x, lambda rows: (rows >= minlength).any(axis=1), error,
+                            f"numpy.bincount's values below minlength={minlength}")
+    except _Above:
+        return False
+    return True
 
 
 # --- set operations: sorted unique values, positions found on the primal ---------------------------

@@ -29,7 +29,7 @@ from labeled_func_kernels.primitive import Traced, known, top_level
 
 from .. import diagnose
 from ..errors import DynamicShapeError, UnsupportedOperationError
-from ..stack import inplace_assign, is_batched, traced_by
+from ..stack import inplace_assign, is_batched, structure_value, traced_by
 from .dispatch import asarray, implements, implements_method, kind, ufunc_name, unlabeled
 from .dynamic import agreed_constant, agreed_positions, fixed, pick
 from .elementwise import clip
@@ -357,6 +357,10 @@ def constant_indices(item: Any, name: str,
     """Integer index array ``item`` as NumPy's: refused where it differs per example (vmap) or
     stands for later calls' values (lf.jit); under grad/jvp, its one value."""
     if top_level((item,), name) is not None and (is_batched(item) or not known(item)):
+        if not is_batched(item):  # lf.jit: indices computed from integer arguments only are structure
+            structure = structure_value(item, "index", f"the indices of {name}")
+            if structure is not None:
+                return fixed(structure, name)
         transform = ("vmap (indices that differ per example)" if is_batched(item)
                      else "lf.jit (indices computed from traced values)")
         raise UnsupportedOperationError(f"{name} under {transform} is not supported: {why}")
