@@ -17,6 +17,7 @@ from .loops import checkpoint, scan
 from .per_example import per_example
 from .ravel import ravel
 from .solvers import implicit_root, linear_solve
+from .curve_fit import curve_fit
 from .errors import (ConversionError, DataDependentControlFlowError, DynamicShapeError,
                      EscapedTracerError, InplaceError, ItemError, OutArgumentError,
                      RandomnessError, RetraceWarning, TransformError, UnsupportedOperationError)
@@ -27,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize",
     "jit", "ravel", "cond", "while_loop", "checkpoint", "scan", "custom_jvp", "custom_vjp", "random",
-    "sensitivity", "linear_solve", "implicit_root", "per_example",
+    "sensitivity", "linear_solve", "implicit_root", "curve_fit", "per_example",
     "TransformError", "InplaceError", "OutArgumentError", "DataDependentControlFlowError",
     "ItemError", "DynamicShapeError", "RandomnessError", "ConversionError",
     "EscapedTracerError", "UnsupportedOperationError", "RetraceWarning",

@@ -215,8 +215,13 @@ def _dense_solve(matvec, b):
 
 
 # --- implicit_root ------------------------------------------------------------------------------
-def _root_finder(f, solve, tangent_solve):
+def _root_finder(f, solve, tangent_solve, solve_with_args=False):
+    """``x0, *args -> x`` with ``f(x, *args) = 0``, differentiated implicitly; ``solve(g, x0)``,
+    or with ``solve_with_args``, ``solve(x0, *args)`` (a solver that needs the values of the
+    arguments themselves, as SciPy's curve_fit its data)."""
     def root(x0, *args):
+        if solve_with_args:
+            return _per_example(solve, x0, args)
         return _per_example(lambda x0, *args: solve(lambda x: f(x, *args), x0), x0, args)
 
     root.__name__ = "implicit_root"

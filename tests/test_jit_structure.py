@@ -111,6 +111,29 @@ def test_ufunc_at_with_integer_codes_given_as_an_argument():
         lf.jit(lambda x: group_max(x, (x > 0).astype(int)))(x)
 
 
+def test_the_concrete_array_is_read_only_and_a_copy_of_it_can_be_written():
+    # a write into the array given would change values that the replay does not change
+    def writes(x, codes):
+        plain = np.asarray(codes)
+        plain[plain == 2] = 0
+        return x * plain
+
+    with pytest.raises(ValueError, match="read-only"):
+        lf.jit(writes)(X.values[0], np.array([0, 1, 0, 2, 1, 2]))
+
+    def relabelled(x, codes):
+        plain = np.array(codes)  # a copy, the library's own
+        plain[plain == 2] = 0
+        return x * codes + x * plain
+
+    fast = lf.jit(relabelled)
+    x = X.values[0]
+    for codes in (np.array([0, 1, 0, 2, 1, 2]), np.array([0, 1, 0, 2, 1, 2])):
+        np.testing.assert_array_equal(fast(x, codes), relabelled(x, codes))
+        np.testing.assert_array_equal(codes, [0, 1, 0, 2, 1, 2])
+    assert fast.traces == 1
+
+
 def test_values_computed_from_float_arguments_keep_the_policy():
     labels = LABELS.values
     with pytest.raises(lf.ConversionError, match="lf.jit|inside a transform"):

@@ -129,7 +129,10 @@ class Tracer(Traced):
         return dispatch_function(func, types, args, kwargs)
 
     def __array__(self, dtype=None, copy=None):
-        return np.asarray(self._concrete(diagnose.conversion_kind(sys._getframe(1))), dtype=dtype)
+        value = self._concrete(diagnose.conversion_kind(sys._getframe(1)))
+        if copy:  # np.array(x): NumPy leaves the copy to us
+            return np.array(value, dtype=dtype, copy=True)
+        return np.asarray(value, dtype=dtype)
 
     def __bool__(self):
         return bool(self._concrete(diagnose.confirmed("bool")))

@@ -142,10 +142,14 @@ class JitLevel(Level):
             self._static.add(slot)
             which = (f"the values of {names[0]}" if self.program.inputs.count(slot) else
                      f"a value computed from {', '.join(names)}" if names else "a value computed from constants")
-            self.guards.append(Guard(slot, _same_values_holds(np.array(value, copy=True)),
+            self.guards.append(Guard(slot, _same_values_holds(value.copy()),
                                      f"{which} ({_decided_at(f'made concrete by {how or _MADE_CONCRETE.get(what, what)}')})",
                                      "those of its call"))
-        return value
+        # read-only: a write into it would change values that the replay does not change
+        # (NumPy raises "assignment destination is read-only" rather than a silent difference)
+        view = np.asarray(value).view()
+        view.flags.writeable = False
+        return view
 
     def _structure_of(self, slot):
         """The arguments (their names) that the value of ``slot`` is computed from where they
