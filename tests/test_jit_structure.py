@@ -146,6 +146,24 @@ def test_values_computed_from_float_arguments_keep_the_policy():
         lf.jit(lambda x: np.bincount((x > 0).astype(int)))(X.values[0])
 
 
+def test_under_branches_agree_a_value_no_vmap_maps_is_guarded_whatever_its_dtype():
+    def on_levels(x, levels):  # a library's check of a float argument, then NumPy's copy of it
+        if np.any(np.diff(levels) <= 0):
+            raise ValueError("levels must increase")
+        return x.isel(t=slice(0, 3)) * np.asarray(levels)
+
+    levels = np.array([1.0, 2.0, 5.0])
+    fast = lf.jit(lf.vmap(on_levels, dim="sample", branches="agree"))
+    for lv in (levels, levels, levels * 2):
+        xr.testing.assert_allclose(fast(X, lv), loop(on_levels, X, lv), rtol=1e-14)
+    assert fast.traces == 2
+    assert "no vmap maps (branches='agree')" in fast.explain()
+    with pytest.raises(ValueError, match="levels must increase"):
+        fast(X, levels[::-1].copy())
+    with pytest.raises(lf.DataDependentControlFlowError, match="lf.jit"):
+        lf.jit(lf.vmap(on_levels, dim="sample"))(X, levels)
+
+
 def test_a_mapped_label_argument_follows_vmaps_policy():
     mapped = xr.DataArray(np.tile(LABELS.values, (4, 1)), dims=("sample", "t"))
     with pytest.raises(lf.ConversionError, match="pandas.unique|concrete array"):

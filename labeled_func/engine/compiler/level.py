@@ -16,7 +16,7 @@ from labeled_func_kernels.primitive import Traced
 from ..batching import _decided_at, _same_values_holds
 from ..errors import UnsupportedOperationError
 from ..replay import roll_into, safe_product, trailing_sum
-from ..stack import Level
+from ..stack import Level, current_levels
 from ..views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 from . import thresholds
 from .expressions import _FLOAT
@@ -126,9 +126,11 @@ class JitLevel(Level):
         call whose value differs traces again; ``how`` names the conversion in its messages,
         ``"shape"`` where the value fixes a shape), as if those arguments were named in
         ``static_argnames``.  This is how flox's ``pandas.unique`` of group labels and its
-        ``if`` on whether they are sorted run under lf.jit.  None otherwise (values computed
-        from float arguments keep the documented policy), inside a loop's body (run many times
-        per call), and for a value not in host memory."""
+        ``if`` on whether they are sorted run under lf.jit.  Under a vmap with
+        ``branches="agree"`` any value that no vmap maps is given the same way (it is the same
+        in every example: they agree).  None otherwise (values computed from float arguments
+        keep the documented policy), inside a loop's body (run many times per call), and for a
+        value not in host memory."""
         if self.in_loop_body:
             return None
         slot = self.output_slot(tracer)  # a view: brought up to date
@@ -136,12 +138,15 @@ class JitLevel(Level):
         if type(value) is not np.ndarray and not isinstance(value, np.generic):
             return None
         names = self._structure_of(slot)
-        if names is None:
+        if names is None and not _agreeing():
             return None
         if slot not in self._static:
             self._static.add(slot)
-            which = (f"the values of {names[0]}" if self.program.inputs.count(slot) else
-                     f"a value computed from {', '.join(names)}" if names else "a value computed from constants")
+            if names is None:  # not mapped, under vmap(..., branches="agree"): every example agrees
+                which = "a value lf.jit traces and no vmap maps (branches='agree')"
+            else:
+                which = (f"the values of {names[0]}" if self.program.inputs.count(slot) else
+                         f"a value computed from {', '.join(names)}" if names else "a value computed from constants")
             self.guards.append(Guard(slot, _same_values_holds(value.copy()),
                                      f"{which} ({_decided_at(f'made concrete by {how or _MADE_CONCRETE.get(what, what)}')})",
                                      "those of its call"))
@@ -324,6 +329,13 @@ class JitLevel(Level):
 
 _MADE_CONCRETE = {"array": "np.asarray", "mask": "pandas.isna", "bool": "bool()", "index": "indexing with it",
                   "setitem": "a store into a NumPy array"}
+
+
+def _agreeing():
+    """Whether a vmap under way takes decisions where its examples agree (``branches="agree"``):
+    a value it does not map is the same in every example, so it agrees, and lf.jit guards it."""
+    return any(level.batches and level.alive and getattr(level, "branches", None) == "agree"
+               for level in current_levels())
 
 
 class Guard:
