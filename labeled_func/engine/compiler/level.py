@@ -45,7 +45,7 @@ class JitLevel(Level):
         self.sources = set()  # the slots of values drawn afresh at every run (see source)
         self.input_names = {}  # slot of an input -> the argument that holds it (for messages)
         self._static = set()  # the slots of the values made concrete (see made_concrete), each guarded once
-        self._producers = [{}, 0]  # slot -> the node that computes it, and how many nodes are indexed
+        self._producers = [{}, 0, {}]  # slot -> the node that computes it; how many nodes are indexed; answers
 
     def same_values(self, a, b):
         """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
@@ -166,25 +166,33 @@ class JitLevel(Level):
             producers[0][node.slot] = node
         producers[1] = len(nodes)
         inputs = set(self.program.inputs)
+        known = producers[2]  # slot -> its answer, from earlier questions (a recorded value never changes)
         names, seen, todo = [], set(), [slot]
         while todo:
             current = todo.pop()
             if current in seen:
                 continue
             seen.add(current)
+            if current in known:
+                if known[current] is None:
+                    known[slot] = None
+                    return None
+                names.extend(known[current])
+                continue
             if current in inputs:
                 layout = self.program.layouts.get(current)
                 if layout is None or np.dtype(layout[1]).kind in "fcV":
+                    known[slot] = None
                     return None
                 names.append(self.input_names.get(current, "an argument"))
                 continue
-            if current in self.sources:
-                return None
             node = producers[0].get(current)
-            if node is None:
+            if current in self.sources or node is None:
+                known[slot] = None
                 return None
             todo.extend(ref for ref in node.refs if type(ref) is int)
-        return sorted(set(names))
+        known[slot] = sorted(set(names))
+        return known[slot]
 
     def derived(self, function, tracer, value):
         """A value that each run computes by ``function(v)`` from the run's value ``v`` of
