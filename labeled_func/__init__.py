@@ -9,6 +9,7 @@ from . import accessor, diagnostics, random, sensitivity  # noqa: F401 (register
 from . import xarray_interp  # noqa: F401 (installs the hook of xarray's interp under the transforms)
 from . import xarray_methods  # noqa: F401 (installs the hooks of idxmax/idxmin, sortby, polyfit under the transforms)
 from . import xarray_numpy  # noqa: F401 (NumPy functions of DataArrays and Variables that hold traced values)
+from . import scipy_rules  # noqa: F401 (scipy.signal.detrend and scipy.optimize.curve_fit of traced values)
 from .autodiff import grad, grad_and_value, hessian, jacfwd, jacrev, jvp, linearize, vjp
 from .control_flow import cond, while_loop
 from .custom import custom_jvp, custom_vjp

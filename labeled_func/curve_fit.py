@@ -15,7 +15,8 @@ relative), and this one has derivatives.
 
 xarray's ``curvefit`` calls ``scipy.optimize.curve_fit`` on each point's values: on
 values traced by ``grad``/``jvp`` (``np.vectorize`` hands plain values to it under vmap
-and jit), ``labeled_func.xarray_methods`` lets it reach this function.
+and jit) that is this function (``labeled_func.scipy_rules`` puts it into SciPy's module
+for traced data).
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from labeled_func_kernels.primitive import Traced
 from .errors import UnsupportedOperationError
 from .solvers import _check_closure, _root_finder
 
-__all__ = ["curve_fit", "install_in_scipy"]
+__all__ = ["curve_fit"]
 
 
 def _scipy_curve_fit():
@@ -114,21 +115,6 @@ def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sig
     _check_closure("curve_fit", stationarity, start, (xdata, ydata))
     popt = _root_finder(stationarity, solve, None, solve_with_args=True)(start, xdata, ydata)
     return popt, _covariance(f, popt, xdata, ydata, n, absolute_sigma)
-
-
-def install_in_scipy() -> None:
-    """Make ``scipy.optimize.curve_fit`` this function on traced data (idempotent): what
-    xarray's ``curvefit`` imports at each call.  Every call without a traced value is SciPy's."""
-    import scipy.optimize
-
-    from .xarray_hooks import hooked, patch
-    if hooked(scipy.optimize.curve_fit):
-        return
-
-    def scipy_curve_fit(f, xdata, ydata, *args, **kwargs):
-        return curve_fit(f, xdata, ydata, *args, **kwargs)
-
-    patch(((scipy.optimize, "curve_fit", scipy_curve_fit),), {})
 
 
 def _covariance(f, popt, x, y, n, absolute_sigma):

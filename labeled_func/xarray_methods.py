@@ -184,15 +184,6 @@ def _polyfit(obj, dim, deg, skipna=None, rcond=None, w=None, full=False, cov=Fal
     return _ORIGINAL["polyfit"](obj, dim, deg, skipna=skipna, rcond=rcond, w=w, full=full, cov=cov)
 
 
-def _curvefit(obj, *args, **kwargs):
-    """``fit.curvefit``: on traced data, the ``scipy.optimize.curve_fit`` it imports is
-    ``lf.curve_fit`` (SciPy's fit, differentiated implicitly at the optimum)."""
-    if _traced_variables(obj):
-        from .curve_fit import install_in_scipy
-        install_in_scipy()
-    return _ORIGINAL["curvefit"](obj, *args, **kwargs)
-
-
 def _least_squares(lhs, rhs, rcond=None, skipna=False):
     """``duck_array_ops.least_squares`` as ``fit`` imports it: traced rhs with skipna below."""
     if not (skipna and is_traced(rhs)) or is_traced(lhs):
@@ -402,11 +393,6 @@ def _check():
         return "Dataset.sortby does not take (variables, ascending)"
     if "lexsort" not in code_of(ds.sortby).co_names or "sortby" not in code_of(da.sortby).co_names:
         return "Dataset.sortby does not sort with np.lexsort, or DataArray.sortby does not call it"
-    if not callable(getattr(xr_fit, "curvefit", None)):
-        return "xarray.computation.fit has no curvefit"
-    code = code_of(xr_fit.curvefit)
-    if "curve_fit" not in code.co_varnames + code.co_cellvars:
-        return "fit.curvefit does not import scipy.optimize.curve_fit"
     weighted = xr_weighted.Weighted.__init__
     if list(inspect.signature(weighted).parameters) != ["self", "obj", "weights"]:
         return "Weighted.__init__ does not take (obj, weights)"
@@ -433,8 +419,7 @@ def _check():
 
 def installed():
     """Whether these methods go through this module under transforms."""
-    return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, getattr(xr_fit, "curvefit", None), xr_fit.least_squares,
-                  xr_dataset.Dataset.sortby,
+    return hooked(xr_computation._calc_idxminmax, xr_fit.polyfit, xr_fit.least_squares, xr_dataset.Dataset.sortby,
                   xr_weighted.Weighted.__init__, xr_nputils.nanfirst, xr_nputils.nanlast,
                   xr_variable.Variable.__getitem__, xr_indexes.PandasIndex.sel)
 
@@ -449,8 +434,7 @@ def install():
         STATUS = f"not installed: {reason}"
         return STATUS
     targets = ((xr_computation, "_calc_idxminmax", _calc_idxminmax), (xr_fit, "polyfit", _polyfit),
-               (xr_fit, "least_squares", _least_squares), (xr_fit, "curvefit", _curvefit),
-               (xr_dataset.Dataset, "sortby", _sortby),
+               (xr_fit, "least_squares", _least_squares), (xr_dataset.Dataset, "sortby", _sortby),
                (xr_weighted.Weighted, "__init__", _weighted_init), (xr_nputils, "nanfirst", _nanfirst),
                (xr_nputils, "nanlast", _nanlast), (xr_variable.Variable, "__getitem__", _variable_getitem),
                (xr_indexes.PandasIndex, "sel", _pandas_index_sel))

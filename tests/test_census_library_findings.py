@@ -179,7 +179,6 @@ def test_a_quantity_output_gets_the_dequantify_error_under_grad(pint_xarray):
 # refused runs per (library, transform), measured after the fixes of this file (xarray
 # 2026.9.0, numpy 2.4.6, the library versions that benchmarks/census_libraries.py prints)
 REFUSED_AT_MOST = {
-    ("xrft", "V"): 2, ("xrft", "G"): 2, ("xrft", "J"): 2,
     ("flox", "V"): 12, ("flox", "G"): 4, ("flox", "J"): 12,
     ("metpy", "V"): 21, ("metpy", "G"): 13, ("metpy", "J"): 23,
     ("pyet", "V"): 5, ("pyet", "G"): 0, ("pyet", "J"): 6,
