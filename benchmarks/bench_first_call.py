@@ -24,6 +24,7 @@ planning of buffers, and putting the outputs together.
 from __future__ import annotations
 
 import cProfile
+import gc
 import pstats
 import sys
 import time
@@ -95,10 +96,13 @@ def first_call_rows(name, func, samples, chunks):
 
 def interleaved(calls, repeats=REPEATS):
     """{name: the best seconds of ``calls[name]()``}, the calls taking turns (each round times
-    every one once): a machine whose load drifts slows them alike."""
+    every one once): a machine whose load drifts slows them alike.  Each starts after a full
+    collection, so that none pays for the cyclic garbage another left (a fresh lf.jit's
+    program, dropped: about 0.4-0.8 s of the advection model's next call)."""
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(repeats):
         for name, call in calls.items():
+            gc.collect()  # the garbage of the call before (a fresh lf.jit's program) is not this call's
             start = time.perf_counter()
             call()
             best[name] = min(best[name], time.perf_counter() - start)
