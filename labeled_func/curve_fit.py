@@ -34,8 +34,10 @@ __all__ = ["curve_fit"]
 
 
 def _scipy_curve_fit():
-    from scipy.optimize import _minpack_py  # SciPy's own function, whatever patches the package
-    return _minpack_py.curve_fit
+    """SciPy's own function (under our wrapper, once scipy_rules has patched the module)."""
+    import scipy.optimize
+    function = scipy.optimize.curve_fit
+    return getattr(function, "__wrapped__", function)
 
 
 def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sigma: Any = None,
@@ -85,7 +87,7 @@ def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sig
     """
     scipy_fit = _scipy_curve_fit()
     if not any(isinstance(v, Traced) for v in (xdata, ydata)):
-        return scipy_fit(f, _primal(xdata), _primal(ydata), p0=_primal(p0), sigma=sigma,
+        return scipy_fit(f, xdata, ydata, p0=p0, sigma=sigma,
                          absolute_sigma=absolute_sigma, check_finite=check_finite, bounds=bounds, method=method,
                          jac=jac, **kwargs)
     if sigma is not None:
@@ -101,7 +103,7 @@ def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sig
             "the sum of squares is not zero, and the implicit derivative does not hold. Fit without bounds "
             "(or reparametrise, e.g. p = exp(q) for p > 0)")
     n = _parameter_count(f, p0)
-    start = np.ones(n) if p0 is None else np.asarray(_primal(p0), dtype=float).reshape(n)
+    start = np.ones(n) if p0 is None else np.asarray(p0, dtype=float).reshape(n)  # a guess: not differentiated
 
     def stationarity(p, x, y):  # ∇_p ½ Σ (f(x, p) - y)²: zero at the optimum
         from .autodiff import grad
@@ -134,14 +136,9 @@ def _covariance(f, popt, x, y, n, absolute_sigma):
 def _parameter_count(f, p0):
     """How many parameters ``f(x, *p)`` takes: ``p0``'s length, else its signature's (as SciPy)."""
     if p0 is not None:
-        return int(np.size(_primal(p0)))
+        return int(np.size(p0))
     parameters = [p for p in inspect.signature(f).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(parameters) < 2:
         raise ValueError("Unable to determine number of fit parameters.")
     return len(parameters) - 1
-
-
-def _primal(value):
-    """``value`` itself: SciPy converts it (a traced one raises the transform's policy error)."""
-    return value
