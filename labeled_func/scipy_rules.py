@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from labeled_func_kernels.primitive import Traced
 
+from .curve_fit import curve_fit
 from .errors import UnsupportedOperationError
 from .xarray_hooks import hooked, patch
 
@@ -54,15 +55,6 @@ def detrend(data: Any, axis: int = -1, type: str = "linear", bp: Any = 0, overwr
     return centered - slope * t
 
 
-def _curve_fit(*args, **kwargs):
-    from .curve_fit import curve_fit
-    return curve_fit(*args, **kwargs)
-
-
-def _traced(values):
-    return any(isinstance(v, Traced) for v in values)
-
-
 def _detrend_hook(data, *args, **kwargs):
     if isinstance(data, Traced):
         return detrend(data, *args, **kwargs)
@@ -70,8 +62,8 @@ def _detrend_hook(data, *args, **kwargs):
 
 
 def _curve_fit_hook(f, xdata, ydata, *args, **kwargs):
-    if _traced((xdata, ydata)):
-        return _curve_fit(f, xdata, ydata, *args, **kwargs)
+    if isinstance(xdata, Traced) or isinstance(ydata, Traced):
+        return curve_fit(f, xdata, ydata, *args, **kwargs)
     return _ORIGINAL["curve_fit"](f, xdata, ydata, *args, **kwargs)
 
 

@@ -32,7 +32,7 @@ class JitLevel(Level):
 
     name = "jit"
     abstract = True
-    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources", "input_names", "_static", "_producers")
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources", "input_names", "_static", "_producer", "_indexed", "_structure")
 
     def __init__(self):
         super().__init__()
@@ -45,7 +45,9 @@ class JitLevel(Level):
         self.sources = set()  # the slots of values drawn afresh at every run (see source)
         self.input_names = {}  # slot of an input -> the argument that holds it (for messages)
         self._static = set()  # the slots of the values made concrete (see made_concrete), each guarded once
-        self._producers = [{}, 0, {}]  # slot -> the node that computes it; how many nodes are indexed; answers
+        self._producer = {}  # slot -> the node that computes it (the first _indexed nodes indexed)
+        self._indexed = 0
+        self._structure = {}  # slot -> _structure_of's answer (a recorded value never changes)
 
     def same_values(self, a, b):
         """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
@@ -145,7 +147,7 @@ class JitLevel(Level):
             if names is None:  # not mapped, under vmap(..., branches="agree"): every example agrees
                 which = "a value lf.jit traces and no vmap maps (branches='agree')"
             else:
-                which = (f"the values of {names[0]}" if self.program.inputs.count(slot) else
+                which = (f"the values of {names[0]}" if slot in self.input_names else
                          f"a value computed from {', '.join(names)}" if names else "a value computed from constants")
             self.guards.append(Guard(slot, _same_values_holds(value.copy()),
                                      f"{which} ({_decided_at(f'made concrete by {how or _MADE_CONCRETE.get(what, what)}')})",
@@ -160,13 +162,11 @@ class JitLevel(Level):
         """The arguments (their names) that the value of ``slot`` is computed from where they
         are all integer, boolean, string or date arrays (structure); None where the value
         depends on a float argument, a random draw or something the program does not say."""
-        nodes = self.program.nodes
-        producers = self._producers
-        for node in nodes[producers[1]:]:
-            producers[0][node.slot] = node
-        producers[1] = len(nodes)
+        for node in self.program.nodes[self._indexed:]:
+            self._producer[node.slot] = node
+        self._indexed = len(self.program.nodes)
         inputs = set(self.program.inputs)
-        known = producers[2]  # slot -> its answer, from earlier questions (a recorded value never changes)
+        known = self._structure
         names, seen, todo = [], set(), [slot]
         while todo:
             current = todo.pop()
@@ -186,7 +186,7 @@ class JitLevel(Level):
                     return None
                 names.append(self.input_names.get(current, "an argument"))
                 continue
-            node = producers[0].get(current)
+            node = self._producer.get(current)
             if current in self.sources or node is None:
                 known[slot] = None
                 return None

@@ -275,8 +275,7 @@ def _check_fixed_length(x, minlength):
     def error(examples):
         why = ("without minlength= the number of bins is max(x) + 1, which follows the values of each example"
                if not minlength else
-               f"{examples or 'some example'} {'have' if examples and ',' in examples else 'has'} a value "
-               f">= minlength={minlength}, which would add bins to that example only")
+               f"a value >= minlength={minlength} in {examples or 'some example'} would add bins to it only")
         return DynamicShapeError(
             f"numpy.bincount of a mapped x under vmap{where}: {why}, and a batch cannot hold arrays of "
             "different shapes. Pass minlength= larger than every value (each example then has exactly "
@@ -284,6 +283,12 @@ def _check_fixed_length(x, minlength):
 
     if not minlength:
         raise error(None)
+    _check_below(x, minlength, error)
+
+
+def _check_below(x, minlength, error):
+    """Raise ``error(examples)`` unless every value of ``x`` is below ``minlength`` (per
+    example: ``batching.check_examples``, a guard under lf.jit)."""
     _CHECKS["examples"](x, lambda rows: (rows >= minlength).any(axis=1), error,
                         f"numpy.bincount's values below minlength={minlength}")
 
@@ -294,12 +299,8 @@ class _Above(Exception):
 
 def _below(x, minlength):
     """Whether every value of the recorded ``x`` is below ``minlength`` (then a guard of lf.jit)."""
-    def error(examples):
-        return _Above()
-
     try:
-        _CHECKS["examples"](x, lambda rows: (rows >= minlength).any(axis=1), error,
-                            f"numpy.bincount's values below minlength={minlength}")
+        _check_below(x, minlength, lambda examples: _Above())
     except _Above:
         return False
     return True
