@@ -58,7 +58,7 @@ try:  # from the tests (tests/ on sys.path) and from benchmarks/ (PYTHONPATH=.)
 except ImportError:  # pragma: no cover
     from tests.census_xarray import (ATOL, DIM, EPS, N, OUTCOMES, RTOL, TRANSFORMS, _float_leaves, _Wrong,
                                      check_j_of, check_v_of, example, first_line, is_refusal, loop_vmap, scalarised)
-from benchmarks.census_xarray import format_table, outcome_lines
+from benchmarks.census_xarray import format_table, outcome_lines, refused_cases
 
 # the machinery (oracles, comparisons, the scalarisation for G) is the xarray census's
 # (tests/census_xarray.py); the cases, their inputs and the report by library are this file's
@@ -659,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
           f"G grad vs central differences, J jit vs un-jitted; vmap branches={args.branches!r}) "
           f"in {seconds:.1f} s\nxarray {xr.__version__}, numpy {np.__version__}; {versions}\n")
     print(tables(outcomes, markdown=args.markdown))
+    print(refused_cases(outcomes))
     print(listing(outcomes, verbose=args.verbose))
     return 1 if any(o.outcome in ("wrong", "crash") for o in outcomes) else 0
 

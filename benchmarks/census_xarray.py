@@ -5,9 +5,10 @@ the un-jitted function), and one table of the outcomes.
     PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray              # the table
     PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray --markdown   # as Markdown
     PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray -k weighted  # cases named so
+    PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray --branches agree  # V, J under branches="agree"
 
-Prints the counts per transform and outcome (ok, refused, wrong, crash, n/a, skipped),
-then the refused cases grouped by the first line of their message, then every wrong or
+Prints the counts per transform and outcome (ok, refused, wrong, crash, n/a, skipped), how
+many distinct cases are refused under some transform, then the refused cases grouped by the first line of their message, then every wrong or
 crashing case (a crash with its traceback under ``-v``).  Exits with 1 where a case is
 wrong or crashes.  Not one of ``python -m benchmarks``' timed rows (no ``bench_`` prefix).
 """
@@ -42,6 +43,12 @@ def table(outcomes, markdown: bool = False) -> str:
     rows = [[t, *(str(counts[t][o]) for o in census.OUTCOMES)] for t in census.TRANSFORMS]
     rows.append(["all", *(str(sum(counts[t][o] for t in census.TRANSFORMS)) for o in census.OUTCOMES)])
     return format_table(rows, ["transform", *census.OUTCOMES], markdown)
+
+
+def refused_cases(outcomes) -> str:
+    """How many distinct cases some transform refuses (a case refused under V and J counts once)."""
+    cases = {o.case for o in outcomes if o.outcome == "refused"}
+    return f"\nrefused cases (under some transform): {len(cases)} of {len({o.case for o in outcomes})}"
 
 
 def outcome_lines(outcomes, verbose: bool = False, by: str = "reason", width: int = 160) -> list[str]:
@@ -83,14 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the counts as a Markdown table")
     parser.add_argument("-k", metavar="TEXT", default="", help="only the cases whose name contains TEXT")
     parser.add_argument("-v", "--verbose", action="store_true", help="print the traceback of each crash")
+    parser.add_argument("--branches", choices=["error", "agree"], default="error",
+                        help="vmap's branches= policy for V and J (default: the documented 'error')")
     args = parser.parse_args(argv)
     cases = [c for c in census.CASES if args.k in c.name]
     start = time.perf_counter()
-    outcomes = census.run_census(cases)
+    outcomes = census.run_census(cases, vmap_kwargs={} if args.branches == "error" else {"branches": args.branches})
     seconds = time.perf_counter() - start
     print(f"xarray-method census: {len(cases)} cases x {len(census.TRANSFORMS)} transforms "
-          f"(V vmap vs the loop, G grad vs central differences, J jit vs un-jitted) in {seconds:.1f} s\n")
+          f"(V vmap vs the loop, G grad vs central differences, J jit vs un-jitted; vmap "
+          f"branches={args.branches!r}) in {seconds:.1f} s\n")
     print(table(outcomes, markdown=args.markdown))
+    print(refused_cases(outcomes))
     print(listing(outcomes, verbose=args.verbose))
     return 1 if any(o.outcome in ("wrong", "crash") for o in outcomes) else 0
 

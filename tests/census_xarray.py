@@ -647,8 +647,8 @@ def scalarised(f: Callable, shape_of: list[tuple[int, ...]]) -> Callable:
     return s
 
 
-def check_v(case: Case) -> None:
-    check_v_of(case.f, args_of(case))
+def check_v(case: Case, vmap_kwargs: dict | None = None) -> None:
+    check_v_of(case.f, args_of(case), vmap_kwargs)
 
 
 def check_v_of(f: Callable, args: list[Any], vmap_kwargs: dict | None = None) -> None:
@@ -674,8 +674,8 @@ def _has_nans(obj: Any) -> bool:
     return isinstance(obj, xr.DataArray) and obj.dtype.kind == "f" and bool(np.isnan(obj.values).any())
 
 
-def check_j(case: Case) -> None:
-    check_j_of(case.f, args_of(case))
+def check_j(case: Case, vmap_kwargs: dict | None = None) -> None:
+    check_j_of(case.f, args_of(case), vmap_kwargs)
 
 
 def check_j_of(f: Callable, inputs: list[Any], vmap_kwargs: dict | None = None) -> None:
@@ -736,7 +736,7 @@ def _replace(obj: Any, key: str | None, data: np.ndarray) -> Any:
     return out
 
 
-def check_g(case: Case) -> None:
+def check_g(case: Case, vmap_kwargs: dict | None = None) -> None:  # no vmap: vmap_kwargs unused
     args = [example(a) for a in args_of(case)]
     shapes = [leaf.shape for leaf in _float_leaves(case.f(*args))]
     s = scalarised(case.f, shapes)
@@ -768,8 +768,9 @@ def check_g(case: Case) -> None:
 CHECKS = {"V": check_v, "G": check_g, "J": check_j}
 
 
-def run_case(case: Case, transform: str) -> Outcome:
-    """Run ``case`` under one transform (``"V"``, ``"G"`` or ``"J"``) and classify it."""
+def run_case(case: Case, transform: str, vmap_kwargs: dict | None = None) -> Outcome:
+    """Run ``case`` under one transform (``"V"``, ``"G"`` or ``"J"``) and classify it;
+    ``vmap_kwargs`` (e.g. ``{"branches": "agree"}``) go to the vmap of V and J."""
     if case.needs and importlib.util.find_spec(case.needs) is None:
         return Outcome(case.name, transform, "skipped", f"needs {case.needs}")
     start = time.perf_counter()
@@ -780,7 +781,7 @@ def run_case(case: Case, transform: str) -> Outcome:
             if reason is not None:
                 return Outcome(case.name, transform, "n/a", reason)
         try:
-            CHECKS[transform](case)
+            CHECKS[transform](case, vmap_kwargs)
         except _Wrong as error:
             outcome = Outcome(case.name, transform, "wrong", str(error))
         except Exception as error:  # noqa: BLE001 - classified below
@@ -793,8 +794,9 @@ def run_case(case: Case, transform: str) -> Outcome:
     return outcome
 
 
-def run_census(cases: list[Case] | None = None, transforms=TRANSFORMS) -> list[Outcome]:
-    return [run_case(c, t) for c in (CASES if cases is None else cases) for t in transforms]
+def run_census(cases: list[Case] | None = None, transforms=TRANSFORMS,
+               vmap_kwargs: dict | None = None) -> list[Outcome]:
+    return [run_case(c, t, vmap_kwargs) for c in (CASES if cases is None else cases) for t in transforms]
 
 
 def counts(outcomes: list[Outcome]) -> dict[str, dict[str, int]]:
