@@ -2,22 +2,34 @@
 vmap whose chunks are one lf.jit program (`lf.vmap(..., chunk_size=k, jit=True)`).
 
 Most scripts call `lf.vmap(lf.grad(model))` once, on a big batch.  A fresh `lf.jit` of it
-traces on the whole batch (the function runs, computing as it records) and then runs its
-passes; the chunked vmap traces on the first chunk of k examples and replays the program
-on every other chunk.  Each figure is one call of a freshly built object (the best of
+traces on the whole batch (the function runs, computing as it records) and returns what
+the trace computed; its passes run at its first replay (`Program.ready`), so a one-shot
+call never pays for them.  The chunked vmap traces on the first chunk of k examples and
+replays the program on every other chunk (its second chunk pays for the passes).  Each figure is one call of a freshly built object (the best of
 REPEATS such calls), against the eager call in the same process:
 
 - Ishigami per-sample gradients, N = 1e6 (bench_speed's samples, bench_autodiff's model);
 - the advection-diffusion model of bench_speed (64 cells x 200 explicit Euler steps,
-  3 parameters, N = 2,000).
+  3 parameters, N = 2,000);
+- the Jacobian of the Lorenz-96 tendency (bench_autodiff's), `lf.jacrev`, M = 400 and 2,000
+  (the first call only: there is no batch to chunk).
 
 Then the last, shorter chunk (a third of k): what it costs un-jitted, or traced as a
 second program, against a replay of the last k examples (an overlap whose extra outputs
 are dropped: what chunks.py does, but under randomness="different").
 
 `--profile` prints where a fresh lf.jit's first call goes (cProfile, cumulative seconds):
-the trace (the function run under the compiler level), each pass of `Program.prune`, the
-planning of buffers, and putting the outputs together.
+the trace (the function run under the compiler level) and putting the outputs together;
+then where its first replay goes: each pass of `Program.prune`, the planning of buffers,
+and the run.
+
+Replays allocate their fresh buffers anew at each call (unless ``keep_buffers=True``); on
+Linux NumPy asks for transparent huge pages for large arrays, and where the kernel then
+compacts memory on a fault (``defrag`` set to ``madvise``) a replay that follows a fresh
+trace can spend most of a second in the kernel (measured: 1.0 s of system time in a 1.4 s
+replay of the advection model, against 0.04 s usually).  The replay rows vary with it;
+the script prints the machine's setting first.  ``NUMPY_MADVISE_HUGEPAGE=0`` switches
+NumPy's request off (then every replay takes its pages 4 KiB at a time: steadier, slower).
 
     PYTHONPATH=. .venv/bin/python -m benchmarks.bench_first_call [--profile]
 """
@@ -33,7 +45,7 @@ import numpy as np
 import xarray as xr
 
 import labeled_func as lf
-from benchmarks.bench_autodiff import ishigami
+from benchmarks.bench_autodiff import FORCING, ishigami, lorenz96
 from benchmarks.bench_speed import FLOW_N, ISHIGAMI_N, advection_diffusion, flow_parameters, ishigami_samples
 from benchmarks.bench_vmap import best_time
 
@@ -42,10 +54,32 @@ ISHIGAMI_CHUNKS = (100_000, 250_000)
 FLOW_CHUNKS = (250, 500)
 
 
+LORENZ_SITES = (400, 2_000)
+
+
 def main() -> list[dict]:
     rows = []
     for name, func, samples, chunk in workloads():
         rows += first_call_rows(name, func, samples, chunk)
+    return rows + jacobian_rows()
+
+
+def jacobian_rows(sites=LORENZ_SITES):
+    """A fresh lf.jit(lf.jacrev(lorenz96))'s first call against the eager jacrev, and its replay."""
+    rows = []
+    for m in sites:
+        state = xr.DataArray(FORCING + np.random.default_rng(1).normal(size=m), dims="site")
+        eager = lf.jacrev(lorenz96)
+        want = eager(state)
+        np.testing.assert_array_equal(lf.jit(lf.jacrev(lorenz96))(state).values, want.values)
+        jitted = lf.jit(lf.jacrev(lorenz96))
+        jitted(state)
+        np.testing.assert_array_equal(jitted(state).values, want.values)
+        best = interleaved({"eager": lambda: eager(state), "first": lambda: lf.jit(lf.jacrev(lorenz96))(state),
+                            "replay": lambda: jitted(state)}, repeats=3 * REPEATS)
+        rows += [ratio_row(f"Lorenz-96 Jacobian, jacrev (M={m:,}): a fresh lf.jit's first call / the eager call",
+                           best["first"], best["eager"], 1.0),
+                 ratio_row("  lf.jit's replay (for reference) / the eager call", best["replay"], best["eager"], None)]
     return rows
 
 
@@ -153,40 +187,46 @@ def profile(name, func, samples):
     """Where a fresh lf.jit's first call of vmap(grad(func)) goes, printed."""
     lf.jit(lf.vmap(lf.grad(func), dim="sample"))(samples.isel(sample=slice(0, 8)))  # imports, caches
     jitted = lf.jit(lf.vmap(lf.grad(func), dim="sample"))
-    profiler = cProfile.Profile()
-    profiler.enable()
-    jitted(samples)
-    profiler.disable()
+    first, replay = cProfile.Profile(), cProfile.Profile()
+    for profiler in (first, replay):  # the first call, then the first replay (which prunes)
+        profiler.enable()
+        jitted(samples)
+        profiler.disable()
     replay_s = best_time(lambda: jitted(samples), REPEATS)
-    stats = pstats.Stats(profiler).stats
-    total = cumulative(stats, "labeled_func/jit.py", "__call__")
-    prune = cumulative(stats, "compiler/program.py", "prune")
-    trace = cumulative(stats, "labeled_func/jit.py", "_trace") - prune
     small = samples.isel(sample=slice(0, 8))  # kernels cost nothing there: the trace's own cost
     small_first_s, small_prune_s, small_eager_s = timed_first_call(func, small)
     first_s, prune_s, eager_s = timed_first_call(func, samples)
+    print(f"\n{name}: eager {eager_s * 1e3:.0f} ms, a fresh lf.jit's first call {first_s * 1e3:.0f} ms "
+          f"({first_s / eager_s:.2f}x), a replay {replay_s * 1e3:.0f} ms ({replay_s / eager_s:.2f}x).")
+    stats = pstats.Stats(first).stats
+    total = cumulative(stats, "labeled_func/jit.py", "__call__")
 
     def line(label, seconds):
         print(f"  {label:<58} {seconds * 1e3:8.1f} ms  {100 * seconds / total:5.1f}%")
 
-    print(f"\n{name}: eager {eager_s * 1e3:.0f} ms, a fresh lf.jit's first call {first_s * 1e3:.0f} ms "
-          f"({first_s / eager_s:.2f}x), its replay {replay_s * 1e3:.0f} ms ({replay_s / eager_s:.2f}x). "
-          f"The first call under cProfile, {total * 1e3:.0f} ms:")
+    print(f"The first call under cProfile, {total * 1e3:.0f} ms:")
+    trace = cumulative(stats, "labeled_func/jit.py", "_trace")
     line("trace: the function run under the compiler level", trace)
     for label, path, function in RECORDING:
         line("  " + label, cumulative(stats, path, function))
-    line("passes and planning (Program.prune)", prune)
+    line("signature and outputs (the rest of the call)", total - trace)
+    stats = pstats.Stats(replay).stats
+    total = cumulative(stats, "labeled_func/jit.py", "__call__")
+    prune = cumulative(stats, "compiler/program.py", "prune")
+    print(f"The first replay under cProfile, {total * 1e3:.0f} ms:")
+    line("passes and planning (Program.prune, once)", prune)
     for label, path, function in PASSES:
         line("  " + label, cumulative(stats, path, function))
-    line("signature and outputs (the rest of the call)", total - trace - prune)
-    print(f"  without cProfile: the first call {first_s * 1e3:.0f} ms, of which Program.prune {prune_s * 1e3:.0f} ms; "
-          f"on 8 samples: eager {small_eager_s * 1e3:.1f} ms, the first call {small_first_s * 1e3:.1f} ms, of "
-          f"which Program.prune {small_prune_s * 1e3:.1f} ms (what tracing adds, whatever the batch)")
+    line("the run (Program.run without the prune) and the outputs", total - prune)
+    print(f"  without cProfile: the first call {first_s * 1e3:.0f} ms, the prune at the first replay "
+          f"{prune_s * 1e3:.0f} ms; on 8 samples: eager {small_eager_s * 1e3:.1f} ms, the first call "
+          f"{small_first_s * 1e3:.1f} ms, the prune {small_prune_s * 1e3:.1f} ms (what tracing and the passes "
+          "add, whatever the batch)")
 
 
 def timed_first_call(func, samples):
-    """(seconds of a fresh lf.jit's first call, of them in Program.prune, of the eager call):
-    the best of REPEATS, the two calls taking turns."""
+    """(seconds of a fresh lf.jit's first call, of Program.prune at its first replay, of the
+    eager call): the best of REPEATS, the calls taking turns."""
     from labeled_func.engine.compiler.program import Program
 
     original, spent = Program.prune, []
@@ -206,15 +246,31 @@ def timed_first_call(func, samples):
             lf.vmap(lf.grad(func), dim="sample")(samples)
             eager = min(eager, time.perf_counter() - start)
             spent.clear()
+            jitted = lf.jit(lf.vmap(lf.grad(func), dim="sample"))
             start = time.perf_counter()
-            lf.jit(lf.vmap(lf.grad(func), dim="sample"))(samples)
-            best = min(best, (time.perf_counter() - start, sum(spent)))
+            jitted(samples)
+            first = time.perf_counter() - start
+            jitted(samples)  # the first replay prunes
+            best = min(best, (first, sum(spent)))
     finally:
         Program.prune = original
     return (*best, eager)
 
 
+def huge_pages() -> str:
+    """The kernel's transparent-huge-page settings, where it tells them."""
+    found = []
+    for name in ("enabled", "defrag"):
+        try:
+            with open(f"/sys/kernel/mm/transparent_hugepage/{name}") as file:
+                found.append(f"{name} {file.read().strip()}")
+        except OSError:
+            return "transparent huge pages: not known here"
+    return "transparent huge pages: " + ", ".join(found)
+
+
 if __name__ == "__main__":
+    print(huge_pages())
     if "--profile" in sys.argv:
         for name, func, samples, _ in workloads():
             profile(name, func, samples)

@@ -428,8 +428,7 @@ class Jitted:
                 "from a generator that lives across calls: a call whose guard fails is traced again, and would "
                 "draw twice. Seed inside the function (lf.random.seed), or draw outside and pass the draws in.")
         program.outputs = outputs.slots + [slot for _, slot, _ in written] + [guard.slot for guard in guards]
-        program.keep_buffers = self.keep_buffers
-        program.prune()
+        program.keep_buffers = self.keep_buffers  # pruned at its first replay (Program.ready)
         self.traces += 1
         compiled = _Compiled(call, program, outputs, [k for k, _, _ in written], guards)
         compiled.check_overlaps(call)

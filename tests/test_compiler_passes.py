@@ -103,7 +103,7 @@ def _fingerprint(program):
 
 def _jitted(func, args, monkeypatch, without=None):
     """(results of the trace and of a replay of lf.jit(func), the fingerprint of its program),
-    with the pass ``without`` switched off for the trace."""
+    with the pass ``without`` switched off for the prune (which the first replay runs)."""
     captured = []
     prune = Program.prune
 
@@ -118,7 +118,8 @@ def _jitted(func, args, monkeypatch, without=None):
             patch.setattr(Program, without, lambda self: None)
         jitted = lf.jit(func)
         first = _leaves(jitted(*args))
-    second = _leaves(jitted(*args))   # a replay
+        assert captured == []  # the first call's results are the trace's: nothing pruned yet
+        second = _leaves(jitted(*args))   # a replay, pruned first
     assert len(captured) == 1
     return first, second, captured[0]
 

@@ -28,7 +28,7 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as ks
 from labeled_func_kernels.backend import device_of, dtype_kind, namespace
 from labeled_func_kernels.core import Negated
-from labeled_func_kernels.primitive import Primitive, bottom, known
+from labeled_func_kernels.primitive import Primitive, bottom
 
 from .errors import InplaceError, UnsupportedOperationError
 from .stack import Level, active, bind_custom_jvp, bind_custom_vjp, bind_per_example, traced_by
@@ -570,6 +570,8 @@ class Rolled:
         return Negated(rolled) if self.negated else rolled
 
     def added_to(self, total: Any, owned: bool) -> Any:
+        # into total's buffer where it is the pass's own (under lf.jit too: the trace's value;
+        # the program records a roll and an add, engine/compiler/level.py)
         return ks.add_rolled.bind(total, self.value, shift=self.shift, axis=self.axis, negate=self.negated,
                                   inplace=owned)
 
@@ -577,14 +579,15 @@ class Rolled:
 def _rolled_back(node, cotangent):
     """The cotangent a roll along one axis hands its argument, as a :class:`Rolled`; None
     where the pass computes it as before: a roll of several axes or of the flattened
-    array, a complex value, or values recorded for later calls (lf.jit keeps its rolls)."""
+    array, or a complex value.  (Under lf.jit the sum is computed in one pass while tracing
+    and recorded as the roll and the add, which the passes fold.)"""
     shift, axis = node.params["shift"], node.params["axis"]
     if axis is None or isinstance(axis, int) or len(axis) != 1:
         return None
     shift = shift if isinstance(shift, int) else shift[0] if len(shift) == 1 else None
     negated = type(cotangent) is Negated
     value = cotangent.value if negated else cotangent
-    if shift is None or not known(value) or dtype_kind(getattr(value, "dtype", "f")) != "f":
+    if shift is None or dtype_kind(getattr(value, "dtype", "f")) != "f":
         return None
     if tuple(getattr(value, "shape", ())) != tuple(getattr(node.out, "shape", ())):
         return None
@@ -639,8 +642,8 @@ def _accumulate(cotangents, owned, node, cotangent):
 
 def _plain(cotangent, node):
     """Whether ``cotangent`` is an array that a rolled one adds to as it is: not negated,
-    known, real and of the value's own shape (``_fit`` would leave it alone)."""
-    return (type(cotangent) is not Negated and type(cotangent) is not Rolled and known(cotangent)
+    real and of the value's own shape (``_fit`` would leave it alone)."""
+    return (type(cotangent) is not Negated and type(cotangent) is not Rolled
             and dtype_kind(getattr(cotangent, "dtype", "f")) == "f"
             and tuple(getattr(cotangent, "shape", ())) == tuple(getattr(node.out, "shape", ())))
 

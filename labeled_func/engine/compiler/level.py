@@ -245,6 +245,19 @@ class JitLevel(Level):
                 and all(type(r) is Constant for r in refs[1:])
                 and (type(out) is not np.ndarray or out.flags.c_contiguous)):  # as made from a template
             return self._created(prim, values, params, out)
+        if prim is kshape.add_rolled:
+            return JitTracer(self, out, self._added_rolled(values, refs, params, out))
+        slot = self._record(prim, values, refs, params, out)
+        if prim is kcore.copy and type(refs[0]) is int:
+            self._copied[slot] = self._copied.get(refs[0], refs[0])
+        result = JitTracer(self, out, slot)
+        if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
+            result._view = make_view(prim, args, params, out)
+        return result
+
+    def _record(self, prim, values, refs, params, out):
+        """The slot of the node ``prim(*refs, **params)`` whose value while tracing is ``out``:
+        a new node, or the earlier one that computes the same (common subexpressions)."""
         key = _node_key(prim, params, refs)
         slot = self._seen.get(key) if key is not None else None
         if slot is None:
@@ -257,12 +270,21 @@ class JitLevel(Level):
             self.program.nodes.append(node)
             if key is not None:
                 self._seen[key] = slot
-        if prim is kcore.copy and type(refs[0]) is int:
-            self._copied[slot] = self._copied.get(refs[0], refs[0])
-        result = JitTracer(self, out, slot)
-        if prim in VIEW_PRIMITIVES and type(args[0]) is JitTracer and args[0]._level is self:
-            result._view = make_view(prim, args, params, out)
-        return result
+        return slot
+
+    def _added_rolled(self, values, refs, params, out):
+        """``total + roll(value)`` (a reverse pass summing a roll's cotangent, ``add_rolled``):
+        computed in one pass while tracing (``out``), recorded as the roll and the sum it
+        stands for, the nodes a pass without ``add_rolled`` records, so that the passes fold
+        the roll into the reads of the sum (``fold_rolls``).  The rolled value is never
+        computed while tracing: its node gets an unwritten array of its layout."""
+        (total, value), (total_ref, value_ref) = values, refs
+        rolled = np.empty_like(value) if type(value) is np.ndarray else kshape.roll.impl(
+            value, shift=(params["shift"],), axis=(params["axis"],))
+        roll_params = {"shift": (params["shift"],), "axis": (params["axis"],)}
+        rolled_slot = self._record(kshape.roll, [value], [value_ref], roll_params, rolled)
+        combine = ew.subtract if params["negate"] else ew.add
+        return self._record(combine, [total, rolled], [total_ref, rolled_slot], {}, out)
 
     def _created(self, prim, values, params, out):
         """``zeros_like(x)``, ``ones_like(x)``...: the shapes of a program are fixed, so the
@@ -419,6 +441,8 @@ def _node_key(prim, params, refs):
     """A hashable key of a node for common subexpression elimination, or None when a
     parameter or a constant input cannot be compared cheaply (arrays are compared by
     identity)."""
+    if not params and all(type(ref) is int for ref in refs):  # the common case, as the general one spells it
+        return prim, (), tuple(refs)
     try:
         constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
                                                         else _frozen(ref.value)) for ref in refs)

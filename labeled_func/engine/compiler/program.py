@@ -22,6 +22,7 @@ class Program:
         self.layouts = {}  # input slot -> (shape, dtype) of a NumPy input
         self.strides = {}  # input slot -> its strides
         self._plan = None
+        self._pruned = False  # set once prune has laid the whole plan out
         self._lock = threading.Lock()
         self.keep_buffers = False  # keep a run's slabs for the next run (lf.jit(keep_buffers=True))
         self._kept = []
@@ -94,6 +95,7 @@ class Program:
                         break
             self._plan.append((function, reads, position[node.slot], tuple(free), key, tuple(recycle), into))
         self._lay_out_slabs()
+        self._pruned = True
         return self
 
     # --- the rewrites (passes.py), fusion (fusion.py) and the slabs (planning.py) that prune runs --------
@@ -124,9 +126,24 @@ class Program:
     def fuse(self):
         return fusion.fuse(self)
 
+    def ready(self):
+        """The program pruned (``prune``), once, whichever thread asks first; ``self``.
+
+        lf.jit's first call takes its results from the trace, which computes as it records:
+        the program is pruned when it is first replayed, so that a one-shot call never pays
+        for the passes and the planning."""
+        if not self._pruned:
+            with self._lock:
+                if not self._pruned:
+                    self.prune()
+        return self
+
     def run(self, arrays):
         """The outputs for new input ``arrays`` (in the order of the inputs); the results
-        written into buffers passed on from dead arrays (see ``prune``)."""
+        written into buffers passed on from dead arrays (see ``prune``, which the first run
+        does first: ``ready``)."""
+        if not self._pruned:
+            self.ready()
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
         pool = {}
