@@ -8,8 +8,9 @@ the un-jitted function), and one table of the outcomes.
     PYTHONPATH=. .venv/bin/python -m benchmarks.census_xarray --branches agree  # V, J under branches="agree"
 
 Prints the counts per transform and outcome (ok, refused, wrong, crash, n/a, skipped), how
-many distinct cases are refused under some transform, then the refused cases grouped by the first line of their message, then every wrong or
-crashing case (a crash with its traceback under ``-v``).  Exits with 1 where a case is
+many distinct cases are refused under some transform, then the refused cases grouped by the
+first line of their message, then every wrong or crashing case (a crash with its traceback
+under ``-v``).  Exits with 1 where a case is
 wrong or crashes.  Not one of ``python -m benchmarks``' timed rows (no ``bench_`` prefix).
 """
 from __future__ import annotations

@@ -276,12 +276,11 @@ class JitLevel(Level):
         """``total + roll(value)`` (a reverse pass summing a roll's cotangent, ``add_rolled``):
         computed in one pass while tracing (``out``), recorded as the roll and the sum it
         stands for, the nodes a pass without ``add_rolled`` records, so that the passes fold
-        the roll into the reads of the sum (``fold_rolls``).  The rolled value is never
-        computed while tracing: its node gets an unwritten array of its layout."""
+        the roll into the reads of the sum (``fold_rolls``).  On NumPy the rolled value is
+        never computed while tracing: its node gets an unwritten array of its layout."""
         (total, value), (total_ref, value_ref) = values, refs
-        rolled = np.empty_like(value) if type(value) is np.ndarray else kshape.roll.impl(
-            value, shift=(params["shift"],), axis=(params["axis"],))
         roll_params = {"shift": (params["shift"],), "axis": (params["axis"],)}
+        rolled = np.empty_like(value) if type(value) is np.ndarray else kshape.roll.impl(value, **roll_params)
         rolled_slot = self._record(kshape.roll, [value], [value_ref], roll_params, rolled)
         combine = ew.subtract if params["negate"] else ew.add
         return self._record(combine, [total, rolled], [total_ref, rolled_slot], {}, out)

@@ -142,8 +142,7 @@ class Program:
         """The outputs for new input ``arrays`` (in the order of the inputs); the results
         written into buffers passed on from dead arrays (see ``prune``, which the first run
         does first: ``ready``)."""
-        if not self._pruned:
-            self.ready()
+        self.ready()
         env = [*arrays, *self._constants]
         env.extend([None] * (self._size - len(env)))
         pool = {}
