@@ -18,8 +18,9 @@ import pytest
 
 from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.primitive import Primitive
-from labeled_func.engine.compiler import fusion
-from labeled_func.engine.compiler.fusion import Fusable, cuda_source
+from labeled_func.engine.compiler import codegen
+from labeled_func.engine.compiler.codegen.cuda import cuda_source
+from labeled_func.engine.compiler.fusion import Fusable
 from labeled_func.engine.compiler.nodes import Constant, Node
 from labeled_func.engine.compiler.program import Program
 
@@ -126,7 +127,7 @@ def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
         compiled.append(expression)
         return c_kernel(*cuda_source(expression, names, dtypes, out), tmp_path, f"tree{len(compiled)}")
 
-    monkeypatch.setattr(fusion, "cuda_kernel", kernel)
+    monkeypatch.setattr(codegen.cuda, "cuda_kernel", kernel)
 
     def build():
         program = Program()
@@ -137,7 +138,7 @@ def test_a_fused_cupy_tree_equals_the_unfused_program(tmp_path, monkeypatch):
         ]
         for slot, (prim, refs) in enumerate(steps, start=3):
             node = Node(prim.impl, {}, refs, slot, prim)
-            node.fusable = Fusable("cupy", tuple(F64 for _ in refs), F64)
+            node.fusable = Fusable(codegen.generator_named("cuda"), tuple(F64 for _ in refs), F64)
             program.nodes.append(node)
         program.outputs = [9]
         return program

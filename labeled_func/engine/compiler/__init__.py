@@ -18,17 +18,20 @@ folding, by construction: they never reach the level), a node identical to an ea
 one (same callable, parameters and inputs) reuses its output (common subexpression
 elimination), and ``Program.prune`` drops the nodes no output needs (dead code).
 Then ``Program.fuse`` turns each tree of float64 elementwise nodes (intermediates read
-once) into one kernel: on NumPy arrays (of ``FUSE_MIN_SIZE`` elements at least) one
-``numexpr`` evaluation, on CuPy arrays one ``cupy.ElementwiseKernel`` (the expression in
-CUDA C, compiled by CuPy once per expression): one pass over memory instead of one per
-operation, and on the GPU one kernel launch.
+once) into one kernel, which the code generator of the arrays' library makes (``codegen``):
+on NumPy arrays (of ``FUSE_MIN_SIZE`` elements at least) one ``numexpr`` evaluation, on
+CuPy arrays one ``cupy.ElementwiseKernel`` (the expression in CUDA C, compiled by CuPy once
+per expression): one pass over memory instead of one per operation, and on the GPU one
+kernel launch.
 
 The modules, from the bottom up (each imports only those above it):
 
 - ``thresholds``: the sizes from which a replay fuses and passes buffers on (FUSE_MIN_SIZE...)
 - ``nodes``: Constant, Node, and the small functions nodes call
-- ``expressions``: what numexpr and CUDA C compute for each fusable primitive; numexpr
-- ``fusion``: which nodes may fuse (Fusable), the fuse rewrite, the CUDA kernels
+- ``expressions``: the dtypes a fused expression takes; a primitive's spellings (its own)
+- ``codegen``: the code generators, plug-ins one per array library (``Backend.fusion``
+  names it): ``codegen.numexpr`` (NumPy), ``codegen.cuda`` (CuPy's ElementwiseKernel)
+- ``fusion``: which nodes may fuse (Fusable), the fuse rewrite (asks the generator)
 - ``planning``: which nodes write into a buffer passed on, the slabs of fresh buffers
 - ``passes``: the rewrites that keep every bit (and ``contract``)
 - ``program``: Program: prune (dead code, the rewrites, the plan of a run) and run

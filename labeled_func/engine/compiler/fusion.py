@@ -1,20 +1,18 @@
 """Fusion: which recorded nodes may join a fused expression (:class:`Fusable`, decided at
 record time), and ``fuse``, the rewrite that turns each tree of them (intermediates read
-once) into one numexpr evaluation (NumPy) or one CuPy ElementwiseKernel (CUDA C, compiled by
-CuPy once per expression) where that pays."""
+once) into one evaluation where that pays.  What an evaluation is belongs to the code
+generator of the arrays' library (``codegen``: one numexpr evaluation on NumPy, one CuPy
+ElementwiseKernel on CuPy); nothing here names a library."""
 from __future__ import annotations
 
-import functools
 import math
 import string
 
 import numpy as np
 
-from labeled_func_kernels.backend import backend_of
-
-from ..replay import Shifted, rolled_evaluation
-from . import thresholds
-from .expressions import _BOOL, _FLOAT, _MAX_LEAVES, _NUMEXPR_TYPES, _SINGLE, fusion_of, numexpr
+from ..replay import Shifted
+from .codegen import Fused, generator_of
+from .expressions import _BOOL, _FLOAT, _SINGLE, fusion_of
 from .nodes import Constant, Node
 
 
@@ -40,12 +38,13 @@ def _template(node):
     fusion = fusion_of(node.prim)
     if fusion is None:
         return None
-    if fusion.by_constant is not None:  # power: by its constant exponent, in numexpr
-        if node.fusable.library != "numpy" or type(node.refs[1]) is not Constant:
+    generator = node.fusable.generator
+    if fusion.by_constant is not None:  # power: by its constant exponent
+        if not generator.by_constant or type(node.refs[1]) is not Constant:
             return None
         text = fusion.by_constant.get(float(node.refs[1].value))
         return None if text is None else (text, {0: text.count("{0}")})
-    text = fusion.numexpr if node.fusable.library == "numpy" else fusion.cuda
+    text = generator.spelling(fusion)
     if text is None:
         return None
     return _numbered(text)
@@ -66,61 +65,38 @@ def _numbered(text):
     return "".join(parts), used
 
 
-def _worth_fusing(tree):
-    """Whether a tree is faster as one evaluation than node by node: on CuPy any tree of two
-    nodes or more (one launch instead of several); on NumPy a tree with a transcendental
-    function when numexpr has threads, or a tree of two nodes or more whose result has
-    ``CHEAP_FUSE_MIN_SIZE`` elements (below, the passes it saves are over data in cache)."""
-    if tree.node.fusable.library != "numpy":
-        return tree.size > 1
-    if tree.heavy and (tree.size > 1 or numexpr.get_num_threads() > 1):
-        return True
-    shape = tree.node.out[0] if tree.node.out is not None else ()
-    return tree.size > 1 and math.prod(shape) >= thresholds.CHEAP_FUSE_MIN_SIZE
-
-
 def _retyped(fusable, dtypes):
     """``fusable`` with the dtypes of a rewritten node's operands (None stays None)."""
     if fusable is None or dtypes is None:
         return None
-    return Fusable(fusable.library, tuple(dtypes), fusable.out)
+    return Fusable(fusable.generator, tuple(dtypes), fusable.out)
 
 
 class Fusable:
-    """What a node brings to a fused expression: its library ("numpy" or "cupy"), the dtypes
-    of its inputs and the dtype of its output."""
+    """What a node brings to a fused expression: the code generator of its arrays
+    (``codegen.Generator``), the dtypes of its inputs and the dtype of its output."""
 
-    __slots__ = ("library", "dtypes", "out")
+    __slots__ = ("generator", "dtypes", "out")
 
-    def __init__(self, library, dtypes, out):
-        self.library, self.dtypes, self.out = library, dtypes, out
-
-
-def _array_library(value):
-    """"numpy" or "cupy" for their arrays of float64, float32 or bool, else None (no import
-    of CuPy)."""
-    kind = type(value)
-    if kind is np.ndarray:
-        return "numpy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
-    if kind.__name__ == "ndarray" and backend_of(value).fusion == "cuda":
-        return "cupy" if value.dtype in (_FLOAT, _SINGLE, _BOOL) else None
-    return None
+    def __init__(self, generator, dtypes, out):
+        self.generator, self.dtypes, self.out = generator, dtypes, out
 
 
 def _fusable(prim, params, values, out):
-    """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive numexpr and
-    CUDA C compute as NumPy does (it declares a spelling, ``prim.fusion``), no parameters,
-    arrays of one floating precision (float64 or float32) or boolean, of one library, and
-    Python numbers in (of the arrays' precision, as NumPy treats them), an array out (on
-    NumPy of at least ``FUSE_MIN_SIZE`` elements: on the GPU fewer launches pay at any
-    size); else None."""
+    """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive that a
+    fused expression computes as NumPy does (it declares a spelling, ``prim.fusion``), no
+    parameters, arrays of one floating precision (float64 or float32) or boolean whose
+    library's code generator takes them (``codegen.generator_of``), and Python numbers in
+    (of the arrays' precision, as NumPy treats them), an array out of the generator's
+    ``min_size`` at least (numexpr's ``FUSE_MIN_SIZE``: on the GPU fewer launches pay at
+    any size); else None."""
     fusion = fusion_of(prim)
     if params or fusion is None or (fusion.numexpr is None and not (
             fusion.by_constant is not None and type(values[1]) in (int, float)
             and float(values[1]) in fusion.by_constant)):
         return None
-    library = _array_library(out)
-    if library is None or (library == "numpy" and math.prod(out.shape) < thresholds.FUSE_MIN_SIZE):
+    generator = generator_of(out)
+    if generator is None or math.prod(out.shape) < generator.min_size():
         return None
     floats = {value.dtype for value in (*values, out) if hasattr(value, "dtype") and value.dtype != _BOOL}
     if len(floats) > 1:
@@ -131,7 +107,7 @@ def _fusable(prim, params, values, out):
         return None  # NumPy reads numbers as truth values; numexpr's & | ~ take booleans only
     if out.dtype == _BOOL and not fusion.boolean_result:
         return None  # arithmetic of booleans (abs(b), b + c: a logical or) stays NumPy's
-    if library == "numpy" and number == _SINGLE and fusion.rounds_differently:
+    if number == _SINGLE and fusion.rounds_differently and not generator.rounds_as_numpy:
         return None  # numexpr's float32 sin, exp... round differently from NumPy's: not fused
     dtypes = []
     for value in values:
@@ -139,29 +115,11 @@ def _fusable(prim, params, values, out):
             dtypes.append(number)
         elif type(value) is bool:
             dtypes.append(_BOOL)
-        elif _array_library(value) == library:
+        elif generator_of(value) is generator:
             dtypes.append(value.dtype)
         else:
             return None
-    return Fusable(library, tuple(dtypes), out.dtype)
-
-
-def cuda_source(expression, names, dtypes, out):
-    """The parameters and the operation of the CuPy ElementwiseKernel computing ``expression``
-    of inputs ``names`` (of ``dtypes``) into ``out`` (of dtype ``out``)."""
-    def ctype(dtype):
-        return "bool" if dtype is bool else np.dtype(dtype).name  # bool, float64 or float32
-
-    params = ", ".join(f"{ctype(dtype)} {name}" for name, dtype in zip(names, dtypes))
-    return params, f"{ctype(out)} out", f"out = {expression}"
-
-
-def cuda_kernel(expression, names, dtypes, out):
-    """The fused expression as a CuPy ElementwiseKernel (CuPy compiles and caches it)."""
-    import cupy
-
-    in_params, out_params, operation = cuda_source(expression, names, dtypes, out)
-    return cupy.ElementwiseKernel(in_params, out_params, operation, "lf_fused")
+    return Fusable(generator, tuple(dtypes), out.dtype)
 
 
 def _leaf_name(ref, dtype, leaves, dtypes):
@@ -187,11 +145,15 @@ def _named(expression, names):
 
 def fuse(program):
     """Each tree of fusable nodes whose intermediates are read once (and are no output)
-    becomes one numexpr evaluation (NumPy) or one ElementwiseKernel (CuPy) at the place
-    of its root, where that pays (:func:`_worth_fusing`); a tree that does not pay is
-    run node by node, its subtrees judged on their own. An operand that a primitive's
-    expression names twice (``x * x``, the mask of a safe product) stays a leaf in numexpr,
-    which would compute its subtree twice (a CUDA C compiler computes it once)."""
+    becomes one evaluation of its arrays' code generator (numexpr on NumPy, an
+    ElementwiseKernel on CuPy) at the place of its root, where that pays (the generator's
+    ``worth_fusing``); a tree that does not pay is run node by node, its subtrees judged on
+    their own. An operand that a primitive's expression names twice (``x * x``, the mask of
+    a safe product) stays a leaf unless the generator ``shares_repeated`` subexpressions
+    (numexpr would compute its subtree twice; a CUDA C compiler computes it once).
+
+    Invariant: every output keeps its bits (a generator computes each expression as the
+    nodes it replaces do); the fused node's primitive is a ``codegen.Fused``."""
     _, readers = program._readers()
     outputs = set(program.outputs)
     trees = {}  # slot of a fusable node -> _Tree
@@ -201,8 +163,8 @@ def fuse(program):
     for node in program.nodes:
         if node.fusable is None:
             continue
-        library = node.fusable.library
-        if library == "numpy" and numexpr is None:
+        generator = node.fusable.generator
+        if not generator.available():
             continue
         template = _template(node)
         if template is None:
@@ -216,9 +178,10 @@ def fuse(program):
                 pieces.append("")
                 continue
             inner = trees.get(ref) if type(ref) is int else None
-            if (inner is not None and (count == 1 or library != "numpy")  # CUDA C compilers share
-                    and readers.get(ref) == 1 and ref not in outputs          # repeated subexpressions
-                    and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= _MAX_LEAVES
+            if (inner is not None and (count == 1 or generator.shares_repeated)
+                    and inner.node.fusable.generator is generator
+                    and readers.get(ref) == 1 and ref not in outputs
+                    and len(tree.leaves) + len(inner.leaves) + len(node.refs) <= generator.max_leaves
                     and (inner.axis is None or tree.axis in (None, inner.axis))):
                 if inner.axis is not None:
                     tree.axis = inner.axis
@@ -229,7 +192,7 @@ def fuse(program):
                 tree.heavy = tree.heavy or inner.heavy
                 tree.rolled.extend(inner.rolled)
             else:
-                roll = rolls.get(ref) if type(ref) is int and library == "numpy" else None
+                roll = rolls.get(ref) if type(ref) is int and generator.reads_shifted else None
                 if (roll is not None and readers.get(ref) == 1 and roll.out == node.out
                         and tree.axis in (None, roll.function.axis)):
                     # a roll read only here: the evaluation reads its source shifted
@@ -247,7 +210,7 @@ def fuse(program):
     while roots:
         slot = roots.pop()
         tree = trees[slot]
-        if _worth_fusing(tree):
+        if tree.node.fusable.generator.worth_fusing(tree):
             chosen.add(slot)
         else:
             absorbed.difference_update(tree.children)
@@ -261,17 +224,12 @@ def fuse(program):
             tree = trees[node.slot]
             names = [f"v{k}" for k in range(len(tree.leaves))]
             expression = _named(tree.expression, names)
-            if node.fusable.library == "numpy":
-                signature = [(name, _NUMEXPR_TYPES[np.dtype(dtype)]) for name, dtype in zip(names, tree.dtypes)]
-                evaluate = functools.partial(  # the keyword numexpr asks for beside out=
-                    numexpr.NumExpr(expression, signature=signature),
-                    ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
-                if tree.rolled:
-                    evaluate = rolled_evaluation(evaluate, tree.leaves, node.out, tree.axis)
-            else:
-                evaluate = cuda_kernel(expression, names, tree.dtypes, node.fusable.out)
+            generator = node.fusable.generator
+            evaluate = generator.compile(expression, names, tree.dtypes, node.fusable.out)
+            if tree.rolled:
+                evaluate = generator.shifted(evaluate, tree.leaves, node.out, tree.axis)
             leaves = tuple(leaf.ref if type(leaf) is Shifted else leaf for leaf in tree.leaves)
-            replacement = Node(evaluate, {}, leaves, node.slot)
+            replacement = Node(evaluate, {}, leaves, node.slot, Fused(generator, expression))
             replacement.out = node.out
             replacement.fusable = node.fusable
             node = replacement

@@ -3,13 +3,11 @@ a buffer passed on from a dead array, see ``Program.prune``), and the slabs that
 fresh buffers that never leave a run."""
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 
 from . import thresholds
-from .expressions import _NUMEXPR_TYPE
 
 
 def _reads_only(node):
@@ -17,8 +15,7 @@ def _reads_only(node):
     view of an input (a ufunc of one output, a fused expression, this module's kernels, a
     rule's sum of products)."""
     function = node.function
-    return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or (
-        type(function) is functools.partial and type(function.func) is _NUMEXPR_TYPE) or getattr(
+    return (type(function) is np.ufunc and function.nout == 1) or hasattr(function, "writes_into") or getattr(
         node.prim, "reads_only", False)
 
 
