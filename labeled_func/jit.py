@@ -30,7 +30,7 @@ from . import random as lf_random
 from ._wrapping import call_repr
 from .assemble import coord_variables, dataarray_holding, dataset_holding, holding
 from .engine import active, current_levels, held, level_of
-from .engine.compiler import JitLevel
+from .engine.compiler import JitLevel, fewer_collections
 from .engine.errors import InplaceError, RandomnessError, UnsupportedOperationError
 from .errors import RetraceWarning
 from .flat import replace_arrays
@@ -395,7 +395,7 @@ class Jitted:
         level = JitLevel()
         level.label = "jit"
         drew_from_numpy = lf_random.numpy_state()
-        with active(level), lf_random.recorded_draws(level) as draws:
+        with fewer_collections(), active(level), lf_random.recorded_draws(level) as draws:
             traced, aliases = [], call.key[-1]
             for k, array in enumerate(call.arrays):
                 tracer = level.input(array, call.describe(k))  # every argument an input, so that positions line up

@@ -27,6 +27,7 @@ kernel launch.
 The modules, from the bottom up (each imports only those above it):
 
 - ``thresholds``: the sizes from which a replay fuses and passes buffers on (FUSE_MIN_SIZE...)
+- ``collections_paused``: fewer cyclic garbage collections while a recording (or a prune) runs
 - ``nodes``: Constant, Node, and the small functions nodes call
 - ``expressions``: the dtypes a fused expression takes; a primitive's spellings (its own)
 - ``codegen``: the code generators, plug-ins one per array library (``Backend.fusion``
@@ -41,9 +42,10 @@ The modules, from the bottom up (each imports only those above it):
 """
 from __future__ import annotations
 
+from .collections_paused import fewer_collections
 from .level import JitLevel
 from .loops import record_while_loop, recording_of
 from .program import Program
 from .tracer import JIT_WORDS, JitTracer
 
-__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS", "recording_of", "record_while_loop"]
+__all__ = ["JitLevel", "JitTracer", "Program", "JIT_WORDS", "recording_of", "record_while_loop", "fewer_collections"]

@@ -396,7 +396,8 @@ def _finite_constant(value):
 def _numpy_lowering(prim, values, params, out):
     """A replay kernel for NumPy values where one is faster than the primitive's impl (or
     writes into a buffer), else None."""
-    if not all(type(v) is np.ndarray or type(v) in (int, float) for v in values) or type(out) is not np.ndarray:
+    if (prim not in _LOWERED_ON_NUMPY or type(out) is not np.ndarray
+            or not all(type(v) is np.ndarray or type(v) in (int, float) for v in values)):
         return None
     if prim is ew.safe_multiply:
         return safe_product
@@ -413,6 +414,9 @@ def _numpy_lowering(prim, values, params, out):
         if axes and axes == tuple(range(ndim - len(axes), ndim)):
             return trailing_sum(axes, params["keepdims"], values[0].shape)
     return None
+
+
+_LOWERED_ON_NUMPY = frozenset({ew.safe_multiply, kshape.roll, kcore.reduce_sum})  # what _numpy_lowering knows
 
 
 def _lowered(prim, values, params, out=None):
@@ -440,8 +444,12 @@ def _node_key(prim, params, refs):
     """A hashable key of a node for common subexpression elimination, or None when a
     parameter or a constant input cannot be compared cheaply (arrays are compared by
     identity)."""
-    if not params and all(type(ref) is int for ref in refs):  # the common case, as the general one spells it
-        return prim, (), tuple(refs)
+    if not params:  # the common case (every operand a recorded value), as the general one spells it
+        for ref in refs:
+            if type(ref) is not int:
+                break
+        else:
+            return prim, (), tuple(refs)
     try:
         constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
                                                         else _frozen(ref.value)) for ref in refs)
@@ -458,16 +466,18 @@ def _frozen(value):
     numbers by their type and bits (``1`` and ``1.0`` promote differently, ``0.0`` and
     ``-0.0`` are different zeros)."""
     kind = type(value)
-    if kind is slice:
-        return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
+    if kind is int:  # the most common first (axes, shifts)
+        return kind, value
     if kind is tuple:
         return tuple(_frozen(item) for item in value)
+    if kind is slice:
+        return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
     if kind is float:
         return kind, struct.pack("<d", value) if value == value else "nan"
     if kind is complex:
         return kind, _frozen(value.real), _frozen(value.imag)
     if isinstance(value, np.generic):
         return kind, value.tobytes()
-    if kind in (int, bool):
+    if kind is bool:
         return kind, value
     return value

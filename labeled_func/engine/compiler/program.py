@@ -8,6 +8,7 @@ import threading
 import numpy as np
 
 from . import fusion, passes, planning
+from .collections_paused import fewer_collections
 from .nodes import Constant
 from .planning import _bound, _reads_only, _writes_into
 
@@ -131,11 +132,13 @@ class Program:
 
         lf.jit's first call takes its results from the trace, which computes as it records:
         the program is pruned when it is first replayed, so that a one-shot call never pays
-        for the passes and the planning."""
+        for the passes and the planning (run with fewer garbage collections, as the trace:
+        ``collections_paused``)."""
         if not self._pruned:
             with self._lock:
                 if not self._pruned:
-                    self.prune()
+                    with fewer_collections():
+                        self.prune()
         return self
 
     def run(self, arrays):
