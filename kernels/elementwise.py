@@ -17,7 +17,7 @@ from .backend import (I0_FAR, I0_NEAR, all_finite, backend_of, device_of, dtype_
                       namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
-from .primitive import Fusion, Primitive, known
+from .primitive import Fusion, Primitive
 
 __all__ = ["add_to_temporary", "batch_elementwise", "elementwise_primitive", "materialised", "partial_rules",
            "real_valued_rules", "safe_multiply", "subtract_from_temporary"]
@@ -309,8 +309,9 @@ def _add_inplace_impl(x, y):
     buffer of the result's shape and dtype), else a new array: the same values either way.
     For a sum the caller builds up in a temporary of its own that nothing else reads (a
     cotangent accumulated over several uses, a tangent summed over several arguments): one
-    array instead of one per term.  Callers bind it only where the values are known
-    (:func:`primitive.known`): a recorded program replays an impl on values it may read again."""
+    array instead of one per term.  lf.jit computes it so while tracing and records ``add``
+    (``add_inplace.records``): a recorded program replays its nodes on values it may read
+    again, and passes buffers on by its own plan."""
     if type(x) is np.ndarray and x.flags.writeable and buffers.owns(x) and _fits_into(y, x):
         return np.add(x, y, out=x)
     return add.impl(x, y)
@@ -334,6 +335,7 @@ def _broadcasts_to(shape, target):
 
 
 add_inplace = elementwise_primitive("add_inplace", _add_inplace_impl)
+add_inplace.records = add  # what a recording level keeps of it: the same values, out of place
 subtract = _define("subtract", semantics="number", fusion=_spelled("({} - {})"))
 
 
@@ -345,6 +347,7 @@ def _subtract_inplace_impl(x, y):
 
 
 subtract_inplace = elementwise_primitive("subtract_inplace", _subtract_inplace_impl)
+subtract_inplace.records = subtract
 multiply = _define("multiply", fusion=_spelled("({} * {})"))
 divide = _define("divide", semantics="floating", fusion=_spelled("({} / {})"))
 _divide_by_namespace = divide.impl
@@ -812,16 +815,17 @@ def materialised(value: Any) -> Any:
 
 def add_to_temporary(total: Any, term: Any, owned: bool) -> Any:
     """``total + term``; into ``total``'s buffer when ``owned`` (``total`` is a temporary of the
-    caller's own, which nothing else reads) and the values are known (not recorded for
-    later calls, where an impl may be replayed on values read again)."""
-    if owned and known(total) and known(term):
+    caller's own, which nothing else reads).  A level that records for later calls (lf.jit)
+    computes it in place while it traces and records the plain sum (``add_inplace.records``):
+    a replay passes buffers on by its own plan."""
+    if owned:
         return add_inplace.bind(total, term)
     return add.bind(total, term)
 
 
 def subtract_from_temporary(total: Any, term: Any, owned: bool) -> Any:
     """``total - term``, into ``total``'s buffer as :func:`add_to_temporary` adds."""
-    if owned and known(total) and known(term):
+    if owned:
         return subtract_inplace.bind(total, term)
     return subtract.bind(total, term)
 

@@ -173,11 +173,15 @@ class Primitive:
     a view of one (lowered to a callable that is no NumPy ufunc, the replay may still hand
     it a buffer through ``out=``); ``keeps_uniform=True``: every element of its result is an
     element of its first operand (a view: reshape, transpose, broadcast), so an operand
-    holding one value everywhere gives a result holding that value (False claims nothing).
+    holding one value everywhere gives a result holding that value (False claims nothing);
+    ``records``: for an operation that writes into its first operand's buffer (a sum built
+    up in a temporary: ``add_inplace``), the primitive computing the same values out of
+    place, which lf.jit records instead (it computes in place while tracing; a replay
+    passes buffers on by its own plan); None for the others.
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",
-                 "traced_constant", "keeps", "fusion", "reads_only", "keeps_uniform")
+                 "traced_constant", "keeps", "fusion", "reads_only", "keeps_uniform", "records")
 
     def __init__(self, name, impl, batch=None, jvp=None, vjp=None, *, dynamic_shape=False,
                  differentiable=True, traced_constant=False, fusion=None, reads_only=False,
@@ -194,6 +198,7 @@ class Primitive:
         self.fusion = fusion
         self.reads_only = reads_only
         self.keeps_uniform = keeps_uniform
+        self.records = None
 
     def bind(self, *args: Any, **params: Any) -> Any:
         return bind(self, args, params)

@@ -12,6 +12,7 @@ import xarray as xr
 
 import labeled_func as lf
 from labeled_func.engine.compiler.program import Program
+from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import shape as kshape
 
 FORCING = 8.0
@@ -108,3 +109,40 @@ def test_a_reverse_pass_through_rolls_under_jit_sums_in_one_pass_and_records_rol
     other = _state(seed=3)
     np.testing.assert_array_equal(jitted(other).values, lf.jacrev(lorenz96)(other).values)
     assert len(sums) == 2 * eager_sums + eager_sums  # the un-jitted call just above; the replay sums none
+
+
+def test_the_trace_sums_a_cotangent_in_place_as_eagerly_and_records_the_plain_sum(monkeypatch):
+    """A value read several times: the reverse pass adds the later contributions into its own
+    temporary (``add_inplace``). The trace does the same, in place, and the program records
+    ``add``/``subtract`` (a replay passes buffers on by its own plan)."""
+    def many_uses(x):
+        return (np.sin(x) * 2.0 + x * x + np.exp(x) - x / 3.0).sum("t")
+
+    def gradient(x):
+        return 2.0 * np.cos(x) + 2 * x + np.exp(x) - 1 / 3.0
+
+    written = []
+    for prim in (ew.add_inplace, ew.subtract_inplace):
+        def counted(a, b, impl=prim.impl, name=prim.name):
+            out = impl(a, b)
+            written.append((name, out is a))
+            return out
+        monkeypatch.setattr(prim, "impl", counted)
+    f = lf.vmap(lf.grad(many_uses), dim="sample")
+    x = xr.DataArray(np.random.default_rng(2).uniform(0.3, 2.1, (4, 9)), dims=("sample", "t"))
+    eager = f(x)
+    eager_writes = list(written)
+    assert eager_writes and all(into for _, into in eager_writes)  # eagerly: into the temporary
+    written.clear()
+    jitted = lf.jit(f)
+    first = jitted(x)
+    assert written == eager_writes  # the trace: the same sums, in place
+    np.testing.assert_array_equal(first.values, eager.values)
+    np.testing.assert_allclose(first.transpose(*x.dims).values, gradient(x.values), rtol=1e-13)
+    (compiled,) = jitted.cache.values()
+    names = {node.prim.name for node in compiled.program.nodes if node.prim is not None}
+    assert not names & {"add_inplace", "subtract_inplace"} and "add" in names
+    written.clear()
+    other = x + 0.25
+    np.testing.assert_array_equal(jitted(other).values, f(other).values)
+    assert len(written) == len(eager_writes)  # the un-jitted call only: the replay runs np.add

@@ -236,7 +236,13 @@ class JitLevel(Level):
 
     def process(self, prim, args, params):
         values, refs = self.read(args)
-        out = prim.impl(*values, **params)
+        if prim.records is not None:  # a sum into a temporary's buffer (add_inplace): in place
+            # while tracing, as eagerly, except in a loop's body (whose reads are kept by value);
+            # the program records the plain operation
+            out = (prim if self._reads is None else prim.records).impl(*values, **params)
+            prim = prim.records
+        else:
+            out = prim.impl(*values, **params)
         if isinstance(out, tuple):
             raise UnsupportedOperationError(f"{prim.name} returns several arrays: lf.jit cannot record it")
         if prim is ew.safe_multiply and type(refs[1]) is Constant and _finite_constant(refs[1].value):
