@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import string
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -82,7 +83,7 @@ class Fusable:
         self.generator, self.dtypes, self.out = generator, dtypes, out
 
 
-def _fusable(prim, params, values, out):
+def _fusable(prim: Any, params: dict, values: Sequence[Any], out: Any) -> Fusable | None:
     """A :class:`Fusable` when ``prim`` may join a fused expression: a primitive that a
     fused expression computes as NumPy does (it declares a spelling, ``prim.fusion``), no
     parameters, arrays of one floating precision (float64 or float32) or boolean whose
@@ -143,7 +144,7 @@ def _named(expression, names):
     return expression.format(*names)
 
 
-def fuse(program):
+def fuse(program: Any) -> Any:
     """Each tree of fusable nodes whose intermediates are read once (and are no output)
     becomes one evaluation of its arrays' code generator (numexpr on NumPy, an
     ElementwiseKernel on CuPy) at the place of its root, where that pays (the generator's
