@@ -14,7 +14,7 @@ import numpy as np
 
 from . import buffers
 from .backend import (I0_FAR, I0_NEAR, all_finite, backend_of, device_of, dtype_kind, extra, is_integer_dtype,
-                      namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
+                      looking_waits, namespace, namespace_dtype, numpy_namespace, reciprocal_power_of_two)
 from .core import Negated, broadcast_to, linear_rules, reduce_sum, reshape, unbroadcast
 from .creation import zeros_like
 from .primitive import Fusion, Primitive
@@ -610,6 +610,35 @@ def _safe_mask(g, d):
     return logical_and.bind(equal.bind(g, 0), logical_not.bind(isfinite.bind(d)))
 
 
+def _safe_masked_impl(total, g, d):
+    """``total``, 0 where ``g`` is 0 and ``d`` is not finite: where :data:`safe_multiply` of
+    ``g`` and ``d`` zeroes its product (``where(g == 0 & ~isfinite(d), 0, total)``). The mask
+    costs four passes over the data, so where ``d`` has no non-finite element (decided on
+    this call's values, as safe_multiply's impl decides; not on a GPU, where a look waits)
+    and ``total`` already has the result's shape and a floating dtype, the result is
+    ``total`` itself: the same values."""
+    if (hasattr(total, "dtype") and dtype_kind(total.dtype) in "fc" and not looking_waits(d)
+            and tuple(total.shape) == np.broadcast_shapes(tuple(total.shape), np.shape(g), np.shape(d))
+            and all_finite(d)):
+        return total
+    return _where(_safe_mask(g, d), 0.0, total)
+
+
+def _safe_masked_jvp(primals, tangents):
+    total, g, d = primals
+    out = safe_masked.bind(total, g, d)
+    if tangents[0] is None:
+        return out, None
+    return out, safe_masked.bind(tangents[0], g, d)  # the mask is piecewise constant in g and d
+
+
+def _safe_masked_vjp(cotangent, primals, out):
+    total, g, d = primals
+    if not _differentiable(total):
+        return None, None, None
+    return unbroadcast(safe_masked.bind(cotangent, g, d), total.shape), None, None
+
+
 def _safe_multiply_jvp(primals, tangents):
     """The product rule, masked where the product is: elsewhere the derivative of ``g * d``
     (so second derivatives through a zero cotangent are kept)."""
@@ -619,13 +648,13 @@ def _safe_multiply_jvp(primals, tangents):
     if not terms:
         return out, None
     total = terms[0] if len(terms) == 1 else add.bind(terms[0], terms[1])
-    tangent = where.bind(_safe_mask(g, d), 0.0, total)
+    tangent = safe_masked.bind(total, g, d)
     return out, broadcast_to.bind(tangent, shape=tuple(out.shape)) if tuple(tangent.shape) != tuple(out.shape) else tangent
 
 
 def _safe_multiply_vjp(cotangent, primals, out):
     g, d = primals
-    masked = where.bind(_safe_mask(g, d), 0.0, cotangent)
+    masked = safe_masked.bind(cotangent, g, d)
     return tuple(unbroadcast(safe_multiply.bind(masked, other), x.shape) if _differentiable(x) else None
                  for x, other in ((g, d), (d, g)))
 
@@ -635,6 +664,10 @@ _multiply, _where = multiply.impl, where.impl
 safe_multiply = elementwise_primitive("safe_multiply", _safe_multiply_impl, _spelled(
     "where(({0} == 0) & (({1} - {1}) != 0), 0, {0} * {1})", SAFE_PRODUCT_CUDA))
 safe_multiply.jvp, safe_multiply.vjp = _safe_multiply_jvp, _safe_multiply_vjp
+# what the rules of safe_multiply mask with: where({1} == 0 and {2} is not finite, 0, {0})
+safe_masked = elementwise_primitive("safe_masked", _safe_masked_impl, _spelled(
+    "where(({1} == 0) & (({2} - {2}) != 0), 0, {0})", "((({1}) == 0 && !isfinite((double)({2}))) ? 0.0 : ({0}))"))
+safe_masked.jvp, safe_masked.vjp = _safe_masked_jvp, _safe_masked_vjp
 
 
 def _multiply_sum_letters(ndims, axes):
@@ -682,7 +715,7 @@ def _multiply_sum_jvp(primals, tangents, *, axes, safe):
         terms = [multiply_sum.bind(t, other, axes=axes, safe=False) for t, other in pairs]
         return out, terms[0] if len(terms) == 1 else add.bind(*terms)
     terms = [multiply.bind(t, other) for t, other in pairs]
-    total = where.bind(_safe_mask(g, d), 0.0, terms[0] if len(terms) == 1 else add.bind(*terms))
+    total = safe_masked.bind(terms[0] if len(terms) == 1 else add.bind(*terms), g, d)
     return out, reduce_sum.bind(total, axis=axes, keepdims=False)
 
 
