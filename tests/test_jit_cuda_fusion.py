@@ -84,11 +84,6 @@ def operands(prim, rng):
         d[::5] = np.inf
         g = y.copy()
         return (g, d)
-    if prim is ew.safe_masked:  # a total, zeroed where g is 0 against a non-finite d
-        d = x.copy()
-        d[::5] = np.inf
-        d[1::5] = np.nan
-        return (np.abs(x) + 0.5, y, d)
     if prim in (ew.add, ew.subtract, ew.multiply, ew.divide, ew.atan2, ew.equal, ew.not_equal, ew.less,
                 ew.less_equal, ew.greater, ew.greater_equal):
         return (x, np.where(y == 0, 1.5, y) if prim is ew.divide else y)

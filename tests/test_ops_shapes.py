@@ -337,3 +337,25 @@ def test_full_like_with_a_shape_on_a_dataarray_s_data():
     data = xr.DataArray(X, dims=("sample", "t"))
     out = lf.vmap(lambda x: np.full_like(x.data, 2.5, shape=(2,)) * x.data[0], dim="sample")(data)
     np.testing.assert_allclose(out, 2.5 * X[:, :1] * np.ones((3, 2)))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.complex128, np.bool_])
+def test_the_pad_primitive_is_numpys_constant_pad_with_a_later_axis_in_the_corners(dtype):
+    """The pad primitive's impl (one copy into the padded array on NumPy) against NumPy's own
+    constant pad of each axis in turn, the later axis's constants in the corners."""
+    import itertools
+
+    from labeled_func_kernels import indexing
+
+    x = (RNG.normal(size=(2, 3, 4)) * 3).astype(dtype)
+    constants = ((True, False),) * 3 if dtype is np.bool_ else ((1, -2), (3, -4), (5, -6))
+    for widths in itertools.product([(0, 0), (1, 0), (0, 2), (2, 1)], repeat=3):
+        expected = x
+        for axis, (width, values) in enumerate(zip(widths, constants)):
+            spec = [(0, 0)] * 3
+            spec[axis] = width
+            fill = [(0, 0)] * axis + [values] + [(0, 0)] * (2 - axis)
+            expected = np.pad(expected, spec, mode="constant", constant_values=fill)
+        got = indexing.pad.impl(x, pad_width=widths, constant_values=constants)
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        assert got.tobytes() == expected.tobytes(), widths

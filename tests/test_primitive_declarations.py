@@ -58,7 +58,7 @@ TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "sin", "cos", "tan", "asin", "
                   "tanh", "asinh", "acosh", "atanh", "atan2"}
 HEAVY_ALGEBRAIC = {"sqrt"}
 # operands of the fused primitives that are no NumPy ufunc
-ARITY = {"power": 2, "where": 3, "safe_multiply": 2, "safe_masked": 3}
+ARITY = {"power": 2, "where": 3, "safe_multiply": 2}
 
 
 def arity(prim):
