@@ -9,6 +9,9 @@
 - HIPS `autograd` on the per-sample gradient, where it is installed (the row is left
   out otherwise).
 
+The Rosenbrock function in xarray and its closed-form Hessian live here too, for the rows
+of `bench_jax.py` (and the oracle of `tests/test_safe_masked.py`).
+
 Every figure is the best of several repeats of `time.perf_counter`; the baselines are
 measured in the same run, and each one is first checked against the closed form.
 """
@@ -130,6 +133,24 @@ def lorenz96_jacobian(x):
     np.add.at(jac, (rows, (rows - 1) % m), x[(rows + 1) % m] - x[(rows - 2) % m])
     np.add.at(jac, (rows, rows), -1.0)
     return jac
+
+
+def rosenbrock(x):
+    """The Rosenbrock function of a DataArray along its one dim ``d``, by xarray slices."""
+    head = x.isel(d=slice(None, -1)).drop_vars("d", errors="ignore")
+    tail = x.isel(d=slice(1, None)).drop_vars("d", errors="ignore")
+    return (100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2).sum("d")
+
+
+def rosenbrock_hessian(x):
+    """The closed-form Hessian of :func:`rosenbrock` at the values ``x``: tridiagonal."""
+    d = x.size
+    hessian = np.zeros((d, d))
+    i = np.arange(d - 1)
+    hessian[i, i] += 1200.0 * x[:-1] ** 2 - 400.0 * x[1:] + 2.0
+    hessian[i + 1, i + 1] += 200.0
+    hessian[i, i + 1] = hessian[i + 1, i] = -400.0 * x[:-1]
+    return hessian
 
 
 def finite_difference_jacobian(model, x):

@@ -37,10 +37,11 @@ import numpy as np
 import xarray as xr
 
 import labeled_func as lf
-from benchmarks.bench_autodiff import FORCING, ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami, lorenz96, lorenz96_jacobian
+from benchmarks.bench_autodiff import (FORCING, ISHIGAMI_A, ISHIGAMI_B, PARAMS, ishigami, lorenz96, lorenz96_jacobian,
+                                      rosenbrock, rosenbrock_hessian)
 from benchmarks.bench_speed import (CELLS, DT, DX, FLOW_N, FLOW_PARAMS, ISHIGAMI_N, STEPS, advection_diffusion,
-                                    advection_diffusion_numpy, flow_parameters, ishigami_gradient_power,
-                                    ishigami_samples, initial_field)
+                                    central_differences, flow_parameters, ishigami_gradient_power, ishigami_samples,
+                                    initial_field)
 from benchmarks.bench_vmap import best_time
 
 # one thread for XLA's CPU runtime, unless JAX was imported before (then its setting holds:
@@ -129,12 +130,7 @@ def ishigami_rows():
 def advection_rows():
     values = flow_parameters(FLOW_N)
     samples = xr.Dataset({name: ("sample", v) for name, v in values.items()})
-    expected = {}
-    for name in FLOW_PARAMS:  # central differences as the oracle
-        h = 1e-6 * np.abs(values[name]).max()
-        plus = advection_diffusion_numpy(**{**values, name: values[name] + h})
-        minus = advection_diffusion_numpy(**{**values, name: values[name] - h})
-        expected[name] = (plus - minus) / (2 * h)
+    expected = central_differences(values)
     exact = np.stack([expected[name] for name in FLOW_PARAMS], axis=-1)
 
     def check_lf(got):
@@ -180,24 +176,6 @@ def lorenz96_rows():
 
 
 # --- Rosenbrock ------------------------------------------------------------------------------------
-def rosenbrock_xarray(x):
-    """The Rosenbrock function of a DataArray along its one dim ``d``, by xarray slices."""
-    head = x.isel(d=slice(None, -1)).drop_vars("d", errors="ignore")
-    tail = x.isel(d=slice(1, None)).drop_vars("d", errors="ignore")
-    return (100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2).sum("d")
-
-
-def rosenbrock_hessian(x):
-    """The closed-form Hessian: tridiagonal."""
-    d = x.size
-    hessian = np.zeros((d, d))
-    i = np.arange(d - 1)
-    hessian[i, i] += 1200.0 * x[:-1] ** 2 - 400.0 * x[1:] + 2.0
-    hessian[i + 1, i + 1] += 200.0
-    hessian[i, i + 1] = hessian[i + 1, i] = -400.0 * x[:-1]
-    return hessian
-
-
 def rosenbrock_rows():
     x = xr.DataArray(np.random.default_rng(3).uniform(-2.0, 2.0, ROSENBROCK_D), dims="d")
     exact = rosenbrock_hessian(x.values)
@@ -209,7 +187,7 @@ def rosenbrock_rows():
         return (100.0 * (v[1:] - v[:-1] ** 2) ** 2 + (1.0 - v[:-1]) ** 2).sum()
 
     jax_s = jax_time(jax.hessian(f), jnp.asarray(x.values), check=check)
-    eager_s, jit_s = lf_times(lf.hessian(rosenbrock_xarray), (x,), lambda got: check(got.values))
+    eager_s, jit_s = lf_times(lf.hessian(rosenbrock), (x,), lambda got: check(got.values))
     closed_s = best_time(lambda: rosenbrock_hessian(x.values), REPEATS)
     rows = rows_against_jax(f"Rosenbrock Hessian (D={ROSENBROCK_D})", eager_s, jit_s, jax_s)
     rows.append({"benchmark": "  the closed-form Hessian in NumPy / jax.jit", "value": closed_s * 1e3,

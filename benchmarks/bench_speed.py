@@ -214,15 +214,22 @@ def forward_differences(values, step=FD_STEP):
             for name in FLOW_PARAMS}
 
 
-def advection_diffusion_rows():
-    values = flow_parameters(FLOW_N)
-    samples = xr.Dataset({name: ("sample", v) for name, v in values.items()})
+def central_differences(values):
+    """The gradients of the NumPy advection-diffusion model by central differences (the
+    oracle of the benchmarks' gradients), one array per parameter."""
     expected = {}
-    for name in FLOW_PARAMS:  # central differences as the oracle
+    for name in FLOW_PARAMS:
         h = 1e-6 * np.abs(values[name]).max()
         plus = advection_diffusion_numpy(**{**values, name: values[name] + h})
         minus = advection_diffusion_numpy(**{**values, name: values[name] - h})
         expected[name] = (plus - minus) / (2 * h)
+    return expected
+
+
+def advection_diffusion_rows():
+    values = flow_parameters(FLOW_N)
+    samples = xr.Dataset({name: ("sample", v) for name, v in values.items()})
+    expected = central_differences(values)
 
     def check(got):
         for name in FLOW_PARAMS:

@@ -98,8 +98,3 @@ def test_a_generator_that_is_not_available_leaves_the_program_unfused(monkeypatc
     (compiled,) = jitted.cache.values()
     assert not [node for node in compiled.program.nodes if type(node.prim) is codegen.Fused]
 
-
-def test_a_library_whose_backend_names_no_registered_generator_is_not_fused():
-    strict = pytest.importorskip("array_api_strict")
-    assert codegen.generator_of(strict.asarray([1.0])) is None
-    assert codegen.generator_named("no such generator") is None

@@ -402,27 +402,24 @@ def _finite_constant(value):
 def _numpy_lowering(prim, values, params, out):
     """A replay kernel for NumPy values where one is faster than the primitive's impl (or
     writes into a buffer), else None."""
-    if (prim not in _LOWERED_ON_NUMPY or type(out) is not np.ndarray
-            or not all(type(v) is np.ndarray or type(v) in (int, float) for v in values)):
+    if type(out) is not np.ndarray:
         return None
-    if prim is ew.safe_multiply:
-        return safe_product
-    if prim is kshape.roll and set(params) == {"shift", "axis"}:
+    if prim is ew.safe_multiply:  # the primitive asked first: most nodes have no lowering
+        return safe_product if all(type(v) is np.ndarray or type(v) in (int, float) for v in values) else None
+    if prim is kshape.roll and type(values[0]) is np.ndarray and set(params) == {"shift", "axis"}:
         shift, axis = params["shift"], params["axis"]
         if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
             shift, axis = shift[0], axis[0]
         if (type(axis) is int and type(shift) is int and values[0].shape == out.shape
                 and values[0].flags.c_contiguous):  # np.roll's result then is C-ordered too
             return roll_into(shift, axis % out.ndim, out.shape, out.dtype)
-    if (prim is kcore.reduce_sum and set(params) == {"axis", "keepdims"} and values[0].dtype == _FLOAT
+    if (prim is kcore.reduce_sum and type(values[0]) is np.ndarray and set(params) == {"axis", "keepdims"}
+            and values[0].dtype == _FLOAT
             and values[0].size >= thresholds.FUSE_MIN_SIZE):  # float64 only: einsum's float32 sums round otherwise
         axes, ndim = tuple(sorted(a % values[0].ndim for a in params["axis"])), values[0].ndim
         if axes and axes == tuple(range(ndim - len(axes), ndim)):
             return trailing_sum(axes, params["keepdims"], values[0].shape)
     return None
-
-
-_LOWERED_ON_NUMPY = frozenset({ew.safe_multiply, kshape.roll, kcore.reduce_sum})  # what _numpy_lowering knows
 
 
 def _lowered(prim, values, params, out=None):

@@ -28,6 +28,8 @@ import numpy as np
 
 from labeled_func_kernels.backend import backend_of
 
+from ..expressions import _BOOL, _FLOAT, _SINGLE
+
 _GENERATORS: dict[str, "Generator"] = {}
 
 
@@ -131,7 +133,7 @@ def generator_named(name: str | None) -> Generator | None:
     return _GENERATORS.get(name) if name is not None else None
 
 
-_FUSED_DTYPES = (np.dtype(np.float64), np.dtype(np.float32), np.dtype(np.bool_))
+_FUSED_DTYPES = (_FLOAT, _SINGLE, _BOOL)
 
 
 def generator_of(value: Any) -> Generator | None:
