@@ -58,7 +58,7 @@ thresholds = importlib.import_module("labeled_func.engine.compiler.thresholds")
 WRAPPINGS = ("jit", "jit_vmap", "jit_grad", "jit_vmap_grad")
 DIMS = ("a", "b", "c")
 MAX_OPERATIONS = 6
-FUSION_THRESHOLDS = ("FUSE_MIN_SIZE", "CHEAP_FUSE_MIN_SIZE", "POOL_MIN_BYTES")
+FUSION_THRESHOLDS = ("FUSE_MIN_SIZE", "CHEAP_FUSE_MIN_SIZE", "POOL_MIN_BYTES", "BAND_MIN_SIZE")
 
 
 # --- the vocabulary of the operator table ------------------------------------------------------
@@ -864,7 +864,8 @@ def _strides(spec):
 # --- the oracle -------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
 def fusing_everything():
-    """Fusion (numexpr) and buffer reuse at every size: the thresholds of the replay at 0."""
+    """Fusion (numexpr), buffer reuse and banded matrices at every size: the thresholds of the
+    replay at 0."""
     saved = {name: getattr(thresholds, name) for name in FUSION_THRESHOLDS}
     try:
         for name in saved:

@@ -1,4 +1,4 @@
-"""Each rewrite of ``Program.prune`` (engine/compiler/passes.py) tested alone, by ablation:
+"""Each rewrite of ``Program.prune`` (engine/compiler/passes.py, banded.py) tested alone, by ablation:
 a workload is jitted with every pass, and again with one pass switched off.  The pass must
 have changed the program on at least one workload (else this file does not test it), and
 the replays of the two programs must give the same results: to the bit for the passes that
@@ -14,7 +14,7 @@ import xarray as xr
 import labeled_func as lf
 from labeled_func.engine.compiler.program import Program
 
-PASSES = ("drop_ones", "simplify", "contract", "spread", "fold_rolls", "rematerialize", "share_checks")
+PASSES = ("drop_ones", "simplify", "band", "contract", "spread", "fold_rolls", "rematerialize", "share_checks")
 EXACT = {name: name != "contract" for name in PASSES}   # the promise of passes.py's docstring
 
 
@@ -47,7 +47,7 @@ def _advection():
 
 
 def _lorenz96():
-    x = xr.DataArray(np.random.default_rng(2).normal(size=64) + 8.0, dims="site")
+    x = xr.DataArray(np.random.default_rng(2).normal(size=128) + 8.0, dims="site")  # 16,384: banded
 
     def tendency(x):
         return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + 8.0

@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from . import fusion, passes, planning
+from . import banded, fusion, passes, planning
 from .collections_paused import fewer_collections
 from .nodes import Constant
 from .planning import _bound, _reads_only, _writes_into
@@ -43,6 +43,7 @@ class Program:
         self._drop_dead()
         self.drop_ones()
         self.simplify()
+        self.band()
         self._drop_dead()
         self.fuse()
         self.contract()
@@ -111,6 +112,9 @@ class Program:
 
     def simplify(self):
         return passes.simplify(self)
+
+    def band(self):
+        return banded.band(self)
 
     def contract(self):
         return passes.contract(self)

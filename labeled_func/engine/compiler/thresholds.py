@@ -18,3 +18,7 @@ more than the passes over memory they save. Trees with a transcendental function
 POOL_MIN_BYTES = 1 << 16
 """Size of a NumPy result from which a replay writes it into a buffer passed on from an
 array that is no longer needed (see ``Program.prune``)."""
+
+BAND_MIN_SIZE = 1 << 14
+"""Elements of a square matrix below which the replay computes it in full rather than as
+its diagonals (``banded.band``: the Jacobians of stencils)."""

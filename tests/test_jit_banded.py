@@ -1,0 +1,163 @@
+"""lf.jit computes the Jacobians of stencils as diagonals (``compiler/banded.py``): the
+identity that ``lf.jacrev``/``lf.jacfwd`` push through rolls, sums and products by
+per-site partials stays a few cyclic diagonals over a background, computed as vectors
+and written once. Oracles: the eager transform, compared byte for byte (signed zeros
+included; NaN where NaN), and the Lorenz-96 Jacobian written out by hand (benchmarks)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import labeled_func as lf
+from benchmarks.bench_autodiff import FORCING, lorenz96, lorenz96_jacobian
+from labeled_func.engine.compiler import banded, thresholds
+
+
+@pytest.fixture
+def at_every_size(monkeypatch):
+    monkeypatch.setattr(thresholds, "BAND_MIN_SIZE", 0)
+
+
+def banded_nodes(jitted):
+    return sum(getattr(node.function, "__name__", "") == "banded"
+               for compiled in jitted.cache.values() for node in compiled.program.nodes)
+
+
+def assert_same_bytes(got, expected):
+    """The same bytes but in NaNs: NaN where NaN, as lf.jit's contract says (the sign bit of
+    a NaN that meets another is NumPy's loop's choice: its SIMD body and scalar tail differ)."""
+    got, expected = np.ascontiguousarray(got), np.ascontiguousarray(expected)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    bits = np.dtype(f"u{got.dtype.itemsize}")
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    differ = np.argwhere((got.view(bits) != expected.view(bits)) & ~nan)
+    assert not differ.size, f"the bytes differ at {differ[:5].tolist()}:\n{got}\n{expected}"
+
+
+@pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
+@pytest.mark.parametrize("sites", [5, 16, 40, 400])
+def test_the_lorenz96_jacobian_replays_bit_for_bit_and_equals_the_closed_form(at_every_size, transform, sites):
+    jacobian = getattr(lf, transform)(lorenz96)
+    jitted = lf.jit(jacobian)
+    rng = np.random.default_rng(sites)
+    for call in range(3):  # the trace, then two replays with other values
+        x = FORCING + rng.normal(size=sites)
+        x[0] = -0.0 if call == 2 else x[0]  # a signed zero in a partial
+        state = xr.DataArray(x, dims="site")
+        got = jitted(state)
+        assert_same_bytes(got.values, jacobian(state).values)
+        np.testing.assert_allclose(got.values, lorenz96_jacobian(x), rtol=1e-15, atol=1e-15)
+    if sites >= 40:  # the four diagonals within max_bands: the program writes the Jacobian once
+        assert banded_nodes(jitted) == 1
+
+
+def test_above_the_threshold_without_changing_it():
+    """The default threshold: the Jacobian at 400 sites (160,000 elements) is banded."""
+    state = xr.DataArray(FORCING + np.random.default_rng(2).normal(size=400), dims="site")
+    jitted = lf.jit(lf.jacrev(lorenz96))
+    jitted(state)
+    assert_same_bytes(jitted(state).values, lf.jacrev(lorenz96)(state).values)
+    assert banded_nodes(jitted) == 1
+
+
+def test_non_finite_partials_keep_the_masks_of_the_nan_safe_products(at_every_size):
+    """Where the state holds inf and NaN, the Jacobian's diagonals hold NaN and the
+    NaN-safe products keep zeros off them: as eagerly, byte for byte."""
+    jacobian = lf.jacrev(lorenz96)
+    jitted = lf.jit(jacobian)
+    x = FORCING + np.random.default_rng(4).normal(size=24)
+    jitted(xr.DataArray(x, dims="site"))
+    x[3], x[10] = np.inf, np.nan
+    state = xr.DataArray(x, dims="site")
+    with np.errstate(invalid="ignore"):
+        expected = jacobian(state).values
+        got = jitted(state).values
+    assert_same_bytes(got, expected)
+    assert np.isnan(got).any() and (got == 0).sum() > got.size // 2
+
+
+def test_a_batch_of_jacobians_and_a_single_precision_state(at_every_size):
+    """Outside the pass's form (three dims: a vmapped Jacobian) and in float32: the same
+    bytes as eagerly."""
+    states = xr.DataArray(FORCING + np.random.default_rng(5).normal(size=(3, 12)), dims=("member", "site"))
+    batched = lf.vmap(lf.jacrev(lorenz96), dim="member")
+    jitted = lf.jit(batched)
+    jitted(states)
+    assert_same_bytes(jitted(states * 1.5).values, batched(states * 1.5).values)
+    single = xr.DataArray((FORCING + np.random.default_rng(6).normal(size=32)).astype(np.float32), dims="site")
+    jitted = lf.jit(lf.jacfwd(lorenz96))
+    jitted(single)
+    assert_same_bytes(jitted(single + 1).values, lf.jacfwd(lorenz96)(single + 1).values)
+    assert jitted(single).dtype == np.float32
+
+
+def test_constant_bands_reads_cyclic_diagonals_over_positive_zeros():
+    eye = np.eye(6)
+    assert {k: v.tolist() for k, v in banded._constant_bands(eye, 6).items()} == {0: [1.0] * 6}
+    rolled = np.roll(eye, 2, axis=1) * 3.0  # [i, i + 2]: offset 2
+    assert {k: v.tolist() for k, v in banded._constant_bands(rolled, 6).items()} == {2: [3.0] * 6}
+    negative_zero = eye.copy()
+    negative_zero[0, 3] = -0.0  # a background of other bits: not banded
+    assert banded._constant_bands(negative_zero, 6) is None
+    assert banded._constant_bands(np.ones((6, 6)), 6) is None  # six diagonals, beyond max_bands(6)
+    assert banded._constant_bands(np.asfortranarray(eye + np.eye(6, k=1)), 6) is None  # not C-ordered
+
+
+# --- random stencils -------------------------------------------------------------------------------------
+STEPS = {
+    "roll": "v = v.roll(site={s})",
+    "add_rolled_state": "v = v + x.roll(site={s})",
+    "times_rolled_state": "v = v * x.roll(site={s})",
+    "rolled_times_self": "v = v.roll(site={s}) * v",
+    "minus_number": "v = v - {c}",
+    "number_minus": "v = {c} - v",
+    "divided": "v = v / (2.0 + x ** 2)",
+    "number_over": "v = 1.5 / (2.0 + v ** 2)",
+    "negated": "v = -v",
+    "scaled": "v = v * {c}",
+    "sine": "v = np.sin(v)",  # outside the pass's operations: the matrix is computed in full there
+    "difference": "v = v - v.roll(site={s})",
+}
+
+
+@st.composite
+def stencils(draw):
+    lines = []
+    for _ in range(draw(st.integers(1, 6))):
+        step = draw(st.sampled_from(sorted(STEPS)))
+        lines.append(STEPS[step].format(s=draw(st.integers(-3, 3)), c=draw(st.sampled_from([0.5, -2.0, 0.0]))))
+    return lines
+
+
+@settings(max_examples=int(__import__("os").environ.get("BAND_EXAMPLES", 60)), deadline=None)
+@given(lines=stencils(), sites=st.integers(2, 9), transform=st.sampled_from(["jacrev", "jacfwd"]),
+       special=st.sampled_from([None, -0.0, np.inf, np.nan]), every_band=st.booleans())
+def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band):
+    """Random programs of rolls, sums, products and quotients (and a sine the pass does
+    not take), their Jacobians jitted with the pass at every size, diagonals that
+    coincide on small grids (``every_band``: max_bands lifted), signed zeros, infinities
+    and NaNs in the state: the replay's bytes are the eager transform's."""
+    namespace = {"np": np}
+    exec("def model(x):\n    v = x\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n", namespace)
+    model = namespace["model"]
+    saved = thresholds.BAND_MIN_SIZE, banded.max_bands
+    thresholds.BAND_MIN_SIZE = 0
+    if every_band:
+        banded.max_bands = lambda n: n
+    try:
+        jacobian = getattr(lf, transform)(model)
+        jitted = lf.jit(jacobian)
+        rng = np.random.default_rng(sites)
+        with np.errstate(all="ignore"):
+            jitted(xr.DataArray(rng.normal(size=sites), dims="site"))
+            x = rng.normal(size=sites)
+            if special is not None:
+                x[sites // 2] = special
+            state = xr.DataArray(x, dims="site")
+            assert_same_bytes(jitted(state).values, jacobian(state).values)
+    finally:
+        thresholds.BAND_MIN_SIZE, banded.max_bands = saved
