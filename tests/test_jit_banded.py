@@ -5,6 +5,8 @@ and written once. Oracles: the eager transform, compared byte for byte (signed z
 included; NaN where NaN), and the Lorenz-96 Jacobian written out by hand (benchmarks)."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import xarray as xr
@@ -80,14 +82,19 @@ def test_non_finite_partials_keep_the_masks_of_the_nan_safe_products(at_every_si
     assert np.isnan(got).any() and (got == 0).sum() > got.size // 2
 
 
-def test_a_batch_of_jacobians_and_a_single_precision_state(at_every_size):
-    """Outside the pass's form (three dims: a vmapped Jacobian) and in float32: the same
-    bytes as eagerly."""
-    states = xr.DataArray(FORCING + np.random.default_rng(5).normal(size=(3, 12)), dims=("member", "site"))
-    batched = lf.vmap(lf.jacrev(lorenz96), dim="member")
+@pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
+def test_a_batch_of_jacobians_and_a_single_precision_state(at_every_size, transform):
+    """A vmapped Jacobian (leading dims: the per-member partials broadcast against the
+    basis) is banded too; in float32 as well: the same bytes as eagerly."""
+    states = xr.DataArray(FORCING + np.random.default_rng(5).normal(size=(3, 40)), dims=("member", "site"))
+    batched = lf.vmap(getattr(lf, transform)(lorenz96), dim="member")
     jitted = lf.jit(batched)
     jitted(states)
     assert_same_bytes(jitted(states * 1.5).values, batched(states * 1.5).values)
+    for member in range(3):
+        np.testing.assert_allclose(jitted(states).values[member], lorenz96_jacobian(states.values[member]),
+                                   rtol=1e-15, atol=1e-15)
+    assert banded_nodes(jitted) == 1
     single = xr.DataArray((FORCING + np.random.default_rng(6).normal(size=32)).astype(np.float32), dims="site")
     jitted = lf.jit(lf.jacfwd(lorenz96))
     jitted(single)
@@ -119,6 +126,7 @@ STEPS = {
     "number_over": "v = 1.5 / (2.0 + v ** 2)",
     "negated": "v = -v",
     "scaled": "v = v * {c}",
+    "per_member": "v = v * a",  # a per-member number when vmapped: one value per matrix
     "sine": "v = np.sin(v)",  # outside the pass's operations: the matrix is computed in full there
     "difference": "v = v - v.roll(site={s})",
 }
@@ -133,31 +141,38 @@ def stencils(draw):
     return lines
 
 
-@settings(max_examples=int(__import__("os").environ.get("BAND_EXAMPLES", 60)), deadline=None)
+@settings(max_examples=int(os.environ.get("BAND_EXAMPLES", 60)), deadline=None)
 @given(lines=stencils(), sites=st.integers(2, 9), transform=st.sampled_from(["jacrev", "jacfwd"]),
-       special=st.sampled_from([None, -0.0, np.inf, np.nan]), every_band=st.booleans())
-def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band):
+       special=st.sampled_from([None, -0.0, np.inf, np.nan]), every_band=st.booleans(),
+       members=st.sampled_from([None, 1, 3]))
+def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band, members):
     """Random programs of rolls, sums, products and quotients (and a sine the pass does
-    not take), their Jacobians jitted with the pass at every size, diagonals that
-    coincide on small grids (``every_band``: max_bands lifted), signed zeros, infinities
-    and NaNs in the state: the replay's bytes are the eager transform's."""
+    not take), their Jacobians jitted with the pass at every size, alone or vmapped over
+    members, diagonals that coincide on small grids (``every_band``: max_bands lifted),
+    signed zeros, infinities and NaNs in the state: the replay's bytes are the eager
+    transform's."""
     namespace = {"np": np}
-    exec("def model(x):\n    v = x\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n", namespace)
+    exec("def model(x, a):\n    v = x\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n",
+         namespace)
     model = namespace["model"]
+    shape, dims = ((sites,), ("site",)) if members is None else ((members, sites), ("member", "site"))
+    scale = xr.DataArray(-1.5) if members is None else xr.DataArray(np.linspace(-1.5, 2.0, members), dims="member")
     saved = thresholds.BAND_MIN_SIZE, banded.max_bands
     thresholds.BAND_MIN_SIZE = 0
     if every_band:
         banded.max_bands = lambda n: n
     try:
         jacobian = getattr(lf, transform)(model)
+        if members is not None:
+            jacobian = lf.vmap(jacobian, dim="member")
         jitted = lf.jit(jacobian)
         rng = np.random.default_rng(sites)
         with np.errstate(all="ignore"):
-            jitted(xr.DataArray(rng.normal(size=sites), dims="site"))
-            x = rng.normal(size=sites)
+            jitted(xr.DataArray(rng.normal(size=shape), dims=dims), scale)
+            x = rng.normal(size=shape)
             if special is not None:
-                x[sites // 2] = special
-            state = xr.DataArray(x, dims="site")
-            assert_same_bytes(jitted(state).values, jacobian(state).values)
+                x[..., sites // 2] = special
+            state = xr.DataArray(x, dims=dims)
+            assert_same_bytes(jitted(state, scale * 0.5).values, jacobian(state, scale * 0.5).values)
     finally:
         thresholds.BAND_MIN_SIZE, banded.max_bands = saved

@@ -12,7 +12,9 @@ so the n x n arrays that the trace recorded (the identity read in full, a produc
 written in full for each partial, a roll of each) can be computed as vectors of length
 n, and the matrix written once, where a node that is not of this form reads it or it is
 an output. The Jacobian of the Lorenz-96 tendency at 2,000 sites: one pass over its
-32 MB instead of four.
+32 MB instead of four. Matrices with leading dims (a vmapped Jacobian, one per example)
+are banded alike: their vectors carry the leading dims, and an operand may hold one value
+per matrix (a per-example parameter).
 
 Every element is the result of the same operations on the same operands as in the
 recorded program (elementwise operations are computed element by element; a roll moves
@@ -22,6 +24,8 @@ included, and NaN where NaN (which of two NaNs a sum or product passes on, and s
 bit, NumPy's loops choose by position: lf.jit's contract reads NaN where NaN).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -65,14 +69,16 @@ def band(program):
     forms, recipes, constant_bands = {}, {}, {}
     for node in program.nodes:
         out = node.out
-        if (out is None or node.params or len(out[0]) != 2 or out[0][0] != out[0][1] or out[1].kind != "f"
-                or out[0][0] ** 2 < max(thresholds.BAND_MIN_SIZE, 1) or not _c_ordered(out, node.strides)):
+        if (out is None or node.params or len(out[0]) < 2 or out[0][-1] != out[0][-2] or out[0][-1] < 2
+                or out[1].kind != "f" or math.prod(out[0]) < max(thresholds.BAND_MIN_SIZE, 1)
+                or not _c_ordered(out, node.strides)):
             continue
-        n, dtype = out[0][0], out[1]
+        shape, dtype = out
+        n = shape[-1]
         if node.prim is kshape.roll:
             source, shift = node.refs[0], getattr(node.function, "shift", None)
-            if type(source) is int and source in forms and type(shift) is int:
-                axis = node.function.axis % 2
+            axis = node.function.axis - (len(shape) - 2) if type(shift) is int else -1
+            if type(source) is int and source in forms and axis in (0, 1):
                 shift %= n
                 offsets = {(k - shift if axis == 0 else k + shift) % n for k in forms[source].offsets}
                 forms[node.slot] = _Form(offsets, forms[source].background)
@@ -98,7 +104,7 @@ def band(program):
                 operands.append(("bands", bands))
                 offsets |= set(bands)
                 continue
-            axis = _vector_axis(ref, layout, n, dtype)
+            axis = _vector_axis(ref, layout, shape, dtype)
             if axis is False:
                 break
             operands.append(("vector", ref, axis))
@@ -121,24 +127,24 @@ def band(program):
     return program
 
 
-def _vector_axis(ref, layout, n, dtype):
-    """How an operand that is not banded broadcasts against an n x n matrix of ``dtype``:
-    None (one value), ``"col"`` (varies along the columns: shape (n,) or (1, n)),
-    ``"row"`` (shape (n, 1)), or False (another shape or dtype: the node stays)."""
+def _vector_axis(ref, layout, shape, dtype):
+    """How an operand that is not banded broadcasts against matrices of ``shape`` (leading
+    dims, then n x n) and ``dtype``: None (one value per matrix), ``"col"`` (varies along
+    the columns: trailing dims (1, n) or (n,)), ``"row"`` (trailing (n, 1)), or False
+    (another shape or dtype: the node stays as recorded)."""
     if type(ref) is Constant and type(ref.value) in (int, float):
         return None
     if type(ref) is Constant and isinstance(ref.value, np.generic):
         return None if ref.value.dtype == dtype else False
     known = layout.get(ref) if type(ref) is int else (
         (ref.value.shape, ref.value.dtype) if type(ref.value) is np.ndarray else None)
-    if known is None or known[1] != dtype:
+    if known is None or known[1] != dtype or len(known[0]) > len(shape):
         return False
-    shape = known[0]
-    if len(shape) <= 2 and all(size == 1 for size in shape):
-        return None
-    if shape in ((n,), (1, n)):
-        return "col"
-    return "row" if shape == (n, 1) else False
+    padded = (1,) * (len(shape) - len(known[0])) + tuple(known[0])
+    if any(size not in (1, full) for size, full in zip(padded[:-2], shape[:-2])):
+        return False
+    n = shape[-1]
+    return {(1, 1): None, (1, n): "col", (n, 1): "row"}.get(padded[-2:], False)
 
 
 def _constant_bands(value, n):
@@ -173,17 +179,17 @@ class _Value:
         diagonal = self.bands.get(k)
         if diagonal is not None:
             return diagonal
-        return np.roll(self.background, -k) if self.axis == "col" else self.background
+        return np.roll(self.background, -k, axis=-1) if self.axis == "col" else self.background
 
     def rolled(self, shift, axis, n):
         """``np.roll(matrix, shift, axis)`` (0: along the rows, 1: the columns)."""
         if axis == 0:
-            bands = {(k - shift) % n: np.roll(vector, shift) for k, vector in self.bands.items()}
+            bands = {(k - shift) % n: np.roll(vector, shift, axis=-1) for k, vector in self.bands.items()}
         else:
             bands = {(k + shift) % n: vector for k, vector in self.bands.items()}
         background = self.background
         if self.axis == ("row", "col")[axis]:
-            background = np.roll(background, shift)
+            background = np.roll(background, shift, axis=-1)
         return _Value(background, self.axis, bands)
 
 
@@ -206,7 +212,8 @@ def _materializer(root, recipes, out):
     visit(root)
     position = {ref: k for k, ref in enumerate(refs)}
     steps = [(slot, recipes[slot]) for slot in order]
-    (n, _), dtype = out
+    shape, dtype = out
+    n, lead = shape[-1], shape[:-2]
     zero = np.zeros((), dtype)
 
     def value_of(values, vectors):
@@ -216,7 +223,7 @@ def _materializer(root, recipes, out):
                 continue
             _, function, operands, _ = recipe
             matrices = [values[o[1]] if o[0] == "form" else _Value(zero, None, o[1]) if o[0] == "bands"
-                        else _vector(vectors[position[o[1]]], o[2]) for o in operands]
+                        else _vector(vectors[position[o[1]]], o[2], len(shape)) for o in operands]
             axis = next((m.axis if type(m) is _Value else o[2] for m, o in zip(matrices, operands)
                          if (m.axis if type(m) is _Value else o[2]) is not None), None)
             offsets = sorted({k for m in matrices if type(m) is _Value for k in m.bands})
@@ -225,41 +232,44 @@ def _materializer(root, recipes, out):
             for k in offsets:
                 diagonal = _cast(function(*[m.on_band(k) if type(m) is _Value else _on_band(m, o[2], k)
                                             for m, o in zip(matrices, operands)]), dtype)
-                bands[k] = diagonal if diagonal.ndim else np.full(n, diagonal, dtype)
+                bands[k] = diagonal if diagonal.ndim else diagonal.reshape(1)
             values[slot] = _Value(background, axis, bands)
         return values[root]
 
     def banded(*vectors, out=None):
         value = value_of({}, vectors)
         if out is None:
-            out = np.empty((n, n), dtype)
-        if value.axis == "row":
-            np.copyto(out, value.background[:, None])
-        elif value.axis == "col":
-            np.copyto(out, value.background[None, :])
-        else:
-            out.fill(value.background)
-        flat = out.reshape(-1)
+            out = np.empty(shape, dtype)
+        background = value.background
+        if background.ndim:  # a vector along the rows or the columns, or one value per matrix
+            background = background[..., :, None] if value.axis == "row" else background[..., None, :]
+        np.copyto(out, background)
+        flat = out.reshape(lead + (n * n,))
         for k, diagonal in value.bands.items():  # [i, i + k] for i < n - k, then [i, i + k - n]
-            flat[k:(n - k) * (n + 1):n + 1] = diagonal[:n - k]
+            flat[..., k:(n - k) * (n + 1):n + 1] = diagonal[..., :n - k]
             if k:
-                flat[n * (n - k)::n + 1] = diagonal[n - k:]
+                flat[..., n * (n - k)::n + 1] = diagonal[..., n - k:]
         return out
 
     banded.writes_into = True
     return tuple(refs), banded
 
 
-def _vector(value, axis):
-    """An operand that is not banded, as the pass reads it: one value, or a vector."""
-    if axis is None:
-        return value if type(value) in (int, float) else np.asarray(value).reshape(())
-    return np.asarray(value).reshape(-1)
+def _vector(value, axis, ndim):
+    """An operand that is not banded, as the pass reads it: its leading dims, then a
+    vector along its axis, or (one value per matrix) a dim of 1."""
+    if type(value) in (int, float):
+        return value
+    value = np.asarray(value)
+    padded = (1,) * (ndim - value.ndim) + value.shape
+    if all(size == 1 for size in padded):
+        return value.reshape(())
+    return value.reshape(padded[:-2] + ((1,) if axis is None else (padded[-1] * padded[-2],)))
 
 
 def _on_band(vector, axis, k):
     """An operand that is not banded, at the elements ``[i, (i + k) % n]``."""
-    return np.roll(vector, -k) if axis == "col" else vector
+    return np.roll(vector, -k, axis=-1) if axis == "col" else vector
 
 
 def _cast(value, dtype):
