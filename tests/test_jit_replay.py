@@ -446,6 +446,26 @@ def test_rolled_evaluation_reads_wrapped_runs_by_slices_and_scattered_ones_by_ga
             same(rolled(ufuncs[0], leaves, layout, 1)(*operands), expected)
 
 
+def test_rolled_evaluation_spreads_an_operand_broadcast_against_the_rolled_ones(monkeypatch):
+    """A constant matrix against a batch of rolled ones (a vmapped stencil Jacobian):
+    spread once, the rolls read shifted (np.roll is never called), the same bits."""
+    Shifted, rolled = replay_module.Shifted, replay_module.rolled_evaluation
+    rng = np.random.default_rng(24)
+    batch, basis = rng.normal(size=(3, 7, 7)), rng.normal(size=(7, 7))
+    layout = ((3, 7, 7), np.dtype(np.float64))
+    leaves = [Shifted(0, 2, 1), 1, Shifted(0, 2, 5)]
+
+    def evaluate(a, b, c, out=None):
+        return np.add(np.subtract(a, b), c, out=out)
+
+    expected = evaluate(np.roll(batch, 1, axis=2), basis, np.roll(batch, 5, axis=2))
+    calls = []
+    real_roll = np.roll
+    monkeypatch.setattr(np, "roll", lambda *a, **k: calls.append(a) or real_roll(*a, **k))
+    same(rolled(evaluate, leaves, layout, 2)(batch, basis, batch), expected)
+    assert calls == []
+
+
 def _stepping(p):
     u = xr.DataArray(np.linspace(0.0, 1.0, 64) ** 2, dims="cell")
     for _ in range(30):

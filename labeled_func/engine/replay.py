@@ -141,8 +141,9 @@ def rolled_evaluation(evaluate: Callable[..., Any], leaves: Sequence[Any], out: 
     C-contiguous arrays of the result's shape a roll is a shift of the flat array, except
     where it wraps around (the first and last indices along ``axis``): one evaluation over
     the flat arrays shifted, then the wrapped indices again with their values gathered
-    (by slices where they are runs: one shift, or shifts of one sign and size).
-    Other layouts take the rolls as copies. ``evaluate`` is a numexpr evaluation or a
+    (by slices where they are runs: one shift, or shifts of one sign and size). An operand
+    broadcast against the result is spread to its shape first (one copy, fewer than the
+    rolls'). Other layouts take the rolls as copies. ``evaluate`` is a numexpr evaluation or a
     binary ufunc (a fused tree, or one node reading a roll)."""
     shape, dtype = out
     n, inner = shape[axis], math.prod(shape[axis + 1:])
@@ -165,6 +166,12 @@ def rolled_evaluation(evaluate: Callable[..., Any], leaves: Sequence[Any], out: 
     def evaluate_rolled(*values, out=None):
         if out is None:
             out = np.empty(shape, dtype)
+        if out.flags.c_contiguous and any(type(v) is np.ndarray and v.shape != shape for v in values) and all(
+                v.shape == shape for v, s in zip(values, signed) if s is not None):
+            # an operand broadcast against the rolled ones (a constant matrix against a batch of
+            # them): spread once, so that the rolls stay shifted reads and are never copied
+            values = [np.ascontiguousarray(np.broadcast_to(v, shape)) if type(v) is np.ndarray and v.shape != shape
+                      else v for v in values]
         arrays = [v for v in values if type(v) is np.ndarray]
         if not (out.flags.c_contiguous and all(v.shape == shape and v.flags.c_contiguous for v in arrays)):
             return evaluate(*[v if s is None else np.roll(v, s, axis=axis) for v, s in zip(values, signed)], out=out)
