@@ -6,6 +6,7 @@ included; NaN where NaN), and the Lorenz-96 Jacobian written out by hand (benchm
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -33,6 +34,8 @@ def assert_same_bytes(got, expected):
     a NaN that meets another is NumPy's loop's choice: its SIMD body and scalar tail differ)."""
     got, expected = np.ascontiguousarray(got), np.ascontiguousarray(expected)
     assert got.dtype == expected.dtype and got.shape == expected.shape
+    if got.dtype.kind == "c":  # the real and imaginary parts side by side
+        return assert_same_bytes(got.view(got.real.dtype), expected.view(expected.real.dtype))
     bits = np.dtype(f"u{got.dtype.itemsize}")
     nan = np.isnan(expected)
     np.testing.assert_array_equal(np.isnan(got), nan)
@@ -176,3 +179,101 @@ def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transf
             assert_same_bytes(jitted(state, scale * 0.5).values, jacobian(state, scale * 0.5).values)
     finally:
         thresholds.BAND_MIN_SIZE, banded.max_bands = saved
+
+
+# --- the operator table's Jacobians ----------------------------------------------------------------------
+def _table():
+    from opinfo import OP_DB
+    return [op for op in OP_DB if op.differentiable and not op.dynamic_shape_args
+            and np.dtype(np.float64) in op.dtypes]
+
+
+def _flat_jacobian_cases(op):
+    """The table's first float64 sample of ``op``, as a function of its first float array
+    flattened (1-D in, the float outputs flattened and joined out): its Jacobians are n x m
+    matrices, square for the elementwise entries (a diagonal through the pass)."""
+    from opinfo import array_positions, examples
+    for (sample, other) in (pair[:2] for pair in examples(op, np.float64, 2)):
+        positions = [j for j in array_positions(sample) if sample.args[j].dtype == np.float64
+                     and j not in op.integer_index_args and sample.args[j].size]
+        if not positions:
+            continue
+        j, shape = positions[0], sample.args[positions[0]].shape
+
+        def function(v, sample=sample, j=j, shape=shape):
+            args = list(sample.args)
+            args[j] = v.reshape(shape)
+            out = op.differentiated(*args, **sample.kwargs)
+            parts = [p for p in (out if isinstance(out, (tuple, list)) else [out]) if np.dtype(p.dtype).kind == "f"]
+            return np.concatenate([np.reshape(p, -1) * 1.0 for p in parts])
+
+        return function, sample.args[j].reshape(-1), other.args[j].reshape(-1)
+    return None
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in _table()])
+def test_the_tables_jacobians_replay_bit_for_bit_with_the_pass_at_every_size(op, at_every_size):
+    """Every differentiable entry's Jacobian (jacrev and jacfwd) of its first float array,
+    jitted with the pass at every size: the trace's and the replay's bytes are the eager
+    transform's (NaN where NaN). An elementwise entry's Jacobian is a diagonal (the basis
+    times the partials): through the pass; the others are computed as recorded."""
+    case = _flat_jacobian_cases(op)
+    if case is None:
+        pytest.skip(f"{op.name}: no float64 array argument")
+    function, first, second = case
+    ran = 0
+    for transform in (lf.jacrev, lf.jacfwd):
+        jacobian = transform(function)
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                expected = [jacobian(first), jacobian(second)]
+            except (lf.TransformError, TypeError, ValueError):
+                continue  # not this transform's (complex outputs, refusals): the table's own tests say
+            jitted = lf.jit(jacobian)
+            got = [jitted(first), jitted(second)]
+        for g, e in zip(got, expected):
+            assert_same_bytes(g, e)
+        ran += 1
+    if not ran:
+        pytest.skip(f"{op.name}: no Jacobian under jacrev or jacfwd")
+
+
+def _elementwise_table():
+    import functools
+
+    from opinfo import elementwise_samples
+    return [op for op in _table() if isinstance(op.sample_inputs, functools.partial)
+            and op.sample_inputs.func is elementwise_samples]
+
+
+@pytest.mark.parametrize("op", [pytest.param(op, id=op.name) for op in _elementwise_table()])
+def test_the_diagonal_jacobians_of_elementwise_entries_replay_bit_for_bit(op, at_every_size):
+    """Each elementwise entry of the table as a function of one 1-D argument (the others
+    fixed), its Jacobians jitted: the basis times the partials is a diagonal that the pass
+    computes as a vector, in every argument position; the bytes of the trace and of the
+    replay are the eager transform's (NaN where NaN)."""
+    from opinfo import make_array
+    domains = op.sample_inputs.keywords["domains"]
+    rng = np.random.default_rng(len(op.name))
+    draws = [[make_array(rng, (7,), np.float64, domain) for domain in domains] for _ in range(2)]
+    fired = 0
+    for position in range(len(domains)):
+        def function(v, position=position, args=draws[0]):
+            return op.differentiated(*args[:position], v, *args[position + 1:]) * 1.0
+
+        for transform in (lf.jacrev, lf.jacfwd):
+            jacobian = transform(function)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    expected = [jacobian(draw[position]) for draw in draws]
+                except (lf.TransformError, TypeError, ValueError):
+                    continue
+                jitted = lf.jit(jacobian)
+                got = [jitted(draw[position]) for draw in draws]
+            for g, e in zip(got, expected):
+                assert_same_bytes(g, e)
+            fired += banded_nodes(jitted)
+    if not fired:
+        pytest.skip(f"{op.name}: no banded node (a constant Jacobian, or partials of another form)")

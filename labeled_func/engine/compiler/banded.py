@@ -154,10 +154,9 @@ def _constant_bands(value, n):
     if not value.flags.c_contiguous:
         return None
     bits = value.reshape(-1).view(np.dtype(f"u{value.dtype.itemsize}"))
-    where = np.flatnonzero(bits)
-    if where.size > max_bands(n) * n:
+    if np.count_nonzero(bits) > max_bands(n) * n:  # counted first: a dense matrix's indices are never made
         return None
-    rows, columns = np.divmod(where, n)
+    rows, columns = np.divmod(np.flatnonzero(bits), n)
     offsets = np.unique((columns - rows) % n)
     if offsets.size == 0 or offsets.size > max_bands(n):
         return None
