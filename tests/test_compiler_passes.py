@@ -47,7 +47,7 @@ def _advection():
 
 
 def _lorenz96():
-    x = xr.DataArray(np.random.default_rng(2).normal(size=128) + 8.0, dims="site")  # 16,384: banded
+    x = xr.DataArray(np.random.default_rng(2).normal(size=192) + 8.0, dims="site")  # 192 x 192: banded
 
     def tendency(x):
         return (x.roll(site=-1) - x.roll(site=2)) * x.roll(site=1) - x + 8.0

@@ -178,17 +178,17 @@ class _Value:
         diagonal = self.bands.get(k)
         if diagonal is not None:
             return diagonal
-        return np.roll(self.background, -k, axis=-1) if self.axis == "col" else self.background
+        return _roll(self.background, -k) if self.axis == "col" else self.background
 
     def rolled(self, shift, axis, n):
         """``np.roll(matrix, shift, axis)`` (0: along the rows, 1: the columns)."""
         if axis == 0:
-            bands = {(k - shift) % n: np.roll(vector, shift, axis=-1) for k, vector in self.bands.items()}
+            bands = {(k - shift) % n: _roll(vector, shift) for k, vector in self.bands.items()}
         else:
             bands = {(k + shift) % n: vector for k, vector in self.bands.items()}
         background = self.background
         if self.axis == ("row", "col")[axis]:
-            background = np.roll(background, shift, axis=-1)
+            background = _roll(background, shift)
         return _Value(background, self.axis, bands)
 
 
@@ -268,7 +268,17 @@ def _vector(value, axis, ndim):
 
 def _on_band(vector, axis, k):
     """An operand that is not banded, at the elements ``[i, (i + k) % n]``."""
-    return np.roll(vector, -k, axis=-1) if axis == "col" else vector
+    return _roll(vector, -k) if axis == "col" else vector
+
+
+def _roll(vector, shift):
+    """``np.roll(vector, shift, axis=-1)``, as one concatenation of two slices (np.roll's own
+    checks cost more than the copy on vectors this short)."""
+    size = vector.shape[-1]
+    shift %= size
+    if not shift:
+        return vector
+    return np.concatenate((vector[..., size - shift:], vector[..., :size - shift]), axis=-1)
 
 
 def _cast(value, dtype):
