@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import labeled_func as lf
-from benchmarks.bench_autodiff import FORCING, lorenz96, lorenz96_jacobian
+from benchmarks.bench_autodiff import FORCING, lorenz96, lorenz96_jacobian, rosenbrock, rosenbrock_hessian
 from labeled_func.engine.compiler import banded, thresholds
 
 
@@ -69,6 +69,24 @@ def test_above_the_threshold_without_changing_it():
     assert banded_nodes(jitted) == 1
 
 
+@pytest.mark.parametrize("size", [6, 40, 300])
+def test_the_rosenbrock_hessian_replays_bit_for_bit_and_equals_the_closed_form(size, monkeypatch):
+    """A chain (slices of the state, their transposes: pads) under forward over reverse:
+    the Hessian is tridiagonal, its matrices rectangular before the pads; with the pass at
+    every size (6, 40) and at the default threshold (300 x 300)."""
+    if size < 300:
+        monkeypatch.setattr(thresholds, "BAND_MIN_SIZE", 0)
+    hessian = lf.hessian(rosenbrock)
+    jitted = lf.jit(hessian)
+    rng = np.random.default_rng(size)
+    for _ in range(3):
+        x = xr.DataArray(rng.uniform(-2.0, 2.0, size), dims="d")
+        got = jitted(x).values
+        assert_same_bytes(got, hessian(x).values)
+        np.testing.assert_allclose(got, rosenbrock_hessian(x.values), rtol=1e-13, atol=1e-10)
+    assert banded_nodes(jitted) == 1
+
+
 def test_non_finite_partials_keep_the_masks_of_the_nan_safe_products(at_every_size):
     """Where the state holds inf and NaN, the Jacobian's diagonals hold NaN and the
     NaN-safe products keep zeros off them: as eagerly, byte for byte."""
@@ -105,16 +123,31 @@ def test_a_batch_of_jacobians_and_a_single_precision_state(at_every_size, transf
     assert jitted(single).dtype == np.float32
 
 
-def test_constant_bands_reads_cyclic_diagonals_over_positive_zeros():
+def test_constant_bands_reads_diagonals_over_one_zero():
+    def read(matrix):
+        zero, bands, rows = banded._read_bands(np.ascontiguousarray(matrix), *matrix.shape)
+        assert sorted(bands) == sorted(rows)
+        return (np.signbit(zero), {k: v.tolist() for k, v in bands.items()},
+                {k: np.flatnonzero(v).tolist() for k, v in rows.items()})
+
     eye = np.eye(6)
-    assert {k: v.tolist() for k, v in banded._constant_bands(eye, 6).items()} == {0: [1.0] * 6}
-    rolled = np.roll(eye, 2, axis=1) * 3.0  # [i, i + 2]: offset 2
-    assert {k: v.tolist() for k, v in banded._constant_bands(rolled, 6).items()} == {2: [3.0] * 6}
-    negative_zero = eye.copy()
-    negative_zero[0, 3] = -0.0  # a background of other bits: not banded
-    assert banded._constant_bands(negative_zero, 6) is None
-    assert banded._constant_bands(np.ones((6, 6)), 6) is None  # six diagonals, beyond max_bands(6)
-    assert banded._constant_bands(np.asfortranarray(eye + np.eye(6, k=1)), 6) is None  # not C-ordered
+    assert read(eye) == (False, {0: [1.0] * 6}, {0: list(range(6))})
+    assert read(np.roll(eye, 2, axis=1) * 3.0) == (False, {2: [3.0] * 6}, {2: list(range(6))})  # [i, i + 2]
+    # 6 x 5: the last row's element of the diagonal is the background's (no row of the key)
+    assert read(eye[:, :-1]) == (False, {0: [1.0] * 5 + [0.0]}, {0: list(range(5))})
+    assert read(-2.0 * eye) == (True, {0: [-2.0] * 6}, {0: list(range(6))})  # -0.0 off the diagonal
+    mixed = eye.copy()
+    mixed[0, 3] = -0.0  # zeros of both signs off the diagonal: not one background
+    mixed[1, 4] = -0.0
+    mixed[2, 5] = -0.0
+    assert banded._read_bands(mixed, 6, 6) is not None  # one more diagonal (key 3) of -0.0
+    mixed[3, 0] = mixed[4, 2] = mixed[5, 1] = mixed[0, 1] = -0.0
+    assert banded._read_bands(mixed, 6, 6) is None  # more diagonals than max_bands
+    assert banded._read_bands(np.ones((6, 6)), 6, 6) is None  # six diagonals
+    fortran = np.asfortranarray(eye + np.eye(6, k=1))  # read in C order (copied once)
+    assert sorted(banded._constant_bands(fortran, ((), 6, 0, 6), {})[1]) == [0, 1]
+    assert banded._constant_bands(np.eye(6)[:, None, :], ((), 6, 1, 6), {}) is not None  # a size-1 axis
+    assert banded._constant_bands(np.eye(6), ((), 6, 1, 6), {}) is None  # another shape than the result's
 
 
 # --- random stencils -------------------------------------------------------------------------------------
@@ -130,6 +163,15 @@ STEPS = {
     "negated": "v = -v",
     "scaled": "v = v * {c}",
     "per_member": "v = v * a",  # a per-member number when vmapped: one value per matrix
+    # not periodic: slices, pads, xarray's shift and diff (a shift fills NaN unless told otherwise)
+    "forward_difference": "v = (v.isel(site=slice(1, None)) - v.isel(site=slice(None, -1))).pad(site=(1, 0), "
+                          "constant_values=0.0)",
+    "chain": "v = (v.isel(site=slice(None, -1)) * x.isel(site=slice(1, None))).pad(site=(0, 1), constant_values=0.0)",
+    "rosenbrock_terms": "v = (100.0 * (v.isel(site=slice(1, None)) - v.isel(site=slice(None, -1)) ** 2) ** 2"
+                        " + (1.0 - v.isel(site=slice(None, -1))) ** 2).pad(site=(0, 1), constant_values=0.0)",
+    "shifted": "v = v + v.shift(site={s}, fill_value=0.0)",
+    "shifted_nan": "v = v * v.shift(site=1).fillna(2.0)",
+    "diffed": "v = v.diff('site', label='upper').pad(site=(1, 0), constant_values=0.0) * x",
     "sine": "v = np.sin(v)",  # outside the pass's operations: the matrix is computed in full there
     "difference": "v = v - v.roll(site={s})",
 }
@@ -145,13 +187,13 @@ def stencils(draw):
 
 
 @settings(max_examples=int(os.environ.get("BAND_EXAMPLES", 60)), deadline=None)
-@given(lines=stencils(), sites=st.integers(2, 9), transform=st.sampled_from(["jacrev", "jacfwd"]),
+@given(lines=stencils(), sites=st.integers(2, 9), transform=st.sampled_from(["jacrev", "jacfwd", "hessian"]),
        special=st.sampled_from([None, -0.0, np.inf, np.nan]), every_band=st.booleans(),
        members=st.sampled_from([None, 1, 3]))
 def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band, members):
-    """Random programs of rolls, sums, products and quotients (and a sine the pass does
-    not take), their Jacobians jitted with the pass at every size, alone or vmapped over
-    members, diagonals that coincide on small grids (``every_band``: max_bands lifted),
+    """Random programs of rolls, slices, pads, shifts and differences, sums, products and
+    quotients (and a sine the pass does not take), their Jacobians and Hessians jitted
+    with the pass at every size, alone or vmapped over members, diagonals that coincide on small grids (``every_band``: max_bands lifted),
     signed zeros, infinities and NaNs in the state: the replay's bytes are the eager
     transform's."""
     namespace = {"np": np}
@@ -165,7 +207,10 @@ def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transf
     if every_band:
         banded.max_bands = lambda n: n
     try:
-        jacobian = getattr(lf, transform)(model)
+        if transform == "hessian":  # forward over reverse, of a scalar of the stencil
+            jacobian = lf.hessian(lambda x, a: (model(x, a) ** 2).sum())
+        else:
+            jacobian = getattr(lf, transform)(model)
         if members is not None:
             jacobian = lf.vmap(jacobian, dim="member")
         jitted = lf.jit(jacobian)

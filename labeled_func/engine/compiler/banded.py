@@ -1,27 +1,31 @@
-"""The ``band`` rewrite of ``Program.prune``: square matrices that hold a few cyclic
-diagonals over a background that varies along one axis only, computed as vectors.
+"""The ``band`` rewrite of ``Program.prune``: matrices that hold a few diagonals over a
+background that varies along one axis only, computed as vectors.
 
-``lf.jacrev`` and ``lf.jacfwd`` push the identity (their basis, a constant of the program)
-through the model. Through a local model (a stencil: rolls, sums and products by
-per-site partials) every matrix the transform makes has the form
+``lf.jacrev``, ``lf.jacfwd`` and ``lf.hessian`` push the identity (their basis, a constant
+of the program) through the model. Through a local model (a stencil: rolls, slices and
+their transposes, pads; sums and products by per-site partials) every matrix the
+transform makes has the form
 
-    ``M[i, j] = band_k[i]``  where ``(j - i) % n == k`` for one of a few offsets ``k``,
+    ``M[i, j] = band_k[i]``  where ``j == (i + k) % c`` for one of a few keys ``k``,
     ``M[i, j] = background[j]`` (or ``[i]``, or one value) elsewhere,
 
-so the n x n arrays that the trace recorded (the identity read in full, a product
-written in full for each partial, a roll of each) can be computed as vectors of length
-n, and the matrix written once, where a node that is not of this form reads it or it is
-an output. The Jacobian of the Lorenz-96 tendency at 2,000 sites: one pass over its
-32 MB instead of four. Matrices with leading dims (a vmapped Jacobian, one per example)
-are banded alike: their vectors carry the leading dims, and an operand may hold one value
-per matrix (a per-example parameter).
+for an r x c matrix (its last axis, and the axis before the size-1 axes that precede it;
+dims before those are leading dims: a vmapped Jacobian, one matrix per example). The
+n x n arrays that the trace recorded (the identity read in full, a product written in
+full for each partial, a roll or a pad of each) can then be computed as vectors, and the
+matrix written once where a node of another form reads it or it is an output: the
+Jacobian of the Lorenz-96 tendency at 2,000 sites takes one pass over its 32 MB instead
+of four.
 
 Every element is the result of the same operations on the same operands as in the
-recorded program (elementwise operations are computed element by element; a roll moves
-elements), and only operations that IEEE rounds exactly (sums, differences, products,
-quotients, negation, the NaN-safe product) are taken: the same bits, signed zeros
-included, and NaN where NaN (which of two NaNs a sum or product passes on, and so its sign
-bit, NumPy's loops choose by position: lf.jit's contract reads NaN where NaN).
+recorded program: elementwise operations are computed element by element on the
+diagonals and the backgrounds; rolls, slices, pads, transposes and reshapes that only
+add or drop size-1 axes move elements, which the pass follows position by position (a
+pad's elements are +0.0). Only elementwise operations that IEEE rounds exactly (sums,
+differences, products, quotients, negation) and selections (the NaN-safe products,
+``where``) are taken: the same bits, signed zeros included, and NaN where NaN (which of
+two NaNs a sum or product passes on, and so its sign bit, NumPy's loops choose by
+position: lf.jit's contract reads NaN where NaN).
 """
 from __future__ import annotations
 
@@ -29,35 +33,67 @@ import math
 
 import numpy as np
 
+from labeled_func_kernels import core as kcore
 from labeled_func_kernels import elementwise as ew
+from labeled_func_kernels import indexing as kindex
 from labeled_func_kernels import shape as kshape
 
 from ..replay import safe_product
 from . import thresholds
-from .nodes import Constant, Node
+from .nodes import Constant
 from .planning import _c_ordered
 
-_EXACT = {ew.add: np.add, ew.subtract: np.subtract, ew.multiply: np.multiply, ew.divide: np.divide,
-          ew.negative: np.negative, ew.safe_multiply: safe_product}
-"""The primitives a banded matrix passes through, and the NumPy function that computes
-them on its vectors (the same elementwise operation: correctly rounded, or a product
-masked per element)."""
+def _safe_masked(total, g, d):
+    """``safe_masked`` of vectors: ``total``, 0 where ``g`` is 0 and ``d`` is not finite."""
+    finite = np.isfinite(d)
+    if finite.all():
+        return total
+    return np.where((np.equal(g, 0)) & ~finite, 0.0, total)
+
+
+_ELEMENTWISE = {ew.add: np.add, ew.subtract: np.subtract, ew.multiply: np.multiply, ew.divide: np.divide,
+                ew.negative: np.negative, ew.safe_multiply: safe_product, ew.safe_masked: _safe_masked,
+                ew.where: np.where}
+"""The elementwise primitives a banded matrix passes through, and the function that
+computes them on its vectors (correctly rounded, or a selection per element)."""
+
+_CONDITIONS = {ew.where: 0}
+"""The operand of a selection that may be boolean (``where``'s condition)."""
 
 
 def max_bands(n: int) -> int:
     """Diagonals beyond which a matrix is computed in full (each diagonal costs a vector
-    per operation: past n / 8 of them the vectors cost about what the matrix does)."""
-    return max(1, n // 8)
+    per operation: past n / 8 of them the vectors cost about what the matrix does; four
+    on small matrices, which ``BAND_MIN_SIZE`` keeps from the pass but for tests)."""
+    return max(4, n // 8)
 
 
 class _Form:
-    """What the pass knows of a banded slot: its diagonals' offsets and the axis its
-    background varies along (``"row"``, ``"col"``, or None for one value)."""
+    """What the pass knows of a banded slot: the shape's leading dims, rows ``r``, size-1
+    axes ``q`` between the rows and the columns ``c``; the keys of its diagonals, each with
+    the rows where it may differ from the background (a diagonal of a rectangular matrix
+    or a pad's neighbour holds the background on some rows: those rows do not make keys
+    when the diagonal moves); the axis its background varies along (``"row"``, ``"col"``,
+    or None for one value per matrix)."""
 
-    __slots__ = ("offsets", "background")
+    __slots__ = ("lead", "r", "q", "c", "keys", "background")
 
-    def __init__(self, offsets, background):
-        self.offsets, self.background = frozenset(offsets), background
+    def __init__(self, lead, r, q, c, keys, background):
+        self.lead, self.r, self.q, self.c = lead, r, q, c
+        self.keys, self.background = keys, background
+
+
+def _matrix_axes(shape):
+    """(leading dims, r, q, c) of a shape read as matrices (the last axis, the last one
+    before it of another size than 1), or None."""
+    if len(shape) < 2 or shape[-1] < 2:
+        return None
+    k = len(shape) - 2
+    while k >= 0 and shape[k] == 1:
+        k -= 1
+    if k < 0:
+        return None
+    return tuple(shape[:k]), shape[k], len(shape) - 2 - k, shape[-1]
 
 
 def band(program):
@@ -66,54 +102,18 @@ def band(program):
     from the vectors and constants it depends on and writing the matrix once; the banded
     nodes that only banded nodes read are left for ``Program.prune`` to drop as dead."""
     layout, _ = program._layouts()
-    forms, recipes, constant_bands = {}, {}, {}
+    forms, recipes, constants = {}, {}, {}
     for node in program.nodes:
         out = node.out
-        if (out is None or node.params or len(out[0]) < 2 or out[0][-1] != out[0][-2] or out[0][-1] < 2
-                or out[1].kind != "f" or math.prod(out[0]) < max(thresholds.BAND_MIN_SIZE, 1)
-                or not _c_ordered(out, node.strides)):
+        if out is None or out[1].kind != "f" or not _c_ordered(out, node.strides):
             continue
-        shape, dtype = out
-        n = shape[-1]
-        if node.prim is kshape.roll:
-            source, shift = node.refs[0], getattr(node.function, "shift", None)
-            axis = node.function.axis - (len(shape) - 2) if type(shift) is int else -1
-            if type(source) is int and source in forms and axis in (0, 1):
-                shift %= n
-                offsets = {(k - shift if axis == 0 else k + shift) % n for k in forms[source].offsets}
-                forms[node.slot] = _Form(offsets, forms[source].background)
-                recipes[node.slot] = ("roll", source, shift, axis)
+        axes = _matrix_axes(out[0])
+        if axes is None or math.prod(out[0]) < max(thresholds.BAND_MIN_SIZE, 1):
             continue
-        function = _EXACT.get(node.prim)
-        if function is None:
-            continue
-        operands, axes, offsets = [], set(), set()
-        for ref in node.refs:
-            if type(ref) is int and ref in forms:
-                operands.append(("form", ref))
-                offsets |= forms[ref].offsets
-                axes.add(forms[ref].background)
-                continue
-            if (type(ref) is Constant and type(ref.value) is np.ndarray and ref.value.shape == (n, n)
-                    and ref.value.dtype == dtype):
-                if id(ref.value) not in constant_bands:
-                    constant_bands[id(ref.value)] = _constant_bands(ref.value, n)
-                bands = constant_bands[id(ref.value)]
-                if bands is None:
-                    break
-                operands.append(("bands", bands))
-                offsets |= set(bands)
-                continue
-            axis = _vector_axis(ref, layout, shape, dtype)
-            if axis is False:
-                break
-            operands.append(("vector", ref, axis))
-            axes.add(axis)
-        else:
-            axes.discard(None)
-            if offsets and len(axes) <= 1 and len(offsets) <= max_bands(n):
-                forms[node.slot] = _Form(offsets, next(iter(axes), None))
-                recipes[node.slot] = ("apply", function, operands, dtype)
+        made = (_elementwise(node, axes, forms, layout, constants) if node.prim in _ELEMENTWISE and not node.params
+                else _moved(node, axes, forms))
+        if made is not None:
+            forms[node.slot], recipes[node.slot] = made
     if not forms:
         return program
     read_otherwise = set(program.outputs)
@@ -122,77 +122,287 @@ def band(program):
             read_otherwise.update(ref for ref in node.refs if type(ref) is int)
     for node in program.nodes:
         if node.slot in forms and node.slot in read_otherwise:
-            node.refs, node.function = _materializer(node.slot, recipes, node.out)
-            node.prim, node.fusable = None, None
+            node.refs, node.function = _materializer(node.slot, forms, recipes, node.out)
+            node.prim, node.fusable, node.params = None, None, {}
     return program
 
 
-def _vector_axis(ref, layout, shape, dtype):
-    """How an operand that is not banded broadcasts against matrices of ``shape`` (leading
-    dims, then n x n) and ``dtype``: None (one value per matrix), ``"col"`` (varies along
-    the columns: trailing dims (1, n) or (n,)), ``"row"`` (trailing (n, 1)), or False
-    (another shape or dtype: the node stays as recorded)."""
+# --- elementwise operations ---------------------------------------------------------------------------
+def _elementwise(node, axes, forms, layout, constants):
+    """(form, recipe) of an elementwise node with a banded operand, or None."""
+    lead, r, q, c = axes
+    dtype = node.out[1]
+    operands, kinds, keys, banded = [], set(), {}, False
+    for position, ref in enumerate(node.refs):
+        form = forms.get(ref) if type(ref) is int else None
+        if form is not None:
+            if (form.r, form.q, form.c) != (r, q, c):
+                return None
+            operands.append(("form", ref))
+            _merge(keys, form.keys)
+            kinds.add(form.background)
+            banded = True
+            continue
+        if type(ref) is Constant and type(ref.value) is np.ndarray and ref.value.dtype == dtype:
+            read = _constant_bands(ref.value, axes, constants)
+            if read is not None:
+                zero, bands, masks = read
+                operands.append(("bands", zero, bands))
+                _merge(keys, masks)
+                banded = True
+                continue
+        boolean = _CONDITIONS.get(node.prim) == position
+        kind = _vector_kind(ref, layout, axes, dtype, boolean)
+        if kind is False:
+            return None
+        operands.append(("vector", ref, kind))
+        kinds.add(kind)
+    kinds.discard(None)
+    if not banded or len(kinds) > 1 or len(keys) > max_bands(min(r, c)):
+        return None
+    return _Form(lead, r, q, c, keys, next(iter(kinds), None)), ("apply", _ELEMENTWISE[node.prim], operands, dtype)
+
+
+def _merge(keys, more):
+    """``keys`` (key -> rows) with ``more``'s rows added."""
+    for key, rows in more.items():
+        keys[key] = rows | keys[key] if key in keys else rows
+
+
+def _vector_kind(ref, layout, axes, dtype, boolean):
+    """How an operand that is not banded broadcasts against matrices of ``axes``: None
+    (one value per matrix), ``"col"`` (varies along the columns), ``"row"`` (along the
+    rows), or False (another shape or dtype: the node stays as recorded)."""
+    lead, r, q, c = axes
     if type(ref) is Constant and type(ref.value) in (int, float):
         return None
     if type(ref) is Constant and isinstance(ref.value, np.generic):
-        return None if ref.value.dtype == dtype else False
+        return None if ref.value.dtype == dtype or (boolean and ref.value.dtype == np.bool_) else False
     known = layout.get(ref) if type(ref) is int else (
         (ref.value.shape, ref.value.dtype) if type(ref.value) is np.ndarray else None)
-    if known is None or known[1] != dtype or len(known[0]) > len(shape):
+    width = len(lead) + q + 2
+    if known is None or len(known[0]) > width or not (
+            known[1] == dtype or (boolean and known[1] == np.bool_)):
         return False
-    padded = (1,) * (len(shape) - len(known[0])) + tuple(known[0])
-    if any(size not in (1, full) for size, full in zip(padded[:-2], shape[:-2])):
+    padded = (1,) * (width - len(known[0])) + tuple(known[0])
+    if any(size not in (1, full) for size, full in zip(padded, lead)) or any(size != 1 for size in padded[-q - 1:-1]):
         return False
-    n = shape[-1]
-    return {(1, 1): None, (1, n): "col", (n, 1): "row"}.get(padded[-2:], False)
+    return {(1, 1): None, (1, c): "col", (r, 1): "row"}.get((padded[len(lead)], padded[-1]), False)
 
 
-def _constant_bands(value, n):
-    """The diagonals of a constant n x n matrix (offset k: the vector of its elements
-    ``value[i, (i + k) % n]``) whose other elements are all +0.0, or None (another form,
-    or more diagonals than ``max_bands``)."""
-    if not value.flags.c_contiguous:
+def _constant_bands(value, axes, constants):
+    """(background, diagonals) of a constant whose shape is the result's matrices (key k:
+    its elements ``[i, (i + k) % c]``, for each row i), or None (another form, or more
+    diagonals than ``max_bands``)."""
+    lead, r, q, c = axes
+    if any(size != 1 for size in value.shape[:-2 - q]) or value.shape[-2 - q:] != (r,) + (1,) * q + (c,):
         return None
-    bits = value.reshape(-1).view(np.dtype(f"u{value.dtype.itemsize}"))
-    if np.count_nonzero(bits) > max_bands(n) * n:  # counted first: a dense matrix's indices are never made
-        return None
-    rows, columns = np.divmod(np.flatnonzero(bits), n)
-    offsets = np.unique((columns - rows) % n)
-    if offsets.size == 0 or offsets.size > max_bands(n):
-        return None
-    index = np.arange(n)
-    return {int(k): value[index, (index + k) % n] for k in offsets}
+    key = (id(value), r, c)
+    if key not in constants:
+        constants[key] = _read_bands(np.ascontiguousarray(value).reshape(r, c), r, c)  # a view: copied once
+    return constants[key]
 
 
+def _read_bands(matrix, r, c):
+    """(background, diagonals) of a constant r x c matrix: its elements other than those of
+    a few diagonals all hold one zero, +0.0 or -0.0 (the identity, or a product of it by a
+    negative number); None otherwise."""
+    unsigned = np.dtype(f"u{matrix.dtype.itemsize}")
+    bits = matrix.reshape(-1).view(unsigned)
+    for zero in (np.zeros((), matrix.dtype), -np.zeros((), matrix.dtype)):
+        differ = bits != zero.view(unsigned)
+        if np.count_nonzero(differ) <= max_bands(min(r, c)) * r:  # counted first: a dense matrix's
+            break  # indices are never made
+    else:
+        return None
+    rows, columns = np.divmod(np.flatnonzero(differ), c)
+    keys = (columns - rows) % c
+    unique = np.unique(keys)
+    if unique.size == 0 or unique.size > max_bands(min(r, c)):
+        return None
+    index = np.arange(r)
+    masks = {int(k): np.isin(index, rows[keys == k]) for k in unique}
+    return zero, {int(k): matrix[index, (index + k) % c] for k in unique}, masks
+
+
+# --- operations that move elements --------------------------------------------------------------------
+def _moved(node, axes, forms):
+    """(form, recipe) of a roll, pad, slice, transpose or reshape of a banded slot that
+    keeps it banded, or None. The recipe says, for each diagonal of the result, where its
+    elements come from (a diagonal of the source, its background, or a pad's zero)."""
+    source = node.refs[0] if node.refs else None
+    form = forms.get(source) if type(source) is int else None
+    if form is None:
+        return None
+    lead, r, q, c = axes
+    first = len(form.lead)  # the source's row axis; its column axis is the last
+    rows, columns, swap = np.arange(form.r), np.arange(form.c), False
+    prim, params = node.prim, node.params
+    if prim is kshape.roll and type(getattr(node.function, "shift", None)) is int:
+        axis, shift = node.function.axis, node.function.shift
+        if axis == first:
+            rows = (rows - shift) % form.r
+        elif axis == len(form.lead) + form.q + 1:
+            columns = (columns - shift) % form.c
+        elif axis < first:
+            return None  # a roll of the examples: another matrix at each place
+    elif prim is kindex.pad and set(params) == {"pad_width", "constant_values"}:
+        maps = _padded(params, form)
+        if maps is None:
+            return None
+        rows, columns = maps
+    elif prim is kindex.getitem and set(params) == {"template"} and len(node.refs) == 1:
+        maps = _sliced(params["template"], form)
+        if maps is None:
+            return None
+        rows, columns = maps
+    elif prim is kcore.transpose and set(params) == {"axes"}:
+        if form.q or type(params["axes"]) not in (tuple, list) or tuple(params["axes"]) != tuple(
+                range(first)) + (first + 1, first):
+            return None
+        swap = True
+    elif not ((prim is kcore.reshape and set(params) == {"shape"})
+              or (prim is kcore.broadcast_to and set(params) == {"shape"})
+              or (prim is kcore.copy and not params)):
+        return None
+    if lead != form.lead or (swap and (r, c) != (form.c, form.r)) or (
+            not swap and (r, c) != (len(rows), len(columns))):
+        return None  # only size-1 axes added or dropped; a broadcast along the leading dims is not followed
+    if prim is kcore.broadcast_to and (r, q, c) != (form.r, form.q, form.c):
+        return None
+    plan = _plan(form, rows, columns, swap, r, c)
+    if plan is None:
+        return None
+    keys, background, moves, backgrounds = plan
+    return _Form(lead, r, q, c, keys, background), ("move", source, moves, backgrounds)
+
+
+def _padded(params, form):
+    """The row and column maps (result index -> source index, -1 for a pad's zero) of a pad
+    of the rows or the columns with +0.0, or None."""
+    rows, columns = np.arange(form.r), np.arange(form.c)
+    row_axis, column_axis = len(form.lead), len(form.lead) + form.q + 1
+    for axis, ((before, after), (low, high)) in enumerate(zip(params["pad_width"], params["constant_values"])):
+        if not (before or after):
+            continue
+        if axis not in (row_axis, column_axis) or not all(
+                type(v) in (int, float) and v == 0 and not math.copysign(1.0, v) < 0 for v in (low, high)):
+            return None
+        padded = np.concatenate((np.full(before, -1), np.arange(form.r if axis == row_axis else form.c),
+                                 np.full(after, -1)))
+        if axis == row_axis:
+            rows = padded
+        else:
+            columns = padded
+    if (rows < 0).any() and (columns < 0).any():
+        return None  # zeros along both: a background of two dims
+    return rows, columns
+
+
+def _sliced(template, form):
+    """The row and column maps of a getitem by slices (of step 1 on the matrix axes, whole
+    elsewhere), or None."""
+    shape = form.lead + (form.r,) + (1,) * form.q + (form.c,)
+    items = list(template)
+    if sum(item is Ellipsis for item in items) > 1 or not all(type(item) is slice or item is Ellipsis for item in items):
+        return None
+    if Ellipsis in items:
+        at = items.index(Ellipsis)
+        items[at:at + 1] = [slice(None)] * (len(shape) - len(items) + 1)
+    items += [slice(None)] * (len(shape) - len(items))
+    if len(items) != len(shape):
+        return None
+    maps = []
+    for axis, (item, size) in enumerate(zip(items, shape)):
+        start, stop, step = item.indices(size)
+        kept = np.arange(start, stop, step)
+        if axis in (len(form.lead), len(shape) - 1):
+            if step != 1:
+                return None
+            maps.append(kept)
+        elif len(kept) != size:
+            return None  # a slice of the examples, or of a size-1 axis to nothing
+    return maps[0], maps[1]
+
+
+def _plan(form, rows, columns, swap, r, c):
+    """For a result whose element ``[i, j]`` is the source's ``[rows[i], columns[j]]``
+    (``[rows[j], columns[i]]`` transposed; a pad's zero where an index is -1): its keys,
+    its background's axis and, per key, where each row's element comes from; how its
+    background is made. None where the result is not banded."""
+    inverse_rows, inverse_columns = np.full(form.r, -1), np.full(form.c, -1)
+    kept_rows, kept_columns = rows >= 0, columns >= 0
+    inverse_rows[rows[kept_rows]] = np.flatnonzero(kept_rows)
+    inverse_columns[columns[kept_columns]] = np.flatnonzero(kept_columns)
+    keys = {}
+    for key, mask in form.keys.items():  # where each element of the source's diagonals lands
+        i = np.flatnonzero(mask)
+        new_i, new_j = inverse_rows[i], inverse_columns[(i + key) % form.c]
+        if swap:
+            new_i, new_j = new_j, new_i
+        landed = (new_i >= 0) & (new_j >= 0)
+        new_i, new_keys = new_i[landed], (new_j[landed] - new_i[landed]) % c
+        for new in np.unique(new_keys):
+            rows_there = np.zeros(r, bool)
+            rows_there[new_i[new_keys == new]] = True
+            _merge(keys, {int(new): rows_there})
+    if len(keys) > max_bands(min(r, c)):
+        return None
+    padded_rows, padded_columns = (~kept_rows).any(), (~kept_columns).any()
+    background = form.background
+    if swap:
+        background = {"row": "col", "col": "row"}.get(background)
+        padded_rows, padded_columns = padded_columns, padded_rows
+    if padded_rows:
+        if background == "col":
+            return None
+        background = "row"
+    if padded_columns:
+        if background == "row":
+            return None
+        background = "col"
+    # the background: the source's, read through the map of its axis (zeros at the pads)
+    if swap or (form.background is None and not (padded_rows or padded_columns)):
+        backgrounds = None  # the same values (a transpose swaps the axis they vary along)
+    elif form.background == "row" or (form.background is None and padded_rows):
+        backgrounds = (None if form.background is None else np.maximum(rows, 0), rows < 0)
+    else:
+        backgrounds = (None if form.background is None else np.maximum(columns, 0), columns < 0)
+    moves = {}
+    for key in sorted(keys):
+        i = np.arange(r)
+        j = (i + key) % c
+        source_i, source_j = (rows[j], columns[i]) if swap else (rows[i], columns[j])
+        inside = (source_i >= 0) & (source_j >= 0)
+        source_key = (source_j - source_i) % form.c
+        parts = []
+        for old in sorted(form.keys):
+            take = inside & (source_key == old)
+            if take.any():
+                parts.append(("band", old, np.flatnonzero(take), source_i[take]))
+        rest = inside & ~np.isin(source_key, list(form.keys))
+        if rest.any():
+            parts.append(("background", None, np.flatnonzero(rest),
+                          source_i[rest] if form.background == "row" else source_j[rest]))
+        if (~inside).any():
+            parts.append(("zero", None, np.flatnonzero(~inside), None))
+        moves[key] = parts
+    return keys, background, moves, backgrounds
+
+
+# --- the node that writes a banded matrix ---------------------------------------------------------------
 class _Value:
-    """A banded matrix as vectors: its background (one value, or a vector along ``axis``)
-    and its diagonals (offset k: the elements ``[i, (i + k) % n]``, for each row i)."""
+    """A banded matrix as vectors: its background (one value per matrix, or a vector
+    along ``axis``) and its diagonals (key k: the elements ``[i, (i + k) % c]``, each row
+    i), with the leading dims in front."""
 
     __slots__ = ("background", "axis", "bands")
 
     def __init__(self, background, axis, bands):
         self.background, self.axis, self.bands = background, axis, bands
 
-    def on_band(self, k):
-        """The elements ``[i, (i + k) % n]``: a diagonal, or the background there."""
-        diagonal = self.bands.get(k)
-        if diagonal is not None:
-            return diagonal
-        return _roll(self.background, -k) if self.axis == "col" else self.background
 
-    def rolled(self, shift, axis, n):
-        """``np.roll(matrix, shift, axis)`` (0: along the rows, 1: the columns)."""
-        if axis == 0:
-            bands = {(k - shift) % n: _roll(vector, shift) for k, vector in self.bands.items()}
-        else:
-            bands = {(k + shift) % n: vector for k, vector in self.bands.items()}
-        background = self.background
-        if self.axis == ("row", "col")[axis]:
-            background = _roll(background, shift)
-        return _Value(background, self.axis, bands)
-
-
-def _materializer(root, recipes, out):
+def _materializer(root, forms, recipes, out):
     """The function and refs of a node that computes the banded slot ``root`` from the
     vectors it depends on and writes the matrix once (into ``out=`` when given)."""
     refs, order = [], []
@@ -201,84 +411,151 @@ def _materializer(root, recipes, out):
         if slot in order:
             return
         recipe = recipes[slot]
-        for operand in ((("form", recipe[1]),) if recipe[0] == "roll" else recipe[2]):
-            if operand[0] == "form":
-                visit(operand[1])
-            elif operand[0] == "vector" and operand[1] not in refs:
-                refs.append(operand[1])
+        if recipe[0] == "move":
+            visit(recipe[1])
+        else:
+            for operand in recipe[2]:
+                if operand[0] == "form":
+                    visit(operand[1])
+                elif operand[0] == "vector" and operand[1] not in refs:
+                    refs.append(operand[1])
         order.append(slot)
 
     visit(root)
     position = {ref: k for k, ref in enumerate(refs)}
-    steps = [(slot, recipes[slot]) for slot in order]
+    steps = [_step(slot, forms[slot], recipes[slot], forms, position) for slot in order]
     shape, dtype = out
-    n, lead = shape[-1], shape[:-2]
-    zero = np.zeros((), dtype)
-
-    def value_of(values, vectors):
-        for slot, recipe in steps:
-            if recipe[0] == "roll":
-                values[slot] = values[recipe[1]].rolled(recipe[2], recipe[3], n)
-                continue
-            _, function, operands, _ = recipe
-            matrices = [values[o[1]] if o[0] == "form" else _Value(zero, None, o[1]) if o[0] == "bands"
-                        else _vector(vectors[position[o[1]]], o[2], len(shape)) for o in operands]
-            axis = next((m.axis if type(m) is _Value else o[2] for m, o in zip(matrices, operands)
-                         if (m.axis if type(m) is _Value else o[2]) is not None), None)
-            offsets = sorted({k for m in matrices if type(m) is _Value for k in m.bands})
-            background = _cast(function(*[m.background if type(m) is _Value else m for m in matrices]), dtype)
-            bands = {}
-            for k in offsets:
-                diagonal = _cast(function(*[m.on_band(k) if type(m) is _Value else _on_band(m, o[2], k)
-                                            for m, o in zip(matrices, operands)]), dtype)
-                bands[k] = diagonal if diagonal.ndim else diagonal.reshape(1)
-            values[slot] = _Value(background, axis, bands)
-        return values[root]
+    form = forms[root]
+    lead, r, c = form.lead, form.r, form.c
+    index = np.arange(r)
+    writes = {key: index * c + (index + key) % c for key in form.keys}
 
     def banded(*vectors, out=None):
-        value = value_of({}, vectors)
+        values = {}
+        for slot, step in steps:
+            values[slot] = step(values, vectors)
+        value = values[root]
         if out is None:
             out = np.empty(shape, dtype)
+        matrix = out.reshape(lead + (r, c))
         background = value.background
-        if background.ndim:  # a vector along the rows or the columns, or one value per matrix
-            background = background[..., :, None] if value.axis == "row" else background[..., None, :]
-        np.copyto(out, background)
-        flat = out.reshape(lead + (n * n,))
-        for k, diagonal in value.bands.items():  # [i, i + k] for i < n - k, then [i, i + k - n]
-            flat[..., k:(n - k) * (n + 1):n + 1] = diagonal[..., :n - k]
-            if k:
-                flat[..., n * (n - k)::n + 1] = diagonal[..., n - k:]
+        if value.axis == "row":
+            background = background[..., :, None]
+        elif value.axis == "col":
+            background = background[..., None, :]
+        elif background.ndim:
+            background = background[..., None]
+        np.copyto(matrix, background)
+        flat = out.reshape(lead + (r * c,))
+        for key, diagonal in value.bands.items():
+            flat[..., writes[key]] = diagonal
         return out
 
     banded.writes_into = True
     return tuple(refs), banded
 
 
-def _vector(value, axis, ndim):
-    """An operand that is not banded, as the pass reads it: its leading dims, then a
-    vector along its axis, or (one value per matrix) a dim of 1."""
+def _step(slot, form, recipe, forms, position):
+    """(slot, the function that computes its _Value from those before and the vectors)."""
+    r, c = form.r, form.c
+    if recipe[0] == "move":
+        return slot, _move_step(recipe, forms[recipe[1]], form)
+    _, function, operands, dtype = recipe
+    keys = sorted(form.keys)
+    gathers = {key: (np.arange(r) + key) % c for key in keys}
+    lead, width = len(form.lead), len(form.lead) + form.q + 2
+    readers = []
+    for operand in operands:  # (kind, what) -> each call's (background, diagonals, axis)
+        if operand[0] == "form":
+            readers.append((0, operand[1]))
+        elif operand[0] == "bands":
+            readers.append((1, (operand[1], operand[2], None)))
+        else:
+            readers.append((2, (position[operand[1]], operand[2])))
+
+    def apply(values, vectors):
+        read = []
+        for kind, what in readers:
+            if kind == 0:
+                value = values[what]
+                read.append((value.background, value.bands, value.axis))
+            elif kind == 1:
+                read.append(what)
+            else:
+                read.append((_vector(vectors[what[0]], what[1], lead, width), None, what[1]))
+        background = _cast(function(*[part[0] for part in read]), dtype)
+        bands = {}
+        for key in keys:
+            gather, arguments = gathers[key], []
+            for values_background, diagonals, axis in read:
+                diagonal = diagonals.get(key) if diagonals is not None else None
+                if diagonal is None:
+                    diagonal = values_background[..., gather] if axis == "col" else values_background
+                arguments.append(diagonal)
+            bands[key] = _full(_cast(function(*arguments), dtype), r)
+        return _Value(background, form.background, bands)
+    return slot, apply
+
+
+def _move_step(recipe, source_form, form):
+    """The function computing a moved value (a roll, pad, slice, transpose, reshape)."""
+    _, source, moves, backgrounds = recipe
+    r = form.r
+    identity = {key: parts[0][1] for key, parts in moves.items()
+                if len(parts) == 1 and parts[0][0] == "band" and len(parts[0][2]) == r == source_form.r
+                and np.array_equal(parts[0][2], parts[0][3])}
+
+    def move(values, vectors):
+        value = values[source]
+        background = value.background
+        if backgrounds is not None:
+            along, zeros = backgrounds
+            if along is not None:
+                background = background[..., along]
+            if zeros.any():
+                background = np.where(zeros, np.zeros((), background.dtype), background)
+        bands = {}
+        for key, parts in moves.items():
+            if key in identity:
+                bands[key] = value.bands[identity[key]]
+                continue
+            pieces = [value.bands[old] if kind == "band" else value.background if kind == "background"
+                      else None for kind, old, _, _ in parts]
+            lead = np.broadcast_shapes(*[piece.shape[:-1] for piece in pieces if piece is not None and piece.ndim])
+            diagonal = np.empty(lead + (r,), value.background.dtype)
+            for (kind, _, where, read), piece in zip(parts, pieces):
+                if kind == "zero":
+                    diagonal[..., where] = 0.0
+                elif kind == "background" and value.axis is None:
+                    diagonal[..., where] = piece[..., None] if piece.ndim else piece
+                else:
+                    diagonal[..., where] = piece[..., read]
+            bands[key] = diagonal
+        return _Value(background, form.background, bands)
+    return move
+
+
+def _vector(value, kind, lead, width):
+    """An operand that is not banded, as the pass reads it: its ``lead`` leading dims, then
+    a vector along its axis, or (one value per matrix) a dim of 1 (no dims at all where
+    every dim is 1)."""
     if type(value) in (int, float):
         return value
     value = np.asarray(value)
-    padded = (1,) * (ndim - value.ndim) + value.shape
-    if all(size == 1 for size in padded):
-        return value.reshape(())
-    return value.reshape(padded[:-2] + ((1,) if axis is None else (padded[-1] * padded[-2],)))
+    padded = (1,) * (width - value.ndim) + value.shape
+    head = padded[:lead]
+    if kind is None:
+        return value.reshape(()) if all(size == 1 for size in head) else value.reshape(head + (1,))
+    return value.reshape(head + (padded[lead] if kind == "row" else padded[-1],))
 
 
-def _on_band(vector, axis, k):
-    """An operand that is not banded, at the elements ``[i, (i + k) % n]``."""
-    return _roll(vector, -k) if axis == "col" else vector
-
-
-def _roll(vector, shift):
-    """``np.roll(vector, shift, axis=-1)``, as one concatenation of two slices (np.roll's own
-    checks cost more than the copy on vectors this short)."""
-    size = vector.shape[-1]
-    shift %= size
-    if not shift:
-        return vector
-    return np.concatenate((vector[..., size - shift:], vector[..., :size - shift]), axis=-1)
+def _full(value, r):
+    """A diagonal with its rows (a value that is the same on every row, repeated)."""
+    if value.ndim == 0:
+        value = value.reshape(1)
+    if value.shape[-1] != r:
+        value = np.broadcast_to(value, value.shape[:-1] + (r,))
+    return value
 
 
 def _cast(value, dtype):

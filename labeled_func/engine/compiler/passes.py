@@ -115,6 +115,7 @@ def simplify(program):
                         refs, dtypes = refs[::-1], dtypes and dtypes[::-1]  # commutative to the bit
                     product = Node(np.multiply, {}, refs, fresh, ew.multiply)
                     product.out, product.fusable = node.out, _retyped(node.fusable, dtypes)
+                    product.strides = node.strides  # the same operands, the same layout
                     fresh += 1
                     nodes.append(product)
                     node.function, node.prim, node.refs = np.negative, ew.negative, (product.slot,)
