@@ -189,15 +189,17 @@ def stencils(draw):
 @settings(max_examples=int(os.environ.get("BAND_EXAMPLES", 60)), deadline=None)
 @given(lines=stencils(), sites=st.integers(2, 9), transform=st.sampled_from(["jacrev", "jacfwd", "hessian"]),
        special=st.sampled_from([None, -0.0, np.inf, np.nan]), every_band=st.booleans(),
-       members=st.sampled_from([None, 1, 3]))
-def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band, members):
+       members=st.sampled_from([None, 1, 3]), output=st.sampled_from(["v", "v", "v.isel(site=slice(1, None))"]))
+def test_random_stencils_replay_their_jacobians_bit_for_bit(lines, sites, transform, special, every_band, members,
+                                                            output):
     """Random programs of rolls, slices, pads, shifts and differences, sums, products and
-    quotients (and a sine the pass does not take), their Jacobians and Hessians jitted
-    with the pass at every size, alone or vmapped over members, diagonals that coincide on small grids (``every_band``: max_bands lifted),
-    signed zeros, infinities and NaNs in the state: the replay's bytes are the eager
-    transform's."""
+    quotients (and a sine the pass does not take), their Jacobians (square, or rectangular
+    where the output drops a site) and Hessians jitted with the pass at every size, alone
+    or vmapped over members, diagonals that coincide on small grids (``every_band``:
+    max_bands lifted), signed zeros, infinities and NaNs in the state: the replay's bytes
+    are the eager transform's."""
     namespace = {"np": np}
-    exec("def model(x, a):\n    v = x\n" + "".join(f"    {line}\n" for line in lines) + "    return v\n",
+    exec("def model(x, a):\n    v = x\n" + "".join(f"    {line}\n" for line in lines) + f"    return {output}\n",
          namespace)
     model = namespace["model"]
     shape, dims = ((sites,), ("site",)) if members is None else ((members, sites), ("member", "site"))

@@ -286,8 +286,9 @@ def _padded(params, form):
         if not (before or after):
             continue
         if axis not in (row_axis, column_axis) or not all(
-                type(v) in (int, float) and v == 0 and not math.copysign(1.0, v) < 0 for v in (low, high)):
-            return None
+                (type(v) in (int, float) or isinstance(v, (np.integer, np.floating))) and v == 0 and not np.signbit(v)
+                for v in (low, high)):
+            return None  # a pad of another value than +0.0 (xarray's shift pads NaN unless told)
         padded = np.concatenate((np.full(before, -1), np.arange(form.r if axis == row_axis else form.c),
                                  np.full(after, -1)))
         if axis == row_axis:
