@@ -324,3 +324,26 @@ def test_the_diagonal_jacobians_of_elementwise_entries_replay_bit_for_bit(op, at
             fired += banded_nodes(jitted)
     if not fired:
         pytest.skip(f"{op.name}: no banded node (a constant Jacobian, or partials of another form)")
+
+
+def test_a_pad_moves_a_background_of_one_value_per_matrix_into_the_wrapped_diagonals():
+    """Three 5 x 5 matrices of one diagonal (key 4, wrapping) over one value each, padded
+    with a column of zeros before: the new diagonals' wrapped rows take the background
+    (a dim of 1 per matrix), against NumPy's pad of the dense matrices. (Found by review:
+    the background was read with an extra dim.)"""
+    form = banded._Form((3,), 5, 0, 5, {4: np.ones(5, bool)}, None)
+    params = {"pad_width": ((0, 0), (0, 0), (1, 0)), "constant_values": ((0, 0), (0, 0), (0, 0))}
+    rows, columns = banded._padded(params, form)
+    keys, background, moves, backgrounds = banded._plan(form, rows, columns, False, 5, 6)
+    step = banded._move_step(("move", 0, moves, backgrounds), form, banded._Form((3,), 5, 0, 6, keys, background))
+    diagonal, per_matrix = np.arange(15.0).reshape(3, 5), np.array([[1.5], [-2.0], [0.25]])
+    moved = step({0: banded._Value(per_matrix, None, {4: diagonal})}, ())
+    on = np.roll(np.eye(5, dtype=bool), 4, axis=1)
+    expected = np.pad(np.where(on, diagonal[:, :, None], per_matrix[:, :, None]), ((0, 0), (0, 0), (1, 0)))
+    got = np.empty((3, 5, 6))
+    np.copyto(got, moved.background[..., None, :] if moved.axis == "col" else moved.background[..., :, None])
+    rows_index = np.arange(5)
+    for key, values in moved.bands.items():
+        got.reshape(3, 30)[..., rows_index * 6 + (rows_index + key) % 6] = values
+    assert_same_bytes(got, expected)
+    assert sorted(moved.bands) == [0, 5] and moved.axis == "col"

@@ -528,7 +528,7 @@ def _move_step(recipe, source_form, form):
                 if kind == "zero":
                     diagonal[..., where] = 0.0
                 elif kind == "background" and value.axis is None:
-                    diagonal[..., where] = piece[..., None] if piece.ndim else piece
+                    diagonal[..., where] = piece  # one value per matrix: a dim of 1, or none
                 else:
                     diagonal[..., where] = piece[..., read]
             bands[key] = diagonal
