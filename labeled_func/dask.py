@@ -95,8 +95,8 @@ def vmap_lazy(mapped, args, kwargs):
 def _is_lazy(leaf):
     if isinstance(leaf, xr.DataTree):
         return any(_is_lazy(node.to_dataset(inherit=False)) for node in leaf.subtree)
-    if isinstance(leaf, xr.DataArray):
-        return _is_dask(leaf.variable) or any(_is_dask(v) for v in leaf.coords.variables.values())
+    if isinstance(leaf, xr.DataArray):  # ``_coords``: the coordinates' Variables, without a view built
+        return _is_dask(leaf.variable) or any(_is_dask(v) for v in leaf._coords.values())
     if isinstance(leaf, xr.Dataset):
         return any(_is_dask(v) for v in leaf.variables.values())
     if isinstance(leaf, xr.Variable):
@@ -107,7 +107,11 @@ def _is_lazy(leaf):
 
 
 def _is_dask(variable):
-    # ``_data``: ``.chunks`` costs ~60 us (a runtime Protocol check) and ``.data`` may load
+    # ``_data``: ``.chunks`` costs ~60 us (a runtime Protocol check) and ``.data`` may load;
+    # an index coordinate always holds its values in memory (xarray loads an index), and asking
+    # its pandas adapter costs more than the rest of the check
+    if isinstance(variable, xr.IndexVariable):
+        return False
     from dask.base import is_dask_collection
 
     return is_dask_collection(variable._data)

@@ -4,6 +4,7 @@ Oracles: the in-memory vmap of the same function on the computed inputs, and clo
 forms.  The distributed scheduler is in test_dask_cluster.py.
 """
 
+import importlib
 import subprocess
 import sys
 import threading
@@ -500,3 +501,20 @@ def test_numpy_stack_is_the_fix_and_dask_data_still_differentiates():
     # differentiating a function of Dask-backed data (no Dask array built inside) still works
     lazy = lf.grad(lambda x: (x ** 2).sum())(TRACED_X.chunk({"t": 2}))
     np.testing.assert_allclose(lazy.values, 2 * TRACED_X.values)
+
+
+def test_what_counts_as_lazy_data_data_or_a_coordinate_never_an_index():
+    """lf.jit and vmap go lazy where an argument holds dask-backed data: its values, or a
+    coordinate that is not an index (an index is always in memory, and is not asked)."""
+    lazy = importlib.import_module("labeled_func.dask")
+    values = np.arange(6.0)
+    plain = xr.DataArray(values, dims="t", coords={"t": np.arange(6), "w": ("t", values * 2)})
+    assert not lazy.has_lazy_leaves((plain,), {})
+    assert lazy.has_lazy_leaves((plain.chunk(),), {})
+    assert lazy.has_lazy_leaves(({"x": plain.assign_coords(w=("t", da.from_array(values)))},), {})
+    assert lazy.has_lazy_leaves((), {"ds": plain.to_dataset(name="a").chunk()})
+    assert not lazy.has_lazy_leaves((plain.to_dataset(name="a"), plain.variable), {})
+    jitted = lf.jit(lambda v: v * v.w)
+    lazy_result = jitted(plain.assign_coords(w=("t", da.from_array(values * 2))))
+    assert isinstance(lazy_result.data, da.Array)
+    np.testing.assert_array_equal(lazy_result.compute().values, jitted(plain).values)
