@@ -436,8 +436,8 @@ def _materializer(root, forms, recipes, out):
         for slot, step in steps:
             values[slot] = step(values, vectors)
         value = values[root]
-        if out is None:
-            out = np.empty(shape, dtype)
+        if out is None or not out.flags.c_contiguous:  # the writes below go through views of a
+            out = np.empty(shape, dtype)  # C-ordered array (a run's buffers are: the result is what counts)
         matrix = out.reshape(lead + (r, c))
         background = value.background
         if value.axis == "row":
