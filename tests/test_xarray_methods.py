@@ -244,3 +244,31 @@ def test_plain_xarray_is_unchanged_outside_transforms():
         want = da.polyfit("x", 2, skipna=True).polyfit_coefficients
         got = xarray_methods.original("polyfit")(da._to_temp_dataset(), "x", 2, skipna=True).polyfit_coefficients
     xr.testing.assert_identical(got, want)
+
+
+# --- roll: one np.roll of traced data ---------------------------------------------------------------
+@pytest.mark.parametrize("shifts", [{"x": 2}, {"x": -7, "y": 1}, {"x": 0}, {"x": 12}])
+def test_roll_of_traced_data_is_one_roll_with_xarrays_result(shifts):
+    """DataArray/Dataset.roll of traced data: the loop's result (values, coordinates not
+    rolled, attrs), per example and under lf.jit; its gradient against central
+    differences; one roll node recorded where xarray makes two slices and a concatenation."""
+    da = data(21, nan=False)
+    f = lambda v: v.roll(shifts) * v.x  # noqa: E731
+    check(f, da)
+    ds = xr.Dataset({"a": da, "b": da * 2}).assign_attrs(note="kept")
+    check(lambda d: d.roll(shifts), ds)
+    check_grad(lambda v: v.roll(shifts) * v.roll(x=1), da.isel(s=0))
+    jitted = lf.jit(lambda v: v.roll(shifts))
+    jitted(da)
+    (compiled,) = jitted.cache.values()
+    names = [node.prim.name for node in compiled.program.nodes if node.prim is not None]
+    assert not {"getitem", "concatenate"} & set(names) and names.count("roll") == len(shifts)  # xarray's: 2 slices
+    assert xarray_methods.original("_roll_one_dim") is not None
+
+
+def test_roll_outside_transforms_is_xarrays_own():
+    da = data(22, nan=False)
+    want = xr.DataArray(np.roll(da.values, 2, axis=1), dims=da.dims, coords=da.coords, attrs=da.attrs)
+    xr.testing.assert_identical(da.roll(x=2), want)
+    rolled = xarray_methods.original("_roll_one_dim")(da.variable, "x", 2)
+    np.testing.assert_array_equal(rolled.values, want.values)
