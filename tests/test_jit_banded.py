@@ -172,6 +172,8 @@ STEPS = {
     "shifted": "v = v + v.shift(site={s}, fill_value=0.0)",
     "shifted_nan": "v = v * v.shift(site=1).fillna(2.0)",
     "diffed": "v = v.diff('site', label='upper').pad(site=(1, 0), constant_values=0.0) * x",
+    # a sum reads the matrix whole (written there), and banded operations go on from it (read back)
+    "tapped": "v = v * x.roll(site=1) + v.sum() * 0.25",
     "sine": "v = np.sin(v)",  # outside the pass's operations: the matrix is computed in full there
     "difference": "v = v - v.roll(site={s})",
 }
@@ -347,3 +349,23 @@ def test_a_pad_moves_a_background_of_one_value_per_matrix_into_the_wrapped_diago
         got.reshape(3, 30)[..., rows_index * 6 + (rows_index + key) % 6] = values
     assert_same_bytes(got, expected)
     assert sorted(moved.bands) == [0, 5] and moved.axis == "col"
+
+
+def test_a_matrix_written_as_an_output_is_read_back_by_the_diagonals_after_it(at_every_size):
+    """Forward mode through a model with two outputs, the second made from the first: the
+    first's Jacobian is written (an output), and the banded operations after it read its
+    diagonals back from that matrix instead of computing them again (each diagonal once
+    per run, however many matrices are written): the same bytes."""
+    def model(x):
+        v = x.roll(site=1) * x
+        return v, v * x.roll(site=-1) - x.roll(site=2)
+
+    jacobian = lf.jacfwd(model)
+    jitted = lf.jit(jacobian)
+    state = xr.DataArray(np.random.default_rng(8).normal(size=40), dims="site")
+    jitted(state)
+    for got, expected in zip(jitted(state * 1.5), jacobian(state * 1.5)):
+        assert_same_bytes(got.values, expected.values)
+    (compiled,) = jitted.cache.values()
+    written = {node.slot for node in compiled.program.nodes if getattr(node.function, "__name__", "") == "banded"}
+    assert any(ref in written for node in compiled.program.nodes if node.slot in written for ref in node.refs)

@@ -120,11 +120,33 @@ def band(program):
     for node in program.nodes:
         if node.slot not in forms:
             read_otherwise.update(ref for ref in node.refs if type(ref) is int)
+    order = {node.slot: index for index, node in enumerate(program.nodes)}
+    written = {}  # a banded slot -> the earliest written slot that holds its matrix (itself, or a copy)
+    for slot in sorted((slot for slot in forms if slot in read_otherwise), key=order.get):
+        written.setdefault(slot, slot)
+        recipe = recipes[slot]
+        if recipe[0] == "move" and _moves_nothing(recipe, forms[recipe[1]], forms[slot]):
+            written.setdefault(recipe[1], slot)  # a getitem, reshape or copy of it: its matrix too
     for node in program.nodes:
         if node.slot in forms and node.slot in read_otherwise:
-            node.refs, node.function = _materializer(node.slot, forms, recipes, node.out)
+            readable = {slot: at for slot, at in written.items() if order[at] < order[node.slot]}
+            node.refs, node.function = _materializer(node.slot, forms, recipes, node.out, readable)
             node.prim, node.fusable, node.params = None, None, {}
     return program
+
+
+def _moves_nothing(recipe, source, form):
+    """Whether a move's result holds its source's elements where they were (a getitem of
+    whole axes, a reshape of size-1 axes, a copy)."""
+    _, _, moves, backgrounds = recipe
+    rows = np.arange(form.r)
+    if backgrounds is not None:
+        along, zeros = backgrounds
+        if zeros.any() or not (along is None or np.array_equal(along, np.arange(len(along)))):
+            return False
+    return ((source.r, source.c) == (form.r, form.c) and set(moves) == set(source.keys)
+            and all(len(parts) == 1 and parts[0][:2] == ("band", key) and np.array_equal(parts[0][2], rows)
+                    and np.array_equal(parts[0][3], rows) for key, parts in moves.items()))
 
 
 # --- elementwise operations ---------------------------------------------------------------------------
@@ -403,13 +425,22 @@ class _Value:
         self.background, self.axis, self.bands = background, axis, bands
 
 
-def _materializer(root, forms, recipes, out):
+def _materializer(root, forms, recipes, out, written):
     """The function and refs of a node that computes the banded slot ``root`` from the
-    vectors it depends on and writes the matrix once (into ``out=`` when given)."""
-    refs, order = [], []
+    vectors it depends on and writes the matrix once (into ``out=`` when given). A banded
+    slot whose matrix an earlier node wrote (``written``: slot -> the slot holding it) is
+    read back from that matrix, diagonal by diagonal, where every column has an element off
+    the diagonals: each diagonal is computed once in a run, however many are written."""
+    refs, order, holders = [], [], {}
 
     def visit(slot):
         if slot in order:
+            return
+        if slot != root and slot in written and _readable(forms[slot]) is not None:
+            holders[slot] = written[slot]
+            if written[slot] not in refs:
+                refs.append(written[slot])
+            order.append(slot)
             return
         recipe = recipes[slot]
         if recipe[0] == "move":
@@ -424,7 +455,8 @@ def _materializer(root, forms, recipes, out):
 
     visit(root)
     position = {ref: k for k, ref in enumerate(refs)}
-    steps = [_step(slot, forms[slot], recipes[slot], forms, position) for slot in order]
+    steps = [(slot, _read_back(forms[slot], position[holders[slot]])) if slot in holders
+             else _step(slot, forms[slot], recipes[slot], forms, position) for slot in order]
     shape, dtype = out
     form = forms[root]
     lead, r, c = form.lead, form.r, form.c
@@ -454,6 +486,48 @@ def _materializer(root, forms, recipes, out):
 
     banded.writes_into = True
     return tuple(refs), banded
+
+
+def _readable(form):
+    """(for each column, a row whose element there is on no diagonal; for each row, such a
+    column) of a banded form, or None where a column or a row has none."""
+    r, c = form.r, form.c
+    rows, columns = np.arange(r), np.arange(c)
+    on = np.zeros((r, c), bool) if r * c <= 1 << 16 else None
+    if on is None:  # large: the diagonals are few, a row off them is found among a few
+        candidates = np.arange(min(r, len(form.keys) + 1))
+        row_of = np.full(c, -1)
+        for i in candidates:
+            free = ~np.isin((columns - i) % c, list(form.keys)) & (row_of < 0)
+            row_of[free] = i
+        column_of = np.full(r, -1)
+        for j in range(min(c, len(form.keys) + 1)):
+            free = ~np.isin((j - rows) % c, list(form.keys)) & (column_of < 0)
+            column_of[free] = j
+    else:
+        for key in form.keys:
+            on[rows, (rows + key) % c] = True
+        row_of = np.where((~on).any(axis=0), np.argmax(~on, axis=0), -1)
+        column_of = np.where((~on).any(axis=1), np.argmax(~on, axis=1), -1)
+    if (row_of < 0).any() or (column_of < 0).any():
+        return None
+    return row_of, column_of
+
+
+def _read_back(form, at):
+    """The function reading a banded value back from its written matrix (vector ``at``)."""
+    r, c, lead = form.r, form.c, form.lead
+    row_of, column_of = _readable(form)
+    index = np.arange(r)
+    diagonals = {key: index * c + (index + key) % c for key in form.keys}
+    background = {"col": row_of * c + np.arange(c), "row": index * c + column_of,
+                  None: np.array([row_of[0] * c])}[form.background]
+
+    def read(values, vectors):
+        flat = np.reshape(vectors[at], lead + (r * c,))
+        bands = {key: flat[..., where] for key, where in diagonals.items()}
+        return _Value(flat[..., background], form.background, bands)
+    return read
 
 
 def _step(slot, form, recipe, forms, position):
