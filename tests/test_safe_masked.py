@@ -39,6 +39,26 @@ def test_the_impl_is_the_numpy_formula(case):
         assert got is total  # nothing to mask: no pass over the data
 
 
+@pytest.mark.parametrize("case", ["finite", "infinite", "nan", "broadcast"])
+def test_the_replays_numpy_kernel_is_the_numpy_formula(case):
+    """``replay.safe_masked`` (the band rewrite's, on vectors): the formula's values, broadcast
+    to its shape; ``total`` itself where ``d`` is all finite."""
+    from labeled_func.engine import replay
+    rng = np.random.default_rng(1)
+    total, g, d = rng.normal(size=(3, 5, 4))
+    g[::2] = 0.0
+    if case == "infinite":
+        d[1, 1] = d[2, 3] = -np.inf
+    if case == "nan":
+        d[0, 0] = np.nan
+    if case == "broadcast":
+        total, d[4, 2] = total[0], np.inf
+    got, expected = replay.safe_masked(total, g, d), masked(total, g, d)
+    np.testing.assert_array_equal(np.broadcast_to(got, expected.shape), expected)
+    if case == "finite":
+        assert got is total
+
+
 def test_hessians_eager_reverse_over_reverse_and_jitted_equal_the_closed_form():
     x = xr.DataArray(np.random.default_rng(3).uniform(-2.0, 2.0, 12), dims="d")
     exact = rosenbrock_hessian(x.values)

@@ -17,7 +17,7 @@ import numpy as np
 
 from labeled_func_kernels.shape import roll_copy
 
-__all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_product",
+__all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_masked", "safe_product",
            "safe_product_checked", "spread_into", "trailing_sum"]
 
 
@@ -39,11 +39,25 @@ def safe_product(g: np.ndarray, d: np.ndarray, out: np.ndarray | None = None) ->
         return np.multiply(g, d, out=out)
     with np.errstate(invalid="ignore"):  # 0 * inf, masked below: no warning, as the kernel
         product = np.multiply(g, d, out=out)
-    mask = np.equal(g, 0) & ~np.isfinite(d)
+    mask = _safe_mask(g, d)
     if type(product) is not np.ndarray:  # of 0-d operands a NumPy scalar, with no memory to write
         return np.where(mask, 0.0, product)
     np.copyto(product, 0.0, where=mask)
     return product
+
+
+def safe_masked(total: np.ndarray, g: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``safe_masked`` of NumPy arrays: ``total``, 0 where ``safe_product(g, d)`` masks. Where
+    ``d`` is all finite nothing is masked and ``total`` itself is returned, unbroadcast (its
+    values broadcast to the result's: the band rewrite's vectors); else the mask's shape."""
+    if all_finite(d):
+        return total
+    return np.where(_safe_mask(g, d), 0.0, total)
+
+
+def _safe_mask(g, d):
+    """Where the NaN-safe product zeroes ``g * d``: ``g`` is 0 and ``d`` is not finite."""
+    return np.equal(g, 0) & ~np.isfinite(d)
 
 
 def roll_into(shift: int, axis: int, shape: tuple[int, ...], dtype: np.dtype) -> Callable[..., np.ndarray]:

@@ -38,22 +38,14 @@ from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels import indexing as kindex
 from labeled_func_kernels import shape as kshape
 
-from ..replay import safe_product
+from ..replay import safe_masked, safe_product
 from . import thresholds
-from .banded_run import materializer
+from .banded_run import diagonal_columns, materializer, whole_band
 from .nodes import Constant
 from .planning import _c_ordered
 
-def _safe_masked(total, g, d):
-    """``safe_masked`` of vectors: ``total``, 0 where ``g`` is 0 and ``d`` is not finite."""
-    finite = np.isfinite(d)
-    if finite.all():
-        return total
-    return np.where((np.equal(g, 0)) & ~finite, 0.0, total)
-
-
 _ELEMENTWISE = {ew.add: np.add, ew.subtract: np.subtract, ew.multiply: np.multiply, ew.divide: np.divide,
-                ew.negative: np.negative, ew.safe_multiply: safe_product, ew.safe_masked: _safe_masked,
+                ew.negative: np.negative, ew.safe_multiply: safe_product, ew.safe_masked: safe_masked,
                 ew.where: np.where}
 """The elementwise primitives a banded matrix passes through, and the function that
 computes them on its vectors (correctly rounded, or a selection per element)."""
@@ -140,14 +132,12 @@ def _moves_nothing(recipe, source, form):
     """Whether a move's result holds its source's elements where they were (a getitem of
     whole axes, a reshape of size-1 axes, a copy)."""
     _, _, moves, backgrounds = recipe
-    rows = np.arange(form.r)
     if backgrounds is not None:
         along, zeros = backgrounds
         if zeros.any() or not (along is None or np.array_equal(along, np.arange(len(along)))):
             return False
     return ((source.r, source.c) == (form.r, form.c) and set(moves) == set(source.keys)
-            and all(len(parts) == 1 and parts[0][:2] == ("band", key) and np.array_equal(parts[0][2], rows)
-                    and np.array_equal(parts[0][3], rows) for key, parts in moves.items()))
+            and all(whole_band(parts, form.r, source.r) == key for key, parts in moves.items()))
 
 
 # --- elementwise operations ---------------------------------------------------------------------------
@@ -245,7 +235,7 @@ def _read_bands(matrix, r, c):
         return None
     index = np.arange(r)
     masks = {int(k): np.isin(index, rows[keys == k]) for k in unique}
-    return zero, {int(k): matrix[index, (index + k) % c] for k in unique}, masks
+    return zero, {int(k): matrix[index, diagonal_columns(k, r, c)] for k in unique}, masks
 
 
 # --- operations that move elements --------------------------------------------------------------------
@@ -361,7 +351,7 @@ def _plan(form, rows, columns, swap, r, c):
     keys = {}
     for key, mask in form.keys.items():  # where each element of the source's diagonals lands
         i = np.flatnonzero(mask)
-        new_i, new_j = inverse_rows[i], inverse_columns[(i + key) % form.c]
+        new_i, new_j = inverse_rows[i], inverse_columns[diagonal_columns(key, form.r, form.c)[i]]
         if swap:
             new_i, new_j = new_j, new_i
         landed = (new_i >= 0) & (new_j >= 0)
@@ -394,8 +384,7 @@ def _plan(form, rows, columns, swap, r, c):
         backgrounds = (None if form.background is None else np.maximum(columns, 0), columns < 0)
     moves = {}
     for key in sorted(keys):
-        i = np.arange(r)
-        j = (i + key) % c
+        i, j = np.arange(r), diagonal_columns(key, r, c)
         source_i, source_j = (rows[j], columns[i]) if swap else (rows[i], columns[j])
         inside = (source_i >= 0) & (source_j >= 0)
         source_key = (source_j - source_i) % form.c

@@ -9,6 +9,25 @@ from __future__ import annotations
 import numpy as np
 
 
+def diagonal_columns(key, r, c):
+    """The column of diagonal ``key`` in each row of an r x c matrix: ``(i + key) % c``."""
+    return (np.arange(r) + key) % c
+
+
+def _flat_diagonal(key, r, c):
+    """The positions of diagonal ``key`` in an r x c matrix read flat."""
+    return np.arange(r) * c + diagonal_columns(key, r, c)
+
+
+def whole_band(parts, r, source_r):
+    """The source's key when a moved diagonal (``parts``, see ``banded._plan``) is one whole
+    diagonal of the source, row for row; else None."""
+    if len(parts) == 1 and parts[0][0] == "band" and len(parts[0][2]) == r == source_r and np.array_equal(
+            parts[0][2], parts[0][3]):
+        return parts[0][1]
+    return None
+
+
 class _Value:
     """A banded matrix as vectors: its background (one value per matrix, or a vector
     along ``axis``) and its diagonals (key k: the elements ``[i, (i + k) % c]``, each row
@@ -55,8 +74,7 @@ def materializer(root, forms, recipes, out, written):
     shape, dtype = out
     form = forms[root]
     lead, r, c = form.lead, form.r, form.c
-    index = np.arange(r)
-    writes = {key: index * c + (index + key) % c for key in form.keys}
+    writes = {key: _flat_diagonal(key, r, c) for key in form.keys}
 
     def banded(*vectors, out=None):
         values = {}
@@ -85,25 +103,16 @@ def materializer(root, forms, recipes, out, written):
 
 def _readable(form):
     """(for each column, a row whose element there is on no diagonal; for each row, such a
-    column) of a banded form, or None where a column or a row has none."""
-    r, c = form.r, form.c
+    column) of a banded form, or None where a column or a row has none. Among any k + 1
+    rows (columns) one is off the k diagonals in each column (row), where there are that
+    many: only those are tried."""
+    r, c, keys = form.r, form.c, list(form.keys)
     rows, columns = np.arange(r), np.arange(c)
-    on = np.zeros((r, c), bool) if r * c <= 1 << 16 else None
-    if on is None:  # large: the diagonals are few, a row off them is found among a few
-        candidates = np.arange(min(r, len(form.keys) + 1))
-        row_of = np.full(c, -1)
-        for i in candidates:
-            free = ~np.isin((columns - i) % c, list(form.keys)) & (row_of < 0)
-            row_of[free] = i
-        column_of = np.full(r, -1)
-        for j in range(min(c, len(form.keys) + 1)):
-            free = ~np.isin((j - rows) % c, list(form.keys)) & (column_of < 0)
-            column_of[free] = j
-    else:
-        for key in form.keys:
-            on[rows, (rows + key) % c] = True
-        row_of = np.where((~on).any(axis=0), np.argmax(~on, axis=0), -1)
-        column_of = np.where((~on).any(axis=1), np.argmax(~on, axis=1), -1)
+    row_of, column_of = np.full(c, -1), np.full(r, -1)
+    for i in range(min(r, len(keys) + 1)):
+        row_of[~np.isin((columns - i) % c, keys) & (row_of < 0)] = i
+    for j in range(min(c, len(keys) + 1)):
+        column_of[~np.isin((j - rows) % c, keys) & (column_of < 0)] = j
     if (row_of < 0).any() or (column_of < 0).any():
         return None
     return row_of, column_of
@@ -113,9 +122,8 @@ def _read_back(form, at):
     """The function reading a banded value back from its written matrix (vector ``at``)."""
     r, c, lead = form.r, form.c, form.lead
     row_of, column_of = _readable(form)
-    index = np.arange(r)
-    diagonals = {key: index * c + (index + key) % c for key in form.keys}
-    background = {"col": row_of * c + np.arange(c), "row": index * c + column_of,
+    diagonals = {key: _flat_diagonal(key, r, c) for key in form.keys}
+    background = {"col": row_of * c + np.arange(c), "row": np.arange(r) * c + column_of,
                   None: np.array([row_of[0] * c])}[form.background]
 
     def read(values, vectors):
@@ -132,7 +140,7 @@ def _step(slot, form, recipe, forms, position):
         return slot, _move_step(recipe, forms[recipe[1]], form)
     _, function, operands, dtype = recipe
     keys = sorted(form.keys)
-    gathers = {key: (np.arange(r) + key) % c for key in keys}
+    gathers = {key: diagonal_columns(key, r, c) for key in keys}
     lead, width = len(form.lead), len(form.lead) + form.q + 2
     readers = []
     for operand in operands:  # (kind, what) -> each call's (background, diagonals, axis)
@@ -171,9 +179,7 @@ def _move_step(recipe, source_form, form):
     """The function computing a moved value (a roll, pad, slice, transpose, reshape)."""
     _, source, moves, backgrounds = recipe
     r = form.r
-    identity = {key: parts[0][1] for key, parts in moves.items()
-                if len(parts) == 1 and parts[0][0] == "band" and len(parts[0][2]) == r == source_form.r
-                and np.array_equal(parts[0][2], parts[0][3])}
+    identity = {key: old for key, parts in moves.items() if (old := whole_band(parts, r, source_form.r)) is not None}
 
     def move(values, vectors):
         value = values[source]
