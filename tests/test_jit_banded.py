@@ -339,7 +339,7 @@ def test_a_pad_moves_a_background_of_one_value_per_matrix_into_the_wrapped_diago
     keys, background, moves, backgrounds = banded._plan(form, rows, columns, False, 5, 6)
     step = banded_run._move_step(("move", 0, moves, backgrounds), form, banded._Form((3,), 5, 0, 6, keys, background))
     diagonal, per_matrix = np.arange(15.0).reshape(3, 5), np.array([[1.5], [-2.0], [0.25]])
-    moved = step({0: banded_run._Value(per_matrix, None, {4: diagonal})}, ())
+    moved = step({0: banded_run._Value(per_matrix, None, (4,), diagonal[:, None, :])}, ())
     on = np.roll(np.eye(5, dtype=bool), 4, axis=1)
     expected = np.pad(np.where(on, diagonal[:, :, None], per_matrix[:, :, None]), ((0, 0), (0, 0), (1, 0)))
     got = np.empty((3, 5, 6))

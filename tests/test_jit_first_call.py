@@ -146,3 +146,31 @@ def test_the_trace_sums_a_cotangent_in_place_as_eagerly_and_records_the_plain_su
     other = x + 0.25
     np.testing.assert_array_equal(jitted(other).values, f(other).values)
     assert len(written) == len(eager_writes)  # the un-jitted call only: the replay runs np.add
+
+
+def test_the_rolled_value_the_trace_never_computes_takes_no_memory_and_keeps_np_rolls_layout():
+    """``add_rolled`` records a roll whose value the trace never computes: its node gets the
+    layout of ``np.roll``'s result (``np.empty_like``'s) from a stand-in without memory (an
+    unwritten array of a Jacobian's size per roll moved the allocator's heap at every trace)."""
+    from labeled_func.engine.compiler.level import _unwritten_like
+
+    block = np.arange(120.0).reshape(2, 3, 4, 5)
+    layouts = [block, block.transpose(3, 1, 0, 2), np.asfortranarray(block), block[:, ::2], block[:, :1],
+               block[..., None, :], np.ones(()), np.ones((0, 3)), np.ones((1, 6)).T]
+    for value in layouts:
+        stand_in, strides = _unwritten_like(value)
+        assert (stand_in.shape, stand_in.dtype) == (value.shape, value.dtype)
+        assert strides == np.empty_like(value).strides
+        if value.ndim:
+            assert strides == np.roll(value, 1, axis=-1).strides
+        if value.flags.c_contiguous and value.size:
+            assert stand_in.strides == (0,) * value.ndim and not stand_in.flags.writeable  # no memory
+    state = _state(m=64)
+    jitted = lf.jit(lf.jacrev(lorenz96))
+    first = jitted(state)
+    (compiled,) = jitted.cache.values()
+    rolls = [node for node in compiled.program.nodes if node.prim is kshape.roll and node.out is not None]
+    assert rolls and all(node.strides == np.empty(node.out[0], node.out[1]).strides for node in rolls)
+    np.testing.assert_array_equal(first.values, lf.jacrev(lorenz96)(state).values)
+    other = _state(m=64, seed=5)
+    np.testing.assert_array_equal(jitted(other).values, lf.jacrev(lorenz96)(other).values)

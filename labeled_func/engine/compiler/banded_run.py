@@ -3,7 +3,12 @@ it computes the diagonals and backgrounds of the banded slots it depends on, ste
 (an elementwise operation on the vectors, or a move of elements by the rewrite's static
 maps; a slot whose matrix an earlier node wrote is read back from it), and writes the
 matrix once. The same elements as the recorded program's nodes compute: see
-``banded.py``."""
+``banded.py``.
+
+The diagonals of a value are stacked: one array of its keys (sorted) by its rows, so that
+each step is a few NumPy calls whatever the number of diagonals (an elementwise operation
+on the stacks of its operands, aligned to the result's keys; a move, one gather by static
+indices)."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,9 +19,10 @@ def diagonal_columns(key, r, c):
     return (np.arange(r) + key) % c
 
 
-def _flat_diagonal(key, r, c):
-    """The positions of diagonal ``key`` in an r x c matrix read flat."""
-    return np.arange(r) * c + diagonal_columns(key, r, c)
+def _flat_diagonals(keys, r, c):
+    """The positions of diagonals ``keys`` in an r x c matrix read flat: one row per key."""
+    rows = np.arange(r)
+    return rows * c + (rows + np.asarray(keys, dtype=np.intp)[:, None]) % c
 
 
 def whole_band(parts, r, source_r):
@@ -30,13 +36,18 @@ def whole_band(parts, r, source_r):
 
 class _Value:
     """A banded matrix as vectors: its background (one value per matrix, or a vector
-    along ``axis``) and its diagonals (key k: the elements ``[i, (i + k) % c]``, each row
-    i), with the leading dims in front."""
+    along ``axis``) and its diagonals, stacked: ``stack[..., j, i]`` is the element
+    ``[i, (i + keys[j]) % c]`` (``keys`` sorted), the leading dims in front."""
 
-    __slots__ = ("background", "axis", "bands")
+    __slots__ = ("background", "axis", "keys", "stack")
 
-    def __init__(self, background, axis, bands):
-        self.background, self.axis, self.bands = background, axis, bands
+    def __init__(self, background, axis, keys, stack):
+        self.background, self.axis, self.keys, self.stack = background, axis, keys, stack
+
+    @property
+    def bands(self):
+        """The diagonals by key (key -> its rows)."""
+        return {key: self.stack[..., j, :] for j, key in enumerate(self.keys)}
 
 
 def materializer(root, forms, recipes, out, written):
@@ -74,7 +85,7 @@ def materializer(root, forms, recipes, out, written):
     shape, dtype = out
     form = forms[root]
     lead, r, c = form.lead, form.r, form.c
-    writes = {key: _flat_diagonal(key, r, c) for key in form.keys}
+    writes = _flat_diagonals(sorted(form.keys), r, c)
 
     def banded(*vectors, out=None):
         values = {}
@@ -92,9 +103,7 @@ def materializer(root, forms, recipes, out, written):
         elif background.ndim:
             background = background[..., None]
         np.copyto(matrix, background)
-        flat = out.reshape(lead + (r * c,))
-        for key, diagonal in value.bands.items():
-            flat[..., writes[key]] = diagonal
+        out.reshape(lead + (r * c,))[..., writes] = value.stack
         return out
 
     banded.writes_into = True
@@ -122,14 +131,14 @@ def _read_back(form, at):
     """The function reading a banded value back from its written matrix (vector ``at``)."""
     r, c, lead = form.r, form.c, form.lead
     row_of, column_of = _readable(form)
-    diagonals = {key: _flat_diagonal(key, r, c) for key in form.keys}
+    keys = tuple(sorted(form.keys))
+    diagonals = _flat_diagonals(keys, r, c)
     background = {"col": row_of * c + np.arange(c), "row": np.arange(r) * c + column_of,
                   None: np.array([row_of[0] * c])}[form.background]
 
     def read(values, vectors):
         flat = np.reshape(vectors[at], lead + (r * c,))
-        bands = {key: flat[..., where] for key, where in diagonals.items()}
-        return _Value(flat[..., background], form.background, bands)
+        return _Value(flat[..., background], form.background, keys, flat[..., diagonals])
     return read
 
 
@@ -139,75 +148,176 @@ def _step(slot, form, recipe, forms, position):
     if recipe[0] == "move":
         return slot, _move_step(recipe, forms[recipe[1]], form)
     _, function, operands, dtype = recipe
-    keys = sorted(form.keys)
-    gathers = {key: diagonal_columns(key, r, c) for key in keys}
+    keys = tuple(sorted(form.keys))
+    gather = (np.arange(r) + np.asarray(keys, dtype=np.intp)[:, None]) % c  # a "col" vector on the diagonals
     lead, width = len(form.lead), len(form.lead) + form.q + 2
     readers = []
-    for operand in operands:  # (kind, what) -> each call's (background, diagonals, axis)
+    for operand in operands:  # how each operand is read: its background and its aligned stack
         if operand[0] == "form":
-            readers.append((0, operand[1]))
+            own = tuple(sorted(forms[operand[1]].keys))
+            readers.append((0, (operand[1], _aligner(own, keys, gather))))
         elif operand[0] == "bands":
-            readers.append((1, (operand[1], operand[2], None)))
+            zero, bands = operand[1], operand[2]
+            stack = np.empty((len(keys), r), zero.dtype)
+            for j, key in enumerate(keys):
+                stack[j] = bands[key] if key in bands else zero
+            readers.append((1, (zero, stack)))
         else:
-            readers.append((2, (position[operand[1]], operand[2])))
+            readers.append((2, (position[operand[1]], _vector_reader(operand[2], lead, width, gather))))
 
     def apply(values, vectors):
-        read = []
+        backgrounds, stacks = [], []
         for kind, what in readers:
             if kind == 0:
-                value = values[what]
-                read.append((value.background, value.bands, value.axis))
+                value = values[what[0]]
+                backgrounds.append(value.background)
+                stacks.append(what[1](value))
             elif kind == 1:
-                read.append(what)
+                backgrounds.append(what[0])
+                stacks.append(what[1])
             else:
-                read.append((_vector(vectors[what[0]], what[1], lead, width), None, what[1]))
-        background = _cast(function(*[part[0] for part in read]), dtype)
-        bands = {}
-        for key in keys:
-            gather, arguments = gathers[key], []
-            for values_background, diagonals, axis in read:
-                diagonal = diagonals.get(key) if diagonals is not None else None
-                if diagonal is None:
-                    diagonal = values_background[..., gather] if axis == "col" else values_background
-                arguments.append(diagonal)
-            bands[key] = _full(_cast(function(*arguments), dtype), r)
-        return _Value(background, form.background, bands)
+                vector, on_diagonals = what[1](vectors[what[0]])
+                backgrounds.append(vector)
+                stacks.append(on_diagonals)
+        background = _cast(function(*backgrounds), dtype)
+        stack = _cast(function(*stacks), dtype)
+        if stack.ndim < 2 or stack.shape[-2:] != gather.shape:
+            stack = np.broadcast_to(stack, np.broadcast_shapes(stack.shape, gather.shape))
+        return _Value(background, form.background, keys, stack)
     return slot, apply
 
 
+def _aligner(own, keys, gather):
+    """The function giving a banded operand's stack aligned to the result's ``keys`` (a
+    superset of its own): its diagonals where it has them, its background elsewhere. (A
+    program's shapes are fixed: the aligned stack's is computed at the first run.)"""
+    if own == keys:
+        return lambda value: value.stack
+    have = _as_slice([keys.index(key) for key in own])
+    missing_rows = [j for j, key in enumerate(keys) if key not in own]
+    missing = _as_slice(missing_rows)
+    missing_gather = gather[missing_rows]
+    shapes = []
+
+    def align(value):
+        stack, background = value.stack, value.background
+        if value.axis == "col":
+            filler = background[..., missing_gather]
+        elif value.axis == "row":
+            filler = background[..., None, :]
+        else:
+            filler = background[..., None] if background.ndim else background
+        if not shapes:
+            filler_lead = filler.shape[:-2] if value.axis == "col" or background.ndim else ()
+            shapes.append(np.broadcast_shapes(stack.shape[:-2], filler_lead) + gather.shape)
+        aligned = np.empty(shapes[0], stack.dtype)
+        aligned[..., have, :] = stack
+        aligned[..., missing, :] = filler
+        return aligned
+    return align
+
+
+def _as_slice(positions):
+    """``positions`` (increasing) as a slice where they are a run, else an index array."""
+    if positions and positions == list(range(positions[0], positions[-1] + 1)):
+        return slice(positions[0], positions[-1] + 1)
+    return np.array(positions, dtype=np.intp)
+
+
+def _vector_reader(kind, lead, width, gather):
+    """The function reading an operand that is not banded: (as the pass reads it, see
+    :func:`_vector`; read on the diagonals). Its shape is computed at the first run."""
+    shapes = []
+
+    def read(value):
+        if type(value) in (int, float):
+            return value, value
+        if shapes:
+            vector = value.reshape(shapes[0]) if type(value) is np.ndarray else np.reshape(value, shapes[0])
+        else:
+            vector = _vector(value, kind, lead, width)
+            shapes.append(vector.shape)
+        return vector, _on_diagonals(vector, kind, gather)
+    return read
+
+
+def _on_diagonals(vector, kind, gather):
+    """A vector operand read on the diagonals, broadcasting against stacks (keys x rows)."""
+    if type(vector) in (int, float) or vector.ndim == 0:
+        return vector
+    if kind is None:  # one value per matrix, a dim of 1: one for the keys too
+        return vector[..., None]
+    if kind == "row":
+        return vector[..., None, :]
+    return vector[..., gather]
+
+
 def _move_step(recipe, source_form, form):
-    """The function computing a moved value (a roll, pad, slice, transpose, reshape)."""
+    """The function computing a moved value (a roll, pad, slice, transpose, reshape): one
+    gather of its diagonals from the source's diagonals, background and zeros."""
     _, source, moves, backgrounds = recipe
     r = form.r
-    identity = {key: old for key, parts in moves.items() if (old := whole_band(parts, r, source_form.r)) is not None}
+    keys = tuple(sorted(moves))
+    own = tuple(sorted(source_form.keys))
+    index = {key: j for j, key in enumerate(own)}
+    ks = len(own)
+    rows_of = np.zeros((len(keys), r), np.intp)  # the table's row (a source diagonal, the background
+    at = np.zeros((len(keys), r), np.intp)  # at ks, a zero at ks + 1) and position of each element
+    plain = True  # every element from a source diagonal
+    for j, key in enumerate(keys):
+        for kind, old, where, read in moves[key]:
+            if kind == "band":
+                rows_of[j, where], at[j, where] = index[old], read
+            elif kind == "background":
+                rows_of[j, where] = ks
+                at[j, where] = 0 if source_form.background is None else read
+                plain = False
+            else:
+                rows_of[j, where] = ks + 1
+                plain = False
+    same = plain and own == keys and source_form.r == r and np.array_equal(at, np.broadcast_to(np.arange(r), at.shape)) and np.array_equal(
+        rows_of, np.broadcast_to(np.arange(len(keys))[:, None], rows_of.shape))
+    whole = plain and np.array_equal(at, np.broadcast_to(np.arange(r), at.shape)) and (
+        rows_of == rows_of[:, :1]).all() and source_form.r == r
+    picked = rows_of[:, 0]
+    if backgrounds is not None:
+        along, zeros = backgrounds
+        length = source_form.r if source_form.background == "row" else source_form.c
+        if along is not None and len(along) == length and np.array_equal(along, np.arange(length)):
+            along = None  # every element where it was
+        zeros = zeros if zeros.any() else None
+        backgrounds = (along, zeros) if along is not None or zeros is not None else None
+    width = max(source_form.r, source_form.c, 1)
 
     def move(values, vectors):
         value = values[source]
         background = value.background
+        stack = value.stack
+        if same:
+            moved = stack
+        elif whole:  # whole diagonals, in another order
+            moved = stack[..., picked, :]
+        elif plain:
+            moved = stack[..., rows_of, at]
+        else:
+            if value.axis is None:
+                lead = background.shape[:-1] if background.ndim else ()
+            else:
+                lead = background.shape[:-1]
+            table = np.zeros(np.broadcast_shapes(stack.shape[:-2], lead) + (ks + 2, width), stack.dtype)
+            table[..., :ks, :stack.shape[-1]] = stack
+            if value.axis is None:
+                table[..., ks, :] = background  # one value per matrix: a dim of 1, or none
+            else:
+                table[..., ks, :background.shape[-1]] = background
+            moved = table[..., rows_of, at]
         if backgrounds is not None:
             along, zeros = backgrounds
             if along is not None:
                 background = background[..., along]
-            if zeros.any():
+            if zeros is not None:
                 background = np.where(zeros, np.zeros((), background.dtype), background)
-        bands = {}
-        for key, parts in moves.items():
-            if key in identity:
-                bands[key] = value.bands[identity[key]]
-                continue
-            pieces = [value.bands[old] if kind == "band" else value.background if kind == "background"
-                      else None for kind, old, _, _ in parts]
-            lead = np.broadcast_shapes(*[piece.shape[:-1] for piece in pieces if piece is not None and piece.ndim])
-            diagonal = np.empty(lead + (r,), value.background.dtype)
-            for (kind, _, where, read), piece in zip(parts, pieces):
-                if kind == "zero":
-                    diagonal[..., where] = 0.0
-                elif kind == "background" and value.axis is None:
-                    diagonal[..., where] = piece  # one value per matrix: a dim of 1, or none
-                else:
-                    diagonal[..., where] = piece[..., read]
-            bands[key] = diagonal
-        return _Value(background, form.background, bands)
+        return _Value(background, form.background, keys, moved)
     return move
 
 
@@ -225,15 +335,8 @@ def _vector(value, kind, lead, width):
     return value.reshape(head + (padded[lead] if kind == "row" else padded[-1],))
 
 
-def _full(value, r):
-    """A diagonal with its rows (a value that is the same on every row, repeated)."""
-    if value.ndim == 0:
-        value = value.reshape(1)
-    if value.shape[-1] != r:
-        value = np.broadcast_to(value, value.shape[:-1] + (r,))
-    return value
-
-
 def _cast(value, dtype):
+    if type(value) is np.ndarray and value.dtype == dtype:
+        return value
     value = np.asarray(value)
     return value if value.dtype == dtype else value.astype(dtype)

@@ -19,9 +19,10 @@ POOL_MIN_BYTES = 1 << 16
 """Size of a NumPy result from which a replay writes it into a buffer passed on from an
 array that is no longer needed (see ``Program.prune``)."""
 
-BAND_MIN_SIZE = 1 << 15
+BAND_MIN_SIZE = 1 << 14
 """Elements of a square matrix below which the replay computes it in full rather than as
 its diagonals (``banded.band``: the Jacobians of stencils). Computing the diagonals costs
-about 60-90 us of Python per program (the Lorenz-96 Jacobian: 16 vector operations and
-their rolls); the full matrices cost that from about 180 x 180 (measured 2026-12-07:
-n = 128, 86 against 76 us; n = 200, 90 against 122 us)."""
+about 40-130 us of Python per program (the diagonals stacked, a few NumPy calls per
+operation); the full matrices cost that from about 128 x 128 (measured 2026-12-07, replays
+of the Lorenz-96 jacrev / jacfwd and the Rosenbrock Hessian, full against as diagonals:
+n = 104, 66/66, 36/43, 125/130 us; n = 128, 75/67, 43/44, 147/132 us)."""
