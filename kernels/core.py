@@ -12,6 +12,7 @@ tangent, the VJP is its transpose, given beside it as one formula (:func:`linear
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -108,6 +109,11 @@ def _reshape_impl(x, *, shape):
     return namespace(x).reshape(x, shape)
 
 
+_reshape_impl.numpy_bound = lambda *, shape: operator.methodcaller("reshape", tuple(shape))
+"""The call the impl makes on a NumPy array, its parameters bound (a replay calls it
+directly: ``Primitive`` documents ``numpy_bound``)."""
+
+
 def _reshape_batch(axis_size, values, batched, *, shape):
     (x,) = values
     return reshape.bind(x, shape=(x.shape[0],) + tuple(shape)), True
@@ -120,6 +126,9 @@ reshape = linear_rules(Primitive("reshape", _reshape_impl, _reshape_batch, keeps
 # --- transpose --------------------------------------------------------------
 def _transpose_impl(x, *, axes):
     return namespace(x).permute_dims(x, axes)
+
+
+_transpose_impl.numpy_bound = lambda *, axes: operator.methodcaller("transpose", tuple(axes))
 
 
 def _transpose_batch(axis_size, values, batched, *, axes):

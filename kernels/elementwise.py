@@ -7,6 +7,7 @@ leaves unbatched ones alone, since right-aligned broadcasting already fits them.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -430,6 +431,22 @@ def _power_impl(x, y):
     return 1 / value if exponent < 0 else value
 
 
+def _power_lower(x, y):
+    """The NumPy call ``_power_impl`` makes for operands like these where it is one product
+    (a float array squared: ``x * x``), for a compiled program to call directly; else None."""
+    if type(x) is np.ndarray and small_exponent(x, y) == 2.0:
+        return _times_itself
+    return None
+
+
+def _times_itself(x, y):
+    """``x ** 2`` of a float array, as ``_power_impl`` computes it: ``x * x``."""
+    return x * x
+
+
+_power_impl.lower = _power_lower
+
+
 def _operator_shortcut(x, y, kind):
     """The impl NumPy's ``array ** y`` takes for an exact Python number ``y`` (not a NumPy
     scalar, not a bool) instead of ``power``, or None."""
@@ -531,6 +548,9 @@ where = _define("where", semantics="condition",
 def _astype_impl(x, *, dtype):
     xp = namespace(x)
     return xp.astype(x, namespace_dtype(xp, dtype))
+
+
+_astype_impl.numpy_bound = lambda *, dtype: operator.methodcaller("astype", dtype)  # a copy, as the impl's
 
 
 def _round_impl(x, *, decimals=0):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import sys
 from typing import Any
 
@@ -106,6 +107,17 @@ def _getitem_impl(x, *arrays, template):
     if len(arrays) == 1 and namespace(x) is not numpy_namespace:
         return _take(x, arrays[0], template)
     return x[_fill(template, arrays)]
+
+
+def _getitem_numpy_bound(*, template):
+    """NumPy's indexing by a template of slices, integers, None and Ellipsis (no index
+    array: the only operand is the array), bound; None where it holds an index array."""
+    if any(isinstance(item, Slot) for item in template):
+        return None
+    return operator.itemgetter(tuple(template))
+
+
+_getitem_impl.numpy_bound = _getitem_numpy_bound
 
 
 def _take(x, index, template):

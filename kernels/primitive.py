@@ -177,7 +177,11 @@ class Primitive:
     ``records``: for an operation that writes into its first operand's buffer (a sum built
     up in a temporary: ``add_inplace``), the primitive computing the same values out of
     place, which lf.jit records instead (it computes in place while tracing; a replay
-    passes buffers on by its own plan); None for the others.
+    passes buffers on by its own plan); None for the others. An impl that takes parameters
+    may carry ``impl.numpy_bound(**params)``: the call it makes on a NumPy array with those
+    parameters bound (``operator.methodcaller("reshape", shape)``), or None where it makes
+    another; a replay of NumPy arrays calls it instead of the impl (the same result,
+    without the dispatch: reshape, transpose, astype, getitem by slices).
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",

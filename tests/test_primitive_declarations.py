@@ -1,6 +1,7 @@
 """One declaration per primitive (issue 25): what lf.jit's compiler reads of a primitive is
-declared with it (``prim.fusion``, ``prim.reads_only``, ``prim.keeps_uniform``), and the
-declarations are complete and consistent.
+declared with it (``prim.fusion``, ``prim.reads_only``, ``prim.keeps_uniform``; the NumPy
+call an impl makes, ``impl.lower`` and ``impl.numpy_bound``, which a replay calls directly),
+and the declarations are complete and consistent.
 
 Which primitives may fuse: those whose declaration spells them in numexpr (``fusion.numexpr``,
 or ``fusion.by_constant``: power by a small constant exponent); the compiler fuses nothing
@@ -182,3 +183,83 @@ def test_the_other_facts_the_compiler_reads():
     assert {prim for prim in ALL_PRIMITIVES if prim.reads_only} == {ew.multiply_sum}
     views = {core.expand_dims, core.broadcast_to, core.reshape, core.transpose, core.squeeze}
     assert {prim for prim in ALL_PRIMITIVES if prim.keeps_uniform} == views
+
+
+def _same_array(got, want):
+    """The same values (NaN where NaN, signed zeros by their bits), dtype, shape, strides, and
+    the same answer to whether it views the input."""
+    assert type(got) is type(want) and got.dtype == want.dtype and got.shape == want.shape
+    assert got.strides == want.strides
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_numpy_bound_call_is_the_call_the_impl_makes():
+    """``impl.numpy_bound(**params)`` (declared with reshape, transpose, astype and getitem:
+    a replay of NumPy arrays calls it instead of the impl) gives what the impl gives: values,
+    dtype, layout, and a view where the impl returns a view."""
+    from labeled_func_kernels import indexing
+    from labeled_func_kernels.indexing import Slot
+    base = np.arange(-12.0, 12.0).reshape(2, 3, 4) * -0.0 + np.arange(24.0).reshape(2, 3, 4)
+    base[0, 0, 0] = -0.0
+    inputs = [base, base.transpose(2, 0, 1), base[:, ::2], np.asfortranarray(base)]
+    cases = [(core.reshape, {"shape": (-1, 4)}), (core.reshape, {"shape": (-1,)}), (core.reshape, {"shape": (2, 1, -1)}),
+             (core.transpose, {"axes": (2, 0, 1)}), (core.transpose, {"axes": [1, 0, 2]}),
+             (ew.astype, {"dtype": np.float32}), (ew.astype, {"dtype": np.bool_}), (ew.astype, {"dtype": np.dtype("i8")}),
+             (indexing.getitem, {"template": (slice(None), 0)}), (indexing.getitem, {"template": (Ellipsis, None, slice(1, None, 2))}),
+             (indexing.getitem, {"template": (1, slice(None, None, -1), Ellipsis)})]
+    for prim, params in cases:
+        for x in inputs:
+            want = prim.impl(x, **params)
+            got = prim.impl.numpy_bound(**params)(x)
+            _same_array(got, want)
+            assert np.shares_memory(got, x) == np.shares_memory(want, x), (prim, params)
+    assert indexing.getitem.impl.numpy_bound(template=(Slot(0),)) is None  # an index array: the impl's way
+
+
+def test_the_replay_calls_the_declared_numpy_calls_with_the_same_results():
+    """A jitted Hessian (slices, reshapes, a transpose, x ** 2, NaN-safe masks) replays with
+    the declared NumPy calls (``numpy_bound``; ``x * x`` for ``x ** 2``; the NumPy
+    ``safe_masked``), and gives the un-jitted bytes for finite and non-finite states (a
+    mask that applies on the replay, none at the trace)."""
+    import operator
+    import xarray as xr
+    import labeled_func as lf
+    from labeled_func.engine.replay import safe_masked
+
+    def rosenbrock(x):
+        head = x.isel(d=slice(None, -1)).drop_vars("d", errors="ignore")
+        tail = x.isel(d=slice(1, None)).drop_vars("d", errors="ignore")
+        return (100.0 * (tail - head**2) ** 2 + (1.0 - head) ** 2).sum("d")
+
+    hessian = lf.hessian(rosenbrock)
+    jitted = lf.jit(hessian)
+    x = xr.DataArray(np.random.default_rng(3).uniform(-2.0, 2.0, 30), dims="d")
+    jitted(x)
+    for special in (None, np.inf, -np.inf, np.nan, -0.0):
+        y = x.copy()
+        if special is not None:
+            y[7] = special
+        with np.errstate(all="ignore"):
+            got, want = jitted(y).values, hessian(y).values
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        finite = ~np.isnan(want)
+        np.testing.assert_array_equal(got.view(np.uint64)[finite], want.view(np.uint64)[finite])
+    (compiled,) = jitted.cache.values()
+    called = [entry[0] for entry in compiled.program._plan]
+    assert any(type(f) in (operator.itemgetter, operator.methodcaller) for f in called)
+    assert safe_masked in called and ew._times_itself in called
+
+
+def test_a_square_lowered_to_a_product_has_the_impls_bits():
+    for dtype in (np.float64, np.float32):
+        x = np.array([-0.0, 0.0, 1.5, -3.25, np.inf, -np.inf, np.nan, np.finfo(dtype).max, np.finfo(dtype).tiny],
+                     dtype=dtype)
+        function = ew.power.impl.lower(x, 2)
+        assert function is ew._times_itself
+        with np.errstate(over="ignore", under="ignore"):
+            want = ew.power.impl(x, 2)
+            got = function(x, 2)
+        np.testing.assert_array_equal(got.view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
+    assert ew.power.impl.lower(np.arange(3), 2) is None  # integers: NumPy's own square
+    assert ew.power.impl.lower(np.ones(3), 3) is None

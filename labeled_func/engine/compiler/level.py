@@ -15,7 +15,7 @@ from labeled_func_kernels.primitive import Traced
 
 from ..batching import _decided_at, _same_values_holds
 from ..errors import UnsupportedOperationError
-from ..replay import roll_into, safe_product, trailing_sum
+from ..replay import roll_into, safe_masked, safe_product, trailing_sum
 from ..stack import Level, current_levels
 from ..views import VIEW_PRIMITIVES, assign_value, make_view, refresh_view
 from . import thresholds
@@ -434,6 +434,10 @@ def _numpy_lowering(prim, values, params, out):
         return None
     if prim is ew.safe_multiply:  # the primitive asked first: most nodes have no lowering
         return safe_product if all(type(v) is np.ndarray or type(v) in (int, float) for v in values) else None
+    if prim is ew.safe_masked:  # a total of the result's shape: returned itself where nothing is masked
+        total = values[0]
+        return safe_masked if (type(total) is np.ndarray and total.dtype.kind in "fc" and total.shape == out.shape
+                               and all(type(v) is np.ndarray or type(v) in (int, float) for v in values[1:])) else None
     if prim is kshape.roll and type(values[0]) is np.ndarray and set(params) == {"shift", "axis"}:
         shift, axis = params["shift"], params["axis"]
         if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:

@@ -42,10 +42,19 @@ def _c_ordered(layout, strides):
     return all(s == e or n == 1 for s, e, n in zip(strides, reversed(expected), shape))
 
 
-def _bound(node):
+def _bound(node, layout):
+    """What the replay calls for ``node``: its function, with its parameters bound; where
+    it reads NumPy arrays only (``layout``: the slots known to hold them) and its impl
+    declares the NumPy call it makes (``numpy_bound``), that call."""
     if not node.params:
         return node.function
     function, params = node.function, node.params
+    numpy_bound = getattr(function, "numpy_bound", None)
+    if numpy_bound is not None and node.out is not None and all(
+            type(ref) is int and ref in layout for ref in node.refs):
+        direct = numpy_bound(**params)
+        if direct is not None:
+            return direct
     return lambda *args: function(*args, **params)
 
 

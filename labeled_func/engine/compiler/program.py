@@ -85,8 +85,9 @@ class Program:
         self._size = len(position)
         self._outputs = [position[slot] for slot in self.outputs]
         self._plan = []
+        numpy_slots, _ = self._layouts()
         for node, free, recycle in zip(self.nodes, frees, recycles):
-            function, reads = _bound(node), tuple(position[ref] for ref in node.refs)
+            function, reads = _bound(node, numpy_slots), tuple(position[ref] for ref in node.refs)
             key, into = pooled[node.slot], None
             if key is not None and type(function) is np.ufunc:
                 # an input of the result's shape read last here: the ufunc writes over it
