@@ -488,7 +488,12 @@ def _node_key(prim, params, refs):
     try:
         constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
                                                         else _frozen(ref.value)) for ref in refs)
-        key = (prim, tuple(sorted((name, _frozen(value)) for name, value in params.items())), constants)
+        if len(params) == 1:
+            ((name, value),) = params.items()
+            frozen = ((name, _frozen(value)),)
+        else:
+            frozen = tuple(sorted((name, _frozen(value)) for name, value in params.items()))
+        key = (prim, frozen, constants)
         hash(key)
         return key
     except TypeError:
@@ -504,7 +509,10 @@ def _frozen(value):
     if kind is int:  # the most common first (axes, shifts)
         return kind, value
     if kind is tuple:
-        return tuple(_frozen(item) for item in value)
+        for item in value:
+            if type(item) is not int:
+                return tuple(_frozen(item) for item in value)
+        return "ints", value  # a shape, axes: ints compare by value (bools are not ints here)
     if kind is slice:
         return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
     if kind is float:
