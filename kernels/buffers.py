@@ -6,9 +6,12 @@ once more than its trim threshold is free there (128 KiB in a fresh process), an
 block it maps again costs a page fault per 4 KiB on first write: on a (400, 400) Jacobian
 that was three quarters of the time.  How much glibc keeps depends on what the process
 did before (a large free raises both thresholds), so the same call ran 3x faster or
-slower depending on what ran earlier.
+slower depending on what ran earlier.  Arrays of 32 MiB and more glibc always maps afresh
+and unmaps when freed; NumPy asks huge pages for those of 4 MiB and more, which the kernel
+zeroes (and, where its ``defrag`` setting says so, compacts memory for) at each first
+touch: the eager Jacobian of 2,000 sites spent a third of its time there.
 
-:func:`empty` gives arrays of :data:`MIN_BYTES` to :data:`MAX_BYTES` (256 KiB to 4 MiB) as
+:func:`empty` gives arrays of :data:`MIN_BYTES` to :data:`MAX_BYTES` (256 KiB to 32 MiB) as
 views of blocks this module keeps, up to :func:`limit` bytes in all (the most recent blocks; older ones are let go to
 glibc, and are freed when their last view dies).  A block is reused only when nothing
 refers to it but this module: every view of a NumPy array refers to the block that owns
@@ -34,8 +37,12 @@ import numpy as np
 __all__ = ["MAX_BYTES", "MIN_BYTES", "copy_into", "empty", "limit", "owns", "set_limit"]
 
 MIN_BYTES = 1 << 18  # smaller arrays come from NumPy's own cache and glibc's free lists
-MAX_BYTES = 1 << 22  # larger ones get huge pages from NumPy (a fault per 2 MiB), and each one
-#                      kept would be a large share of the limit
+MAX_BYTES = 1 << 25  # a 2,000 x 2,000 float64 Jacobian (30.5 MiB); larger ones would be
+#                      most of the limit (measured 2026-12-07, eager, one process each, the
+#                      limit 64 MiB: with blocks up to 4 MiB, Ishigami's per-sample gradients
+#                      of 1e6 samples 110-112 ms and 6,400-6,900 page faults per call, the
+#                      Lorenz-96 jacrev / jacfwd at M = 2,000 32-33 / 39-40 ms; up to 32 MiB,
+#                      93 ms and 300-500 faults, 22 / 26 ms)
 
 _lock = threading.Lock()
 _blocks: list = []  # oldest first; 1-d uint8 arrays owning their memory

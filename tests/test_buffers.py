@@ -44,9 +44,10 @@ def _block(array):
     return array.base if array.base is not None else array
 
 
-def test_a_dead_result_gives_its_block_to_the_next_one(kept_limit):
+@pytest.mark.parametrize("shape", [LARGE, (2000, 2000)])  # 1.25 MiB; 30.5 MiB, which glibc maps afresh
+def test_a_dead_result_gives_its_block_to_the_next_one(kept_limit, shape):
     rng = np.random.default_rng(0)
-    x, y = rng.normal(size=LARGE), rng.normal(size=LARGE)
+    x, y = rng.normal(size=shape), rng.normal(size=shape)
     first = ew.multiply.bind(x, y)
     assert first.base is not None and buffers.owns(first)  # a whole kept block
     block = id(_block(first))
