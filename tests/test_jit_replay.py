@@ -5,6 +5,7 @@ Oracles: the same transforms without jit (bitwise: buffers and rewrites change w
 results are written, never a bit of them), run over the operator table with every
 buffer recycled; NumPy written by hand.
 """
+import contextlib
 import importlib
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 import xarray as xr
 
 import labeled_func as lf
+from labeled_func_kernels import buffers
 from labeled_func_kernels import elementwise as ew
 from thread_helpers import run_interleaved
 from test_jit import DIFFERENTIABLE, STATIC_SHAPES, close, fused_programs_agree, same
@@ -473,6 +475,18 @@ def _stepping(p):
     return (u**2).mean("cell")
 
 
+@contextlib.contextmanager
+def fresh_memory():
+    """No kept blocks (``kernels/buffers.py``) within: every buffer a fresh allocation, so
+    that tracemalloc measures what a program holds, not the blocks kept from call to call."""
+    limit = buffers.limit()
+    buffers.set_limit(0)
+    try:
+        yield
+    finally:
+        buffers.set_limit(limit)
+
+
 def _stepping_parameters(seed, n=400):
     rng = np.random.default_rng(seed)
     return xr.Dataset({name: ("sample", rng.uniform(0.1, 0.5, n)) for name in ("c", "k", "r")})
@@ -487,13 +501,14 @@ def test_fresh_buffers_of_a_run_come_from_one_slab_that_no_output_keeps():
     first = jitted(p)
     program = compiled(jitted)
     assert program._slabs and max(shape[0] for shape, _ in program._slabs) >= 30
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        second = jitted(p)
-        after, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    with fresh_memory():  # the slab a fresh array (not a kept block, which stays kept after the run)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            second = jitted(p)
+            after, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
     slab_bytes = sum(np.prod(shape) * dtype.itemsize for shape, dtype in program._slabs)
     assert peak - before >= slab_bytes  # the slab was there during the run...
     assert after - before < slab_bytes / 10  # ...and went with it: the outputs do not hold it
@@ -608,12 +623,13 @@ def test_a_cheap_residual_read_again_much_later_is_computed_again_with_the_same_
     assert rows <= rows_kept * 0.75
     peaks = []
     for jitted in (remade, kept):
-        tracemalloc.start()
-        try:
-            jitted(q)
-            peaks.append(tracemalloc.get_traced_memory()[1])
-        finally:
-            tracemalloc.stop()
+        with fresh_memory():
+            tracemalloc.start()
+            try:
+                jitted(q)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
     assert peaks[0] <= 0.8 * peaks[1]
 
 
@@ -631,3 +647,27 @@ def test_a_result_whose_operand_dies_early_is_kept_not_computed_again():
     same(jitted(x + 1.0), f(x + 1.0))
     assert len([node for node in compiled(jitted).nodes if node.function is np.add and
                 any(type(ref) is not int and ref.value == 1.0 for ref in node.refs)]) == 1
+
+
+def test_a_replays_fresh_results_and_slabs_take_kept_blocks_that_a_dropped_result_gives_back():
+    """A replay writes its fresh results (outputs too) and its slabs into the memory the
+    eager kernels keep (``kernels/buffers.py``): a result the caller dropped gives its block
+    to the next call's (warm memory, no page faults), one the caller holds never does."""
+    def per_sample(x):
+        return np.sin(x) * x + np.cos(x) * 2.0
+
+    jitted = lf.jit(lf.vmap(lf.grad(lambda v: per_sample(v).sum("t")), dim="sample"))
+    x = xr.DataArray(np.random.default_rng(4).normal(size=(50_000, 2)), dims=("sample", "t"))
+    jitted(x)
+    held = jitted(x)
+    first = jitted(x)
+    assert buffers.owns(first.values) and first.values.base is not None  # a whole kept block
+    assert not np.shares_memory(held.values, first.values)
+    address = first.values.ctypes.data  # (a reference to the block would keep it busy)
+    del first
+    second = jitted(x)
+    assert second.values.ctypes.data == address  # the dropped result's block, written again
+    assert not np.shares_memory(held.values, second.values)  # the held one untouched
+    expected = lf.vmap(lf.grad(lambda v: per_sample(v).sum("t")), dim="sample")(x)
+    np.testing.assert_allclose(second.values, expected.values, rtol=1e-12)
+    np.testing.assert_allclose(held.values, expected.values, rtol=1e-12)

@@ -231,8 +231,8 @@ def fuse(program: Any) -> Any:
                 evaluate = generator.shifted(evaluate, tree.leaves, node.out, tree.axis)
             leaves = tuple(leaf.ref if type(leaf) is Shifted else leaf for leaf in tree.leaves)
             replacement = Node(evaluate, {}, leaves, node.slot, Fused(generator, expression))
-            replacement.out = node.out
-            replacement.fusable = node.fusable
+            replacement.out, replacement.strides = node.out, node.strides  # the layout recorded: a
+            replacement.fusable = node.fusable  # C-ordered result takes a buffer (out=) as the node did
             node = replacement
         fused.append(node)
     program.nodes = fused

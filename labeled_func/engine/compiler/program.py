@@ -7,6 +7,8 @@ import threading
 
 import numpy as np
 
+from labeled_func_kernels import buffers
+
 from . import banded, fusion, passes, planning
 from .collections_paused import fewer_collections
 from .nodes import Constant
@@ -161,8 +163,8 @@ class Program:
                     slabs = self._kept.pop()  # atomic: two threads never take the same slabs
                 except IndexError:
                     pass
-            if slabs is None:
-                slabs = [np.empty(shape, dtype) for shape, dtype in self._slabs]
+            if slabs is None:  # warm memory where it fits the kept blocks (as the eager kernels')
+                slabs = [buffers.empty(shape, dtype) for shape, dtype in self._slabs]
         for function, reads, slot, frees, key, recycles, into in self._plan:
             if into is not None:
                 if type(into) is tuple:  # a fresh buffer: its place in this run's slab
@@ -170,9 +172,9 @@ class Program:
                 else:
                     env[slot] = function(*[env[r] for r in reads], out=env[into])
                     env[into] = None
-            elif key is not None:
+            elif key is not None:  # a buffer of this call no longer needed, else a kept block
                 spare = pool.get(key)
-                env[slot] = function(*[env[r] for r in reads], out=spare.pop() if spare else None)
+                env[slot] = function(*[env[r] for r in reads], out=spare.pop() if spare else buffers.empty(*key))
             elif len(reads) == 1:
                 env[slot] = function(env[reads[0]])
             elif len(reads) == 2:
