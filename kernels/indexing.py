@@ -601,6 +601,31 @@ def _pad_impl(x, *, pad_width, constant_values):
     return x
 
 
+def _pad_numpy_bound(*, pad_width, constant_values):
+    """``_pad_impl`` of a NumPy array, its parameters bound: the same fills, in the same
+    order (the borders axis by axis, then the block), with their indices made once."""
+    widths = tuple((before, after) for before, after in pad_width)
+    borders = []
+    for axis, ((before, after), (low, high)) in enumerate(zip(widths, constant_values)):
+        head = (slice(None),) * axis
+        if before:
+            borders.append((head + (slice(0, before),), low))
+        if after:
+            borders.append((head + (slice(-after, None),), high))
+    block = tuple(slice(before, -after if after else None) for before, after in widths)
+
+    def pad(x):
+        out = np.empty(tuple(size + before + after for size, (before, after) in zip(x.shape, widths)), x.dtype)
+        for where, value in borders:
+            out[where] = value
+        out[block] = x
+        return out
+    return pad
+
+
+_pad_impl.numpy_bound = _pad_numpy_bound
+
+
 def _pad_batch(axis_size, values, batched, *, pad_width, constant_values):
     return pad.bind(values[0], pad_width=((0, 0),) + tuple(pad_width),
                              constant_values=((0, 0),) + tuple(constant_values)), True

@@ -181,7 +181,7 @@ class Primitive:
     may carry ``impl.numpy_bound(**params)``: the call it makes on a NumPy array with those
     parameters bound (``operator.methodcaller("reshape", shape)``), or None where it makes
     another; a replay of NumPy arrays calls it instead of the impl (the same result,
-    without the dispatch: reshape, transpose, astype, getitem by slices).
+    without the dispatch: reshape, transpose, astype, getitem by slices, pad).
     """
 
     __slots__ = ("name", "impl", "batch", "jvp", "vjp", "dynamic_shape", "differentiable",

@@ -207,7 +207,9 @@ def test_a_numpy_bound_call_is_the_call_the_impl_makes():
              (core.transpose, {"axes": (2, 0, 1)}), (core.transpose, {"axes": [1, 0, 2]}),
              (ew.astype, {"dtype": np.float32}), (ew.astype, {"dtype": np.bool_}), (ew.astype, {"dtype": np.dtype("i8")}),
              (indexing.getitem, {"template": (slice(None), 0)}), (indexing.getitem, {"template": (Ellipsis, None, slice(1, None, 2))}),
-             (indexing.getitem, {"template": (1, slice(None, None, -1), Ellipsis)})]
+             (indexing.getitem, {"template": (1, slice(None, None, -1), Ellipsis)}),
+             (indexing.pad, {"pad_width": ((1, 0), (0, 0), (2, 3)), "constant_values": ((0.0, 0.0), (0, 0), (-0.0, 7.5))}),
+             (indexing.pad, {"pad_width": ((0, 0), (1, 1), (0, 0)), "constant_values": ((0, 0), (np.nan, -np.inf), (0, 0))})]
     for prim, params in cases:
         for x in inputs:
             want = prim.impl(x, **params)
