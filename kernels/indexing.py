@@ -581,15 +581,7 @@ def _pad_impl(x, *, pad_width, constant_values):
     axis by axis in the same order (the same values, one allocation instead of two per
     padded axis)."""
     if type(x) is np.ndarray:
-        out = np.empty(tuple(size + before + after for size, (before, after) in zip(x.shape, pad_width)), x.dtype)
-        for axis, ((before, after), (low, high)) in enumerate(zip(pad_width, constant_values)):
-            head = (slice(None),) * axis
-            if before:
-                out[head + (slice(0, before),)] = low
-            if after:
-                out[head + (slice(out.shape[axis] - after, None),)] = high
-        out[tuple(slice(before, before + size) for size, (before, _) in zip(x.shape, pad_width))] = x
-        return out
+        return _numpy_pad(x, *_numpy_pad_fills(pad_width, constant_values))
     xp = namespace(x)
     for axis, ((before, after), (low, high)) in enumerate(zip(pad_width, constant_values)):
         pieces = []
@@ -601,9 +593,9 @@ def _pad_impl(x, *, pad_width, constant_values):
     return x
 
 
-def _pad_numpy_bound(*, pad_width, constant_values):
-    """``_pad_impl`` of a NumPy array, its parameters bound: the same fills, in the same
-    order (the borders axis by axis, then the block), with their indices made once."""
+def _numpy_pad_fills(pad_width, constant_values):
+    """(the widths, the borders as (index, value) axis by axis, the block's index) of a
+    constant pad: the fills of a NumPy array's padded copy, in their order."""
     widths = tuple((before, after) for before, after in pad_width)
     borders = []
     for axis, ((before, after), (low, high)) in enumerate(zip(widths, constant_values)):
@@ -612,15 +604,22 @@ def _pad_numpy_bound(*, pad_width, constant_values):
             borders.append((head + (slice(0, before),), low))
         if after:
             borders.append((head + (slice(-after, None),), high))
-    block = tuple(slice(before, -after if after else None) for before, after in widths)
+    return widths, borders, tuple(slice(before, -after if after else None) for before, after in widths)
 
-    def pad(x):
-        out = np.empty(tuple(size + before + after for size, (before, after) in zip(x.shape, widths)), x.dtype)
-        for where, value in borders:
-            out[where] = value
-        out[block] = x
-        return out
-    return pad
+
+def _numpy_pad(x, widths, borders, block):
+    """A padded copy of NumPy array ``x``: its borders filled, then ``x`` into the block."""
+    out = np.empty(tuple(size + before + after for size, (before, after) in zip(x.shape, widths)), x.dtype)
+    for where, value in borders:
+        out[where] = value
+    out[block] = x
+    return out
+
+
+def _pad_numpy_bound(*, pad_width, constant_values):
+    """``_pad_impl`` of a NumPy array, its parameters bound (the fills made once)."""
+    widths, borders, block = _numpy_pad_fills(pad_width, constant_values)
+    return lambda x: _numpy_pad(x, widths, borders, block)
 
 
 _pad_impl.numpy_bound = _pad_numpy_bound

@@ -345,10 +345,10 @@ def test_a_pad_moves_a_background_of_one_value_per_matrix_into_the_wrapped_diago
     got = np.empty((3, 5, 6))
     np.copyto(got, moved.background[..., None, :] if moved.axis == "col" else moved.background[..., :, None])
     rows_index = np.arange(5)
-    for key, values in moved.bands.items():
-        got.reshape(3, 30)[..., rows_index * 6 + (rows_index + key) % 6] = values
+    for j, key in enumerate(moved.keys):
+        got.reshape(3, 30)[..., rows_index * 6 + (rows_index + key) % 6] = moved.stack[..., j, :]
     assert_same_bytes(got, expected)
-    assert sorted(moved.bands) == [0, 5] and moved.axis == "col"
+    assert moved.keys == (0, 5) and moved.axis == "col"
 
 
 def test_a_matrix_written_as_an_output_is_read_back_by_the_diagonals_after_it(at_every_size):

@@ -153,6 +153,10 @@ def test_the_rolled_value_the_trace_never_computes_takes_no_memory_and_keeps_np_
     layout of ``np.roll``'s result (``np.empty_like``'s) from a stand-in without memory (an
     unwritten array of a Jacobian's size per roll moved the allocator's heap at every trace)."""
     from labeled_func.engine.compiler.level import _unwritten_like
+    from labeled_func.engine.compiler.planning import c_strides
+
+    for shape in [(), (7,), (2, 3, 4), (5, 1, 3), (1, 1)]:  # a fresh C array's
+        assert c_strides(shape, np.float32) == np.empty(shape, np.float32).strides
 
     block = np.arange(120.0).reshape(2, 3, 4, 5)
     layouts = [block, block.transpose(3, 1, 0, 2), np.asfortranarray(block), block[:, ::2], block[:, :1],

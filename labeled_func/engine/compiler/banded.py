@@ -40,7 +40,7 @@ from labeled_func_kernels import shape as kshape
 
 from ..replay import safe_masked, safe_product
 from . import thresholds
-from .banded_run import diagonal_columns, materializer, whole_band
+from .banded_run import diagonal_columns, materializer
 from .nodes import Constant
 from .planning import _c_ordered
 
@@ -126,6 +126,15 @@ def band(program):
             node.refs, node.function = materializer(node.slot, forms, recipes, node.out, readable)
             node.prim, node.fusable, node.params = None, None, {}
     return program
+
+
+def whole_band(parts, r, source_r):
+    """The source's key when a moved diagonal (``parts``, see :func:`_plan`) is one whole
+    diagonal of the source, row for row; else None."""
+    if len(parts) == 1 and parts[0][0] == "band" and len(parts[0][2]) == r == source_r and np.array_equal(
+            parts[0][2], parts[0][3]):
+        return parts[0][1]
+    return None
 
 
 def _moves_nothing(recipe, source, form):

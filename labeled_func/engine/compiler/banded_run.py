@@ -15,23 +15,16 @@ import numpy as np
 
 
 def diagonal_columns(key, r, c):
-    """The column of diagonal ``key`` in each row of an r x c matrix: ``(i + key) % c``."""
+    """The column of diagonal ``key`` in each row of an r x c matrix: ``(i + key) % c``;
+    for a sequence of keys, one row of columns per key."""
+    if not isinstance(key, (int, np.integer)):
+        key = np.asarray(key, dtype=np.intp)[:, None]
     return (np.arange(r) + key) % c
 
 
 def _flat_diagonals(keys, r, c):
     """The positions of diagonals ``keys`` in an r x c matrix read flat: one row per key."""
-    rows = np.arange(r)
-    return rows * c + (rows + np.asarray(keys, dtype=np.intp)[:, None]) % c
-
-
-def whole_band(parts, r, source_r):
-    """The source's key when a moved diagonal (``parts``, see ``banded._plan``) is one whole
-    diagonal of the source, row for row; else None."""
-    if len(parts) == 1 and parts[0][0] == "band" and len(parts[0][2]) == r == source_r and np.array_equal(
-            parts[0][2], parts[0][3]):
-        return parts[0][1]
-    return None
+    return np.arange(r) * c + diagonal_columns(keys, r, c)
 
 
 class _Value:
@@ -43,11 +36,6 @@ class _Value:
 
     def __init__(self, background, axis, keys, stack):
         self.background, self.axis, self.keys, self.stack = background, axis, keys, stack
-
-    @property
-    def bands(self):
-        """The diagonals by key (key -> its rows)."""
-        return {key: self.stack[..., j, :] for j, key in enumerate(self.keys)}
 
 
 def materializer(root, forms, recipes, out, written):
@@ -149,7 +137,7 @@ def _step(slot, form, recipe, forms, position):
         return slot, _move_step(recipe, forms[recipe[1]], form)
     _, function, operands, dtype = recipe
     keys = tuple(sorted(form.keys))
-    gather = (np.arange(r) + np.asarray(keys, dtype=np.intp)[:, None]) % c  # a "col" vector on the diagonals
+    gather = diagonal_columns(keys, r, c)  # where a "col" vector meets the diagonals
     lead, width = len(form.lead), len(form.lead) + form.q + 2
     readers = []
     for operand in operands:  # how each operand is read: its background and its aligned stack
@@ -200,16 +188,9 @@ def _aligner(own, keys, gather):
     shapes = []
 
     def align(value):
-        stack, background = value.stack, value.background
-        if value.axis == "col":
-            filler = background[..., missing_gather]
-        elif value.axis == "row":
-            filler = background[..., None, :]
-        else:
-            filler = background[..., None] if background.ndim else background
+        stack, filler = value.stack, _on_diagonals(value.background, value.axis, missing_gather)
         if not shapes:
-            filler_lead = filler.shape[:-2] if value.axis == "col" or background.ndim else ()
-            shapes.append(np.broadcast_shapes(stack.shape[:-2], filler_lead) + gather.shape)
+            shapes.append(np.broadcast_shapes(stack.shape[:-2], filler.shape[:-2]) + gather.shape)
         aligned = np.empty(shapes[0], stack.dtype)
         aligned[..., have, :] = stack
         aligned[..., missing, :] = filler
@@ -242,7 +223,8 @@ def _vector_reader(kind, lead, width, gather):
 
 
 def _on_diagonals(vector, kind, gather):
-    """A vector operand read on the diagonals, broadcasting against stacks (keys x rows)."""
+    """A vector along ``kind``'s axis (an operand, or a background) read on the diagonals
+    whose columns are ``gather``, broadcasting against stacks (keys x rows)."""
     if type(vector) in (int, float) or vector.ndim == 0:
         return vector
     if kind is None:  # one value per matrix, a dim of 1: one for the keys too

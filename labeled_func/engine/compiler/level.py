@@ -22,6 +22,7 @@ from . import thresholds
 from .expressions import _FLOAT
 from .fusion import _fusable
 from .loops import record_while_loop
+from .planning import c_strides
 from .nodes import Constant, Node, _identity, _item
 from .program import Program
 from .tracer import JitTracer
@@ -408,11 +409,7 @@ def _unwritten_like(value):
     ((3, 4), True, (0, 0))
     """
     if value.flags.c_contiguous and value.size:  # then empty_like's strides are a fresh C array's
-        strides, step = [0] * value.ndim, value.dtype.itemsize
-        for axis in range(value.ndim - 1, -1, -1):
-            strides[axis] = step
-            step *= value.shape[axis]
-        return np.broadcast_to(np.zeros((), value.dtype), value.shape), tuple(strides)
+        return np.broadcast_to(np.zeros((), value.dtype), value.shape), c_strides(value.shape, value.dtype)
     out = np.empty_like(value)
     return out, out.strides
 
@@ -433,11 +430,11 @@ def _numpy_lowering(prim, values, params, out):
     if type(out) is not np.ndarray:
         return None
     if prim is ew.safe_multiply:  # the primitive asked first: most nodes have no lowering
-        return safe_product if all(type(v) is np.ndarray or type(v) in (int, float) for v in values) else None
+        return safe_product if _numpy_operands(values) else None
     if prim is ew.safe_masked:  # a total of the result's shape: returned itself where nothing is masked
         total = values[0]
         return safe_masked if (type(total) is np.ndarray and total.dtype.kind in "fc" and total.shape == out.shape
-                               and all(type(v) is np.ndarray or type(v) in (int, float) for v in values[1:])) else None
+                               and _numpy_operands(values)) else None
     if prim is kshape.roll and type(values[0]) is np.ndarray and set(params) == {"shift", "axis"}:
         shift, axis = params["shift"], params["axis"]
         if type(axis) is tuple and len(axis) == 1 and type(shift) is tuple and len(shift) == 1:
@@ -452,6 +449,12 @@ def _numpy_lowering(prim, values, params, out):
         if axes and axes == tuple(range(ndim - len(axes), ndim)):
             return trailing_sum(axes, params["keepdims"], values[0].shape)
     return None
+
+
+def _numpy_operands(values):
+    """Whether every operand is a NumPy array or a Python number (what the replay kernels
+    of ``engine/replay.py`` take)."""
+    return all(type(v) is np.ndarray or type(v) in (int, float) for v in values)
 
 
 def _lowered(prim, values, params, out=None):

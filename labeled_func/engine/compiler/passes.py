@@ -20,7 +20,7 @@ from . import thresholds
 from .expressions import spelled
 from .fusion import _retyped
 from .nodes import Constant, Node
-from .planning import _c_ordered, _writes_into
+from .planning import _c_ordered, _writes_into, c_strides
 
 
 _SPREAD_MIN_READERS = 3  # spreading costs about one product: it pays from three readers on
@@ -205,7 +205,7 @@ def spread(program):
         dtype = program.nodes[readers[0][0]].out[1]
         spread = Node(spread_into(shape, dtype), {}, (ref,), fresh)
         spread.out, fresh = (shape, dtype), fresh + 1
-        spread.strides = np.empty((0,) + shape[1:], dtype).strides if shape else ()
+        spread.strides = c_strides(shape, dtype)
         spreads.setdefault(readers[0][0], []).append(spread)
         for index, position in readers:
             node = program.nodes[index]

@@ -30,16 +30,22 @@ def _writes_into(node):
     return node.out if dtype.itemsize * math.prod(shape) >= thresholds.POOL_MIN_BYTES else None
 
 
+def c_strides(shape, dtype):
+    """The strides of a fresh C-ordered array of ``shape`` and ``dtype``, without making one
+    (NumPy gives an array of no element strides of 0)."""
+    strides, step = [], np.dtype(dtype).itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
 def _c_ordered(layout, strides):
     """Whether ``strides`` are those of a C-ordered array of ``layout`` (shape, dtype)."""
     if layout is None or strides is None:
         return False
     shape, dtype = layout
-    expected, step = [], dtype.itemsize
-    for size in reversed(shape):
-        expected.append(step)
-        step *= size
-    return all(s == e or n == 1 for s, e, n in zip(strides, reversed(expected), shape))
+    return all(s == e or n == 1 for s, e, n in zip(strides, c_strides(shape, dtype), shape))
 
 
 def _bound(node, layout):
