@@ -9,6 +9,7 @@ evaluation that reads rolls of its leaves as shifted views.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -159,11 +160,24 @@ def rolled_evaluation(evaluate: Callable[..., Any], leaves: Sequence[Any], out: 
     broadcast against the result is spread to its shape first (one copy, fewer than the
     rolls'). Other layouts take the rolls as copies. ``evaluate`` is a numexpr evaluation or a
     binary ufunc (a fused tree, or one node reading a roll)."""
+    shifts = tuple(leaf.shift if type(leaf) is Shifted else None for leaf in leaves)
+    if type(evaluate) is np.ufunc:  # one node reading a roll: many alike in a stencil's program
+        return _rolled_ufunc(evaluate, shifts, out, axis)
+    return _rolled(evaluate, shifts, out, axis)
+
+
+@functools.lru_cache(maxsize=1024)
+def _rolled_ufunc(evaluate, shifts, out, axis):
+    """:func:`rolled_evaluation` of a binary ufunc: one function per kind of node (it keeps
+    no state; building one takes longer than a run of it, and a program folds ~1,000)."""
+    return _rolled(evaluate, shifts, out, axis)
+
+
+def _rolled(evaluate, shifts, out, axis):
     shape, dtype = out
     n, inner = shape[axis], math.prod(shape[axis + 1:])
     total = math.prod(shape)
-    signed = [None if type(leaf) is not Shifted else (leaf.shift if leaf.shift <= n // 2 else leaf.shift - n)
-              for leaf in leaves]
+    signed = [None if shift is None else (shift if shift <= n // 2 else shift - n) for shift in shifts]
     offsets = [0 if s is None else s * inner for s in signed]
     low, high = max(max(offsets), 0), total + min(min(offsets), 0)
     ahead, behind = max([s for s in signed if s is not None] + [0]), min([s for s in signed if s is not None] + [0])

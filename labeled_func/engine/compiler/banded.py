@@ -94,7 +94,7 @@ def band(program):
     reads, or that is an output, becomes one node computing its diagonals and background
     from the vectors and constants it depends on and writing the matrix once; the banded
     nodes that only banded nodes read are left for ``Program.prune`` to drop as dead."""
-    layout, _ = program._layouts()
+    layout = program._slot_layouts()
     forms, recipes, constants = {}, {}, {}
     for node in program.nodes:
         out = node.out

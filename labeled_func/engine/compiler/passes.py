@@ -151,7 +151,7 @@ def contract(program):
     """A sum over trailing axes of a product read only there (a parameter's gradient:
     the cotangent times a residual, summed over the cells) is one einsum: the products
     are never stored."""
-    layout, _ = program._layouts()
+    layout = program._slot_layouts()
     producer, readers = program._readers()
     outputs = set(program.outputs)
     dropped = set()
@@ -187,16 +187,19 @@ def spread(program):
                 or function is safe_product):
             continue
         shape, dtype = node.out
-        if (dtype.itemsize * math.prod(shape) < thresholds.POOL_MIN_BYTES
-                or not _c_ordered(node.out, node.strides) or not all(
-                _c_ordered(layout.get(ref) if type(ref) is int else _layout_of(ref, layout), strides.get(ref))
-                for ref in node.refs if (_layout_of(ref, layout) or ((),))[0] == shape)):
-            continue  # a C-ordered result of C-ordered operands stays C-ordered once spread
+        broadcast = []  # the operands of the result's dtype and ndim, of another shape
         for position, ref in enumerate(node.refs):
             known = layout.get(ref) if type(ref) is int else (
                 (ref.value.shape, ref.value.dtype) if type(ref.value) is np.ndarray else None)
             if known is not None and known[0] != shape and known[1] == dtype and len(known[0]) == len(shape):
-                uses.setdefault((ref, shape), []).append((index, position))
+                broadcast.append((position, ref))
+        if (not broadcast or dtype.itemsize * math.prod(shape) < thresholds.POOL_MIN_BYTES
+                or not _c_ordered(node.out, node.strides) or not all(
+                _c_ordered(layout.get(ref) if type(ref) is int else _layout_of(ref, layout), strides.get(ref))
+                for ref in node.refs if (_layout_of(ref, layout) or ((),))[0] == shape)):
+            continue  # a C-ordered result of C-ordered operands stays C-ordered once spread
+        for position, ref in broadcast:
+            uses.setdefault((ref, shape), []).append((index, position))
     spreads = {}  # index of the first reader -> the nodes spreading its operands
     fresh = program._fresh_slot()
     for (ref, shape), readers in uses.items():
@@ -387,6 +390,11 @@ def _read_as_scalars(node, uniform, layout, strides):
     another operand has the result's shape (the result and those operands C-ordered: so
     is the result then); a NaN-safe product whose cotangent is a finite nonzero scalar, or
     whose partial is a finite scalar, becomes a plain product."""
+    for ref in node.refs:
+        if type(ref) is int and ref in uniform:
+            break
+    else:
+        return  # nothing to read as a scalar (most nodes)
     shape = node.out[0]
     full = [ref for ref in node.refs if (type(ref) is not int or ref not in uniform)
             and (_layout_of(ref, layout) or ((),))[0] == shape]

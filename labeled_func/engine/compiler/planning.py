@@ -3,6 +3,7 @@ a buffer passed on from a dead array, see ``Program.prune``), and the slabs that
 fresh buffers that never leave a run."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -19,11 +20,16 @@ def _reads_only(node):
         node.prim, "reads_only", False)
 
 
-def _writes_into(node):
+def _writes_into(node, reads_only=None):
     """The (shape, dtype) of the fresh NumPy array of ``POOL_MIN_BYTES`` or more that a node
     writes through ``out=`` (a ufunc of one output, a fused expression, this module's
-    kernels that take a buffer), or None."""
-    if (node.out is None or node.params or not _reads_only(node) or not getattr(node.function, "writes_into", True)
+    kernels that take a buffer), or None (``reads_only``: :func:`_reads_only` of the node,
+    where the caller has it)."""
+    if node.out is None or node.params:
+        return None
+    if reads_only is None:
+        reads_only = _reads_only(node)
+    if (not reads_only or not getattr(node.function, "writes_into", True)
             or not _c_ordered(node.out, node.strides)):
         return None  # a buffer is C-ordered: only a result recorded C-ordered takes one (the same
     shape, dtype = node.out  # layout: the same order of the sums that later read it)
@@ -44,6 +50,13 @@ def _c_ordered(layout, strides):
     """Whether ``strides`` are those of a C-ordered array of ``layout`` (shape, dtype)."""
     if layout is None or strides is None:
         return False
+    return _c_ordered_layout(layout, strides)
+
+
+@functools.lru_cache(maxsize=4096)
+def _c_ordered_layout(layout, strides):
+    """:func:`_c_ordered` of a layout and strides (a program has few of them, and the passes
+    ask about every node: 44,000 times for the advection model's program)."""
     shape, dtype = layout
     return all(s == e or n == 1 for s, e, n in zip(strides, c_strides(shape, dtype), shape))
 

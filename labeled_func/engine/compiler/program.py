@@ -62,33 +62,33 @@ class Program:
                     constants.append(ref.value)
         for node in self.nodes:
             position[node.slot] = len(position)
-        last_reader, only_read = {}, {}
+        last_reader, only_read, pooled = {}, {}, {}
         for index, node in enumerate(self.nodes):
             reads_only = _reads_only(node)
+            pooled[node.slot] = _writes_into(node, reads_only)
             for ref in node.refs:
                 if type(ref) is int:
                     last_reader[ref] = index
                     only_read[ref] = only_read.get(ref, True) and reads_only
         outputs = set(self.outputs)
-        pooled = {node.slot: _writes_into(node) for node in self.nodes}
-        frees = [[] for _ in self.nodes]
-        recycles = [[] for _ in self.nodes]
+        frees, recycles = {}, {}  # index of a node -> what dies once it has run (few nodes have any)
         for index, node in enumerate(self.nodes):
             if node.effect and node.slot not in last_reader and node.slot not in outputs:
-                frees[index].append(position[node.slot])  # an effect's value nobody reads
+                frees.setdefault(index, []).append(position[node.slot])  # an effect's value nobody reads
         for slot, index in last_reader.items():
             if slot in outputs:
                 continue
             if pooled.get(slot) is not None and only_read[slot]:
-                recycles[index].append((position[slot], pooled[slot]))
+                recycles.setdefault(index, []).append((position[slot], pooled[slot]))
             else:
-                frees[index].append(position[slot])
+                frees.setdefault(index, []).append(position[slot])
         self._constants = constants
         self._size = len(position)
         self._outputs = [position[slot] for slot in self.outputs]
         self._plan = []
-        numpy_slots, _ = self._layouts()
-        for node, free, recycle in zip(self.nodes, frees, recycles):
+        numpy_slots = self._slot_layouts()
+        for index, node in enumerate(self.nodes):
+            free, recycle = frees.get(index, ()), recycles.get(index, ())
             function, reads = _bound(node, numpy_slots), tuple(position[ref] for ref in node.refs)
             key, into = pooled[node.slot], None
             if key is not None and type(function) is np.ufunc:
@@ -207,14 +207,22 @@ class Program:
 
     def _layouts(self):
         """(shape, dtype) and recorded strides of every NumPy input, constant and result."""
-        layout, strides = dict(self.layouts), dict(self.strides)
+        layout, strides = self._slot_layouts(), dict(self.strides)
+        ndarray = np.ndarray
         for node in self.nodes:
             if node.out is not None:
-                layout[node.slot], strides[node.slot] = node.out, node.strides
+                strides[node.slot] = node.strides
             for ref in node.refs:
-                if type(ref) is Constant and type(ref.value) is np.ndarray:
+                if type(ref) is Constant and type(ref.value) is ndarray:
                     strides[ref] = ref.value.strides
         return layout, strides
+
+    def _slot_layouts(self):
+        """(shape, dtype) of every NumPy input and result, by slot (``_layouts`` without the
+        strides, for the passes that read no strides)."""
+        layout = dict(self.layouts)
+        layout.update({node.slot: node.out for node in self.nodes if node.out is not None})
+        return layout
 
     def _drop_dead(self):
         needed = set(self.outputs)
@@ -222,7 +230,9 @@ class Program:
         for node in reversed(self.nodes):
             if node.slot in needed or node.effect:
                 kept.append(node)
-                needed.update(ref for ref in node.refs if type(ref) is int)
+                for ref in node.refs:
+                    if type(ref) is int:
+                        needed.add(ref)
         self.nodes = kept[::-1]
 
     def __len__(self):
