@@ -1,5 +1,5 @@
 """lf.jit records with fewer cyclic garbage collections (issue 25, the first call): the young
-generation's threshold is raised while a trace or a prune runs and put back after, whatever
+and middle generations' thresholds are raised while a trace or a prune runs and put back after, whatever
 the threads and the errors; where collection is off it stays off.  Oracles: the interpreter's
 own threshold before and after, and the un-jitted function."""
 from __future__ import annotations
@@ -35,7 +35,7 @@ def test_a_trace_and_its_prune_run_with_the_raised_threshold_and_put_it_back():
     jitted = lf.jit(per_sample)
     x = xr.DataArray(np.random.default_rng(0).normal(size=(5, 7)), dims=("sample", "t"))
     xr.testing.assert_identical(jitted(x), per_sample(x))
-    assert seen[0] == (collections_paused.TRACE_THRESHOLD, 10, 10)  # traced with the raised threshold
+    assert seen[0] == (collections_paused.TRACE_THRESHOLD, collections_paused.TRACE_MIDDLE_THRESHOLD, 10)  # traced with the raised threshold
     assert seen[-1] == (700, 10, 10)  # the eager call: as the interpreter had it
     assert gc.get_threshold() == (700, 10, 10)
     (compiled,) = jitted.cache.values()
@@ -43,7 +43,7 @@ def test_a_trace_and_its_prune_run_with_the_raised_threshold_and_put_it_back():
     prune = compiled.program.prune
     compiled.program.prune = lambda: (pruned.append(gc.get_threshold()), prune())[1]
     xr.testing.assert_allclose(jitted(x + 1), per_sample(x + 1), rtol=1e-13, atol=0)
-    assert pruned == [(collections_paused.TRACE_THRESHOLD, 10, 10)] and gc.get_threshold() == (700, 10, 10)
+    assert pruned == [(collections_paused.TRACE_THRESHOLD, collections_paused.TRACE_MIDDLE_THRESHOLD, 10)] and gc.get_threshold() == (700, 10, 10)
 
 
 def test_an_error_in_the_trace_puts_the_threshold_back():

@@ -99,7 +99,10 @@ class Program:
                         recycle = [other for other in recycle if other is not entry]
                         break
             self._plan.append((function, reads, position[node.slot], tuple(free), key, tuple(recycle), into))
-        self._lay_out_slabs()
+        if self.keep_buffers:  # the scratch memory kept from one run to the next: one slab per kind
+            self._lay_out_slabs()
+        else:  # fresh buffers one by one, from the kept blocks and the heap (see _lay_out_slabs)
+            self._slabs = []
         self._pruned = True
         return self
 
@@ -163,7 +166,7 @@ class Program:
                     slabs = self._kept.pop()  # atomic: two threads never take the same slabs
                 except IndexError:
                     pass
-            if slabs is None:  # warm memory where it fits the kept blocks (as the eager kernels')
+            if slabs is None:  # the first run, or another thread's: warm memory where it fits the kept blocks
                 slabs = [buffers.empty(shape, dtype) for shape, dtype in self._slabs]
         for function, reads, slot, frees, key, recycles, into in self._plan:
             if into is not None:
