@@ -226,6 +226,26 @@ def test_dead_code_and_common_subexpressions_leave_the_program():
     np.testing.assert_array_equal(jitted(np.arange(3.0) + 1), 2 * np.sin(np.arange(3.0) + 1))
 
 
+def test_common_subexpressions_tell_constants_apart_as_numpy_does():
+    """A product by a constant is recorded once per constant that NumPy tells apart: 0.0
+    and -0.0 (other signs of zero), 2 and 2.0 (other dtypes of an integer product), NaN
+    once; the same constant twice is one node.  Oracle: the un-jitted function, bit for bit."""
+    def f(x):
+        return x * 0.0, x * -0.0, x * 2.0, x * 2.0, x * 2, x * np.nan, x * np.nan
+
+    x = np.array([-3, 0, 5])
+    jitted = lf.jit(f)
+    jitted(x)
+    with np.errstate(invalid="ignore"):
+        got, expected = jitted(x + 1), f(x + 1)
+    for g, e in zip(got, expected):
+        assert g.dtype == e.dtype
+        np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8), np.atleast_1d(e).view(np.uint8))
+    (compiled,) = jitted.cache.values()
+    products = [node for node in compiled.program.ready().nodes if node.prim is not None and node.prim.name == "multiply"]
+    assert len(products) == 5  # 0.0, -0.0, 2.0 (twice: once), 2, NaN (twice: once)
+
+
 # --- policies ------------------------------------------------------------------------------------------
 X = xr.DataArray(np.array([1.0, -2.0, 3.0]), dims="i")
 

@@ -267,7 +267,10 @@ class JitLevel(Level):
         (``strides``: those of its value where ``out`` only stands for its shape and dtype): a
         new node, or the earlier one that computes the same (common subexpressions)."""
         key = _node_key(prim, params, refs)
-        slot = self._seen.get(key) if key is not None else None
+        try:
+            slot = self._seen.get(key) if key is not None else None
+        except TypeError:  # a parameter or a constant that cannot be hashed: never shared
+            key = slot = None
         if slot is None:
             slot = self.new_slot()
             lowered = _lowered(prim, values, params, out)
@@ -479,28 +482,44 @@ def _per_example_call(fun):
 
 
 def _node_key(prim, params, refs):
-    """A hashable key of a node for common subexpression elimination, or None when a
-    parameter or a constant input cannot be compared cheaply (arrays are compared by
-    identity)."""
+    """A key of a node for common subexpression elimination (arrays, NumPy scalars included,
+    are compared by identity), or None when a parameter cannot be compared cheaply; a key
+    that holds something unhashable raises TypeError when looked up (``_record``)."""
     if not params:  # the common case (every operand a recorded value), as the general one spells it
         for ref in refs:
             if type(ref) is not int:
                 break
         else:
             return prim, (), tuple(refs)
+    constants = []
+    for ref in refs:
+        if type(ref) is int:
+            constants.append(ref)
+            continue
+        value = ref.value
+        kind = type(value)
+        if kind is float:  # a Python number, by its type and bits (see _frozen)
+            constants.append(("c", (kind, _FLOAT_BITS(value) if value == value else "nan")))
+        elif kind is int:
+            constants.append(("c", (kind, value)))
+        elif hasattr(value, "shape"):
+            constants.append(("c", id(value)))
+        else:
+            constants.append(("c", _frozen(value)))
+    if not params:
+        return prim, (), tuple(constants)
     try:
-        constants = tuple(ref if type(ref) is int else ("c", id(ref.value) if hasattr(ref.value, "shape")
-                                                        else _frozen(ref.value)) for ref in refs)
         if len(params) == 1:
             ((name, value),) = params.items()
             frozen = ((name, _frozen(value)),)
         else:
             frozen = tuple(sorted((name, _frozen(value)) for name, value in params.items()))
-        key = (prim, frozen, constants)
-        hash(key)
-        return key
     except TypeError:
         return None
+    return prim, frozen, tuple(constants)
+
+
+_FLOAT_BITS = struct.Struct("<d").pack
 
 
 def _frozen(value):
@@ -519,7 +538,7 @@ def _frozen(value):
     if kind is slice:
         return ("slice", _frozen(value.start), _frozen(value.stop), _frozen(value.step))
     if kind is float:
-        return kind, struct.pack("<d", value) if value == value else "nan"
+        return kind, _FLOAT_BITS(value) if value == value else "nan"
     if kind is complex:
         return kind, _frozen(value.real), _frozen(value.imag)
     if isinstance(value, np.generic):
