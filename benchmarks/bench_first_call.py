@@ -31,7 +31,9 @@ replay of the advection model, against 0.04 s usually).  The replay rows vary wi
 the script prints the machine's setting first.  ``NUMPY_MADVISE_HUGEPAGE=0`` switches
 NumPy's request off (then every replay takes its pages 4 KiB at a time: steadier, slower).
 
-    PYTHONPATH=. .venv/bin/python -m benchmarks.bench_first_call [--profile]
+    PYTHONPATH=. .venv/bin/python -m benchmarks.bench_first_call [--profile | --large]
+
+``--large`` runs the advection-diffusion rows at N = 20,000 instead (chunks of 2,500).
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ from benchmarks.bench_vmap import best_time
 REPEATS = 5
 ISHIGAMI_CHUNKS = (100_000, 250_000)
 FLOW_CHUNKS = (250, 500)
+LARGE_FLOW_N, LARGE_FLOW_CHUNKS = 20_000, (2_500,)  # --large: where the batch, not Python, costs
 
 
 LORENZ_SITES = (400, 2_000)
@@ -62,6 +65,15 @@ def main() -> list[dict]:
     for name, func, samples, chunk in workloads():
         rows += first_call_rows(name, func, samples, chunk)
     return rows + jacobian_rows()
+
+
+def large_rows():
+    """The advection-diffusion rows at N = 20,000 (``--large``; two rounds, about two
+    minutes): there the kernels cost more than the model's ~9,400 operations of Python, which
+    every trace pays as the eager call does."""
+    flow = xr.Dataset({name: ("sample", v) for name, v in flow_parameters(LARGE_FLOW_N).items()})
+    return first_call_rows(f"advection-diffusion vmap(grad) (N={LARGE_FLOW_N:,})", advection_diffusion, flow,
+                           LARGE_FLOW_CHUNKS, repeats=2)
 
 
 def jacobian_rows(sites=LORENZ_SITES):
@@ -102,7 +114,7 @@ def check(got, want):
         np.testing.assert_allclose(got[name].values, want[name].values, rtol=1e-12, atol=1e-14)
 
 
-def first_call_rows(name, func, samples, chunks):
+def first_call_rows(name, func, samples, chunks, repeats=REPEATS):
     per_sample = lambda **options: lf.vmap(lf.grad(func), dim="sample", **options)  # noqa: E731
     small = samples.isel(sample=slice(0, 8))
     per_sample()(small), lf.jit(per_sample())(small), per_sample(chunk_size=4, jit=True)(small)  # imports, caches
@@ -115,7 +127,7 @@ def first_call_rows(name, func, samples, chunks):
     calls = {"eager": lambda: per_sample()(samples), "first": lambda: lf.jit(per_sample())(samples),
              "replay": lambda: jitted(samples), "eager chunks": lambda: per_sample(chunk_size=chunks[0])(samples)}
     calls.update({chunk: (lambda chunk=chunk: per_sample(chunk_size=chunk, jit=True)(samples)) for chunk in chunks})
-    best = interleaved(calls)
+    best = interleaved(calls, repeats)
     eager_s = best["eager"]
     rows = [ratio_row(f"{name}: a fresh lf.jit's first call / the eager call", best["first"], eager_s, 1.0)]
     rows += [ratio_row(f"  chunk_size={chunk:,}, jit=True (one call) / the eager call", best[chunk], eager_s, 1.0)
@@ -275,7 +287,7 @@ if __name__ == "__main__":
         for name, func, samples, _ in workloads():
             profile(name, func, samples)
     else:
-        for row in main():
+        for row in large_rows() if "--large" in sys.argv else main():
             target = f"{row['target']} ({'met' if row['met'] else 'MISSED'})"
             print(f"{row['benchmark']:<82} {row['value']:9.1f} ms {row['baseline']:9.1f} ms "
                   f"{row['ratio']:6.2f}  {target}")
