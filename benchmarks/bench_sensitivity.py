@@ -105,7 +105,7 @@ def dgsm_rows() -> list[dict]:
 
     def bootstrap():
         return sensitivity._resampled_means(squares, centred, "sample", list(NAMES), RESAMPLES, entropy,
-                                            lazy=False, report=sensitivity._Progress(None, 0))
+                                            lazy=False, report=sensitivity.Progress(None, 0))
 
     def index_loop():  # the bootstrap it replaced: one index array, isel and mean per resample
         loop_rng = np.random.default_rng(0)
