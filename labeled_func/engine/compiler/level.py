@@ -498,10 +498,8 @@ def _node_key(prim, params, refs):
             continue
         value = ref.value
         kind = type(value)
-        if kind is float:  # a Python number, by its type and bits (see _frozen)
-            constants.append(("c", (kind, _FLOAT_BITS(value) if value == value else "nan")))
-        elif kind is int:
-            constants.append(("c", (kind, value)))
+        if kind is float or kind is int:  # a Python number, by its type and bits: no hasattr
+            constants.append(("c", _frozen(value)))
         elif hasattr(value, "shape"):
             constants.append(("c", id(value)))
         else:

@@ -160,13 +160,10 @@ class Program:
         env.extend([None] * (self._size - len(env)))
         pool = {}
         slabs = None
-        if self._slabs:
-            if self.keep_buffers:
-                try:
-                    slabs = self._kept.pop()  # atomic: two threads never take the same slabs
-                except IndexError:
-                    pass
-            if slabs is None:  # the first run, or another thread's: warm memory where it fits the kept blocks
+        if self._slabs:  # laid out for keep_buffers=True only (prune)
+            try:
+                slabs = self._kept.pop()  # atomic: two threads never take the same slabs
+            except IndexError:  # the first run, or another thread's: warm memory where it fits the kept blocks
                 slabs = [buffers.empty(shape, dtype) for shape, dtype in self._slabs]
         for function, reads, slot, frees, key, recycles, into in self._plan:
             if into is not None:
@@ -190,7 +187,7 @@ class Program:
                 pool.setdefault(dead_key, []).append(env[dead])
                 env[dead] = None
         outputs = [env[k] for k in self._outputs]
-        if slabs and self.keep_buffers and not self._kept:
+        if slabs and not self._kept:
             self._kept.append(slabs)  # no output holds them (see _lay_out_slabs)
         return outputs
 
