@@ -594,8 +594,8 @@ def _pad_impl(x, *, pad_width, constant_values):
 
 
 def _numpy_pad_fills(pad_width, constant_values):
-    """(the widths, the borders as (index, value) axis by axis, the block's index) of a
-    constant pad: the fills of a NumPy array's padded copy, in their order."""
+    """(the elements each axis gains, the borders as (index, value) axis by axis, the block's
+    index) of a constant pad: the fills of a NumPy array's padded copy, in their order."""
     widths = tuple((before, after) for before, after in pad_width)
     borders = []
     for axis, ((before, after), (low, high)) in enumerate(zip(widths, constant_values)):
@@ -604,12 +604,14 @@ def _numpy_pad_fills(pad_width, constant_values):
             borders.append((head + (slice(0, before),), low))
         if after:
             borders.append((head + (slice(-after, None),), high))
-    return widths, borders, tuple(slice(before, -after if after else None) for before, after in widths)
+    return (tuple(before + after for before, after in widths), borders,
+            tuple(slice(before, -after if after else None) for before, after in widths))
 
 
 def _numpy_pad(x, widths, borders, block):
-    """A padded copy of NumPy array ``x``: its borders filled, then ``x`` into the block."""
-    out = np.empty(tuple(size + before + after for size, (before, after) in zip(x.shape, widths)), x.dtype)
+    """A padded copy of NumPy array ``x``: its borders filled, then ``x`` into the block
+    (``widths``: the elements each axis gains)."""
+    out = np.empty(tuple(map(operator.add, x.shape, widths)), x.dtype)
     for where, value in borders:
         out[where] = value
     out[block] = x

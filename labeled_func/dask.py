@@ -110,8 +110,8 @@ def _is_dask(variable):
     # ``_data``: ``.chunks`` costs ~60 us (a runtime Protocol check) and ``.data`` may load;
     # an index coordinate always holds its values in memory (xarray loads an index), and asking
     # its pandas adapter costs more than the rest of the check
-    if isinstance(variable, xr.IndexVariable):
-        return False
+    if type(variable._data) is np.ndarray or isinstance(variable, xr.IndexVariable):
+        return False  # (NumPy's arrays first: a jitted call asks at every call)
     from dask.base import is_dask_collection
 
     return is_dask_collection(variable._data)

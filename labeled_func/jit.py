@@ -211,10 +211,14 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if current_levels():  # inside another transform: the function as it is
             return self.func(*args, **kwargs)
-        if lazy.has_lazy_leaves(args, kwargs):  # Dask: each lazy vmap inside compiles its blocks
-            with lazy.compiled_blocks(self._block_program):
-                return self.func(*args, **kwargs)
-        call = _Call(self, args, kwargs)
+        try:
+            call = _Call(self, args, kwargs)
+        except TypeError:  # a leaf lf.jit refuses, which a Dask call passes on as it is
+            if lazy.has_lazy_leaves(args, kwargs):
+                return self._lazy(args, kwargs)
+            raise
+        if not call.numpy_only and lazy.has_lazy_leaves(args, kwargs):
+            return self._lazy(args, kwargs)
         compiled = self._cached(call)
         if compiled is None:
             with self.tracing:  # one trace per signature, however many threads ask at once
@@ -225,6 +229,11 @@ class Jitted:
         if type(results) is _GuardFailed:
             return self._guarded(call, compiled, results)
         return compiled.outputs.build(results)
+
+    def _lazy(self, args, kwargs):
+        """A call on Dask-backed data: each lazy vmap inside compiles its blocks."""
+        with lazy.compiled_blocks(self._block_program):
+            return self.func(*args, **kwargs)
 
     def _guarded(self, call, compiled, failed):
         """A call whose replay of ``compiled`` failed a guard (a decision taken from the traced
@@ -571,6 +580,11 @@ class _Call:
         # the memory layout of NumPy arrays too: the replay writes results in the layout
         # NumPy gave them when recorded (sums over them then add in the same order)
         layouts = tuple(a.strides if type(a) is np.ndarray else None for a in self.arrays)
+        # every array and coordinate in NumPy: no Dask collection among them (asked without
+        # a second walk over the arguments: a jitted call asks at every call)
+        self.numpy_only = None not in layouts and all(
+            type(c._data) is np.ndarray or isinstance(c, xr.IndexVariable)
+            for kind, held in self.check if kind == "coords" for c in held)
         self.key = (self.treedef, tuple(key), statics, layouts, _xarray_options(), _aliasing(self.arrays))
 
     def describe(self, k):

@@ -14,7 +14,8 @@ import xarray as xr
 import labeled_func as lf
 from labeled_func.engine.compiler.program import Program
 
-PASSES = ("drop_ones", "simplify", "band", "contract", "spread", "fold_rolls", "rematerialize", "share_checks")
+PASSES = ("drop_ones", "simplify", "band", "contract", "spread", "fold_rolls", "rematerialize", "share_checks",
+          "contiguous_constants")
 EXACT = {name: name != "contract" for name in PASSES}   # the promise of passes.py's docstring
 
 
@@ -97,8 +98,9 @@ def _leaves(out):
 
 
 def _fingerprint(program):
-    return [(getattr(node.function, "__name__", type(node.function).__name__), len(node.refs))
-            for node in program.nodes]
+    return ([(getattr(node.function, "__name__", type(node.function).__name__), len(node.refs))
+             for node in program.nodes],
+            [value.strides for value in program._constants if type(value) is np.ndarray])  # as the replay reads them
 
 
 def _jitted(func, args, monkeypatch, without=None):

@@ -518,3 +518,9 @@ def test_what_counts_as_lazy_data_data_or_a_coordinate_never_an_index():
     lazy_result = jitted(plain.assign_coords(w=("t", da.from_array(values * 2))))
     assert isinstance(lazy_result.data, da.Array)
     np.testing.assert_array_equal(lazy_result.compute().values, jitted(plain).values)
+    # an argument lf.jit refuses (not an array, label nor number) beside dask-backed data: the
+    # function runs lazily as it is, as vmap would; beside NumPy data, the refusal names it
+    tagged = lf.jit(lambda v, tag: v * 2)
+    assert isinstance(tagged(plain.chunk(), object()).data, da.Array)
+    with pytest.raises(TypeError, match="argument 'tag' is a object"):
+        tagged(plain, object())

@@ -679,3 +679,46 @@ def test_a_replays_fresh_results_and_slabs_take_kept_blocks_that_a_dropped_resul
     expected = lf.vmap(lf.grad(lambda v: per_sample(v).sum("t")), dim="sample")(x)
     np.testing.assert_allclose(second.values, expected.values, rtol=1e-12)
     np.testing.assert_allclose(held.values, expected.values, rtol=1e-12)
+
+
+def test_a_strided_constant_read_by_arithmetic_is_replayed_from_a_contiguous_copy_with_the_same_bits():
+    """A basis cut from an identity (columns sliced off: rows with gaps) that products and
+    sums read: the replay reads a contiguous copy (NumPy's loops over it are faster), and
+    every bit of every result is the eager call's, the copy's layout in C order as the view's."""
+    rng = np.random.default_rng(31)
+    basis = np.eye(40)[:, :39]
+    weights = rng.normal(size=(40, 39)).T.copy().T  # Fortran order: the result's layout follows it
+    x = rng.normal(size=39) * 10.0 ** rng.integers(-8, 8, 39)
+
+    def f(x):
+        return (basis * x - basis / 3.0) * x + weights * basis
+
+    jitted = lf.jit(f)
+    jitted(x)
+    program = compiled(jitted)
+    read = [c for c in program._constants if type(c) is np.ndarray and c.shape == basis.shape
+            and np.array_equal(c, basis)]
+    assert read and all(c.flags.c_contiguous for c in read)
+    for _ in range(2):
+        got, want = jitted(x), f(x)
+        np.testing.assert_array_equal(got, want)
+        assert got.strides == want.strides
+    y = rng.normal(size=39)
+    np.testing.assert_array_equal(jitted(y), f(y))
+
+
+def test_a_strided_constant_read_by_a_transcendental_ufunc_is_replayed_as_recorded():
+    """NumPy's SIMD loop of a function such as power or arctan2 on contiguous memory may
+    round otherwise than its strided loop: the replay reads such a constant as the trace did."""
+    base = (np.arange(1.0, 41.0)[:, None] * np.linspace(0.5, 1.5, 40))[:, :39]
+
+    def f(x):
+        return np.power(base, x) + np.arctan2(base, x)
+
+    x = np.linspace(-2.0, 2.0, 39)
+    jitted = lf.jit(f)
+    jitted(x)
+    program = compiled(jitted)
+    kept = [c for c in program._constants if type(c) is np.ndarray and c.shape == base.shape]
+    assert kept and not any(c.flags.c_contiguous for c in kept)
+    np.testing.assert_array_equal(jitted(x), f(x))

@@ -166,6 +166,32 @@ def test_all_finite_of_a_large_array_decides_as_isfinite_does():
     assert not all_finite(x.T.copy(order="F").T * np.where(np.arange(40) == 3, np.nan, 1.0))
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("size", [1, 99, 8_192, 8_193, 40_000])  # either side of the dot product's threshold
+def test_both_all_finites_decide_as_isfinite_does_by_either_sum(size, dtype):
+    """The eager kernels' all_finite and the replay's: a sum of squares (small arrays) or a
+    sum (large ones) that stays finite says so; an overflowing one leaves it to isfinite."""
+    from labeled_func.engine import replay
+    from labeled_func_kernels import backend
+    rng = np.random.default_rng(size)
+    finite = (rng.normal(size=size) * 3).astype(dtype)
+    big = np.full(size, np.finfo(dtype).max / 2, dtype)  # squares (and, for two or more, sums) overflow
+    cases = [finite, big, finite[::-1], finite.reshape(1, -1)[:, ::2]]  # a reversed and a strided view too
+    for bad in (np.inf, -np.inf, np.nan):
+        y = finite.copy()
+        y[size // 2] = bad
+        cases.append(y)
+    if size > 1:
+        mixed = finite.copy()
+        mixed[:2] = [np.inf, -np.inf]  # inf - inf: a NaN sum
+        cases.append(mixed)
+    for x in cases:
+        expected = bool(np.isfinite(x).all())
+        assert backend.all_finite(x) is expected
+        assert replay.all_finite(x) is expected
+        assert not backend.finite_by_sum(x) or expected  # the fast test never says finite wrongly
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_an_eager_division_by_a_power_of_two_has_the_bits_of_numpys(dtype, monkeypatch):
     """The impl multiplies by the reciprocal where it is exact (1/64, 2**-40, -4, and 2**-130 in

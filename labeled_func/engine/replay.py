@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from labeled_func_kernels.backend import finite_by_sum
 from labeled_func_kernels.shape import roll_copy
 
 __all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_into", "safe_masked", "safe_product",
@@ -23,12 +24,10 @@ __all__ = ["Shifted", "all_finite", "contraction", "rolled_evaluation", "roll_in
 
 
 def all_finite(d: np.ndarray) -> bool:
-    """Whether every element of ``d`` is finite. The sum of a float array is finite only if
-    every element is (einsum's sum: faster than ``isfinite(d).all()``); when the sum
-    overflows, the exact test decides."""
-    if type(d) is np.ndarray and d.dtype.kind == "f" and d.flags.c_contiguous and d.size:
-        if math.isfinite(np.einsum("i->", d.reshape(-1))):
-            return True
+    """Whether every element of ``d`` is finite: a finite sum over a float array says so
+    (``finite_by_sum``: faster than ``isfinite(d).all()``); else the exact test decides."""
+    if type(d) is np.ndarray and finite_by_sum(d):
+        return True
     return bool(np.isfinite(d).all())
 
 

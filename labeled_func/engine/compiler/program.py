@@ -55,11 +55,12 @@ class Program:
         self.share_checks()
         position = {slot: k for k, slot in enumerate(self.inputs)}
         constants = []
+        contiguous = self.contiguous_constants() or {}
         for node in self.nodes:
             for ref in node.refs:
                 if type(ref) is not int and ref not in position:  # a constant that nodes share: once
                     position[ref] = len(self.inputs) + len(constants)
-                    constants.append(ref.value)
+                    constants.append(contiguous.get(ref, ref.value))
         for node in self.nodes:
             position[node.slot] = len(position)
         last_reader, only_read, pooled = {}, {}, {}
@@ -133,6 +134,9 @@ class Program:
 
     def rematerialize(self):
         return passes.rematerialize(self)
+
+    def contiguous_constants(self):
+        return passes.contiguous_constants(self.nodes)
 
     def fuse(self):
         return fusion.fuse(self)
