@@ -27,7 +27,7 @@ __all__ = ["all_finite", "finite_by_sum", "any_true", "known_true", "looking_wai
            "dtype_kind", "is_integer_dtype", "library_of", "namespace_library", "lazy_namespace",
            "Backend", "backend_of", "backend_named", "library_packages"]
 
-_SCALARS = (numbers.Number, np.generic, bool)
+_SCALARS = (numbers.Number, np.generic, bool, str, bytes)  # (a string compared with an array of strings)
 _namespace_by_type = {np.ndarray: numpy_namespace}
 
 

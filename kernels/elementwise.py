@@ -573,9 +573,14 @@ around = elementwise_primitive("around", _round_impl)
 
 # --- derivative rules: a formula sheet ---------------------------------------------------
 # Each entry gives the partial derivative(s) in terms of the inputs and the output,
-# written with bind so that they differentiate and batch again.  Rules that can meet
-# an infinite derivative (sqrt at 0, log at 0, ...) multiply cotangents NaN-safely:
-# a zero cotangent stays zero (xarray masks with where, and 0 * inf would be NaN).
+# written with bind so that they differentiate and batch again.  Rules that can meet a
+# partial that is not finite multiply cotangents NaN-safely: a zero cotangent stays zero
+# (xarray masks with where, and 0 * inf would be NaN).  That is every rule whose partial
+# reads the inputs (the flag True): an infinite derivative at a finite input (sqrt at 0,
+# log at 0), an overflow (exp), and a missing value (NaN) that a reduction skips later
+# (xarray's mean): the partial is NaN there and the cotangent 0, and one 0 * NaN made the
+# gradient of every shared parameter NaN.  Partials that are constants or indicators
+# (0, 0.5, 1: max, min, copysign) multiply plainly.
 
 
 def _is_array(value):
@@ -939,36 +944,36 @@ def _rsqrt(x):
 
 
 _UNARY = {
-    negative: (lambda x, out: _MINUS_ONE, False),
-    positive: (lambda x, out: _ONE, False),
-    absolute: (lambda x, out: sign.bind(x), False),
+    negative: (lambda x, out: _MINUS_ONE, True),
+    positive: (lambda x, out: _ONE, True),
+    absolute: (lambda x, out: sign.bind(x), True),
     sqrt: (lambda x, out: divide.bind(0.5, out), True),
     cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
-    square: (lambda x, out: multiply.bind(2.0, x), False),
+    square: (lambda x, out: multiply.bind(2.0, x), True),
     reciprocal: (lambda x, out: negative.bind(_sq(out)), True),
-    exp: (lambda x, out: out, False),
-    exp2: (lambda x, out: multiply.bind(out, _LN2), False),
-    expm1: (lambda x, out: add.bind(out, 1.0), False),
+    exp: (lambda x, out: out, True),
+    exp2: (lambda x, out: multiply.bind(out, _LN2), True),
+    expm1: (lambda x, out: add.bind(out, 1.0), True),
     log: (lambda x, out: divide.bind(1.0, x), True),
     log2: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN2)), True),
     log10: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN10)), True),
     log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
-    sin: (lambda x, out: cos.bind(x), False),
-    cos: (lambda x, out: negative.bind(sin.bind(x)), False),
-    tan: (lambda x, out: add.bind(1.0, _sq(out)), False),
+    sin: (lambda x, out: cos.bind(x), True),
+    cos: (lambda x, out: negative.bind(sin.bind(x)), True),
+    tan: (lambda x, out: add.bind(1.0, _sq(out)), True),
     asin: (lambda x, out: _rsqrt(subtract.bind(1.0, _sq(x))), True),
     acos: (lambda x, out: negative.bind(_rsqrt(subtract.bind(1.0, _sq(x)))), True),
-    atan: (lambda x, out: divide.bind(1.0, add.bind(1.0, _sq(x))), False),
-    sinh: (lambda x, out: cosh.bind(x), False),
-    cosh: (lambda x, out: sinh.bind(x), False),
-    tanh: (lambda x, out: subtract.bind(1.0, _sq(out)), False),
-    asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), False),
+    atan: (lambda x, out: divide.bind(1.0, add.bind(1.0, _sq(x))), True),
+    sinh: (lambda x, out: cosh.bind(x), True),
+    cosh: (lambda x, out: sinh.bind(x), True),
+    tanh: (lambda x, out: subtract.bind(1.0, _sq(out)), True),
+    asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), True),
     acosh: (lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)), True),
     atanh: (lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))), True),
-    sinc: (lambda x, out: _sinc_slope(x), False),
-    numpy_i0: (lambda x, out: _i0_slope(x), False),
-    deg2rad: (lambda x, out: _PI_OVER_180, False),
-    rad2deg: (lambda x, out: _180_OVER_PI, False),
+    sinc: (lambda x, out: _sinc_slope(x), True),
+    numpy_i0: (lambda x, out: _i0_slope(x), True),
+    deg2rad: (lambda x, out: _PI_OVER_180, True),
+    rad2deg: (lambda x, out: _180_OVER_PI, True),
 }
 
 for _prim, (_derivative, _safe) in _UNARY.items():
@@ -1041,9 +1046,9 @@ _BINARY = {
     ), True),
     hypot: (lambda x, y, out: (lambda: divide.bind(x, out), lambda: divide.bind(y, out)), True),
     logaddexp: (lambda x, y, out: (lambda: exp.bind(subtract.bind(x, out)), lambda: exp.bind(subtract.bind(y, out))),
-                False),
+                True),
     logaddexp2: (lambda x, y, out: (lambda: exp2.bind(subtract.bind(x, out)),
-                                    lambda: exp2.bind(subtract.bind(y, out))), False),
+                                    lambda: exp2.bind(subtract.bind(y, out))), True),
     maximum: (lambda x, y, out: (_tie_split(x, y, out, True), _tie_split(y, x, out, True)), False),
     minimum: (lambda x, y, out: (_tie_split(x, y, out, False), _tie_split(y, x, out, False)), False),
     fmax: (lambda x, y, out: (

@@ -168,19 +168,35 @@ def _cumprod_vjp(g, primals, out, *, axis):
 cumprod = _scan("cumprod", "cumulative_prod")
 cumprod.jvp, cumprod.vjp = _cumprod_jvp, _cumprod_vjp
 
-argsort = _scan("argsort", "argsort")  # stable; NaNs last, as in sort
+def _ordering(name):
+    """``sort`` or ``argsort`` along one axis, NaNs last.  ``stable=False`` is NumPy's default
+    kind (its quicksort: ties, and -0.0 against 0.0, come out in the order NumPy's own call
+    gives them, which may differ from their order in the input); ``stable=True`` keeps tied
+    elements in their input order (the order the rules use)."""
+    def impl(x, *, axis, stable=True):
+        return getattr(namespace(x), name)(x, axis=axis, stable=stable)
+
+    def batch(axis_size, values, batched, *, axis, stable=True):
+        return prim.bind(values[0], axis=axis + 1, stable=stable), True
+
+    prim = Primitive(name, impl, batch)
+    return prim
 
 
-def _sort_jvp(primals, tangents, *, axis):
+argsort = _ordering("argsort")
+
+
+def _sort_jvp(primals, tangents, *, axis, stable=True):
     (x,), (tangent,) = primals, tangents
-    out = sort.bind(x, axis=axis)
+    out = sort.bind(x, axis=axis, stable=stable)
     if tangent is None:
         return out, None
     return out, take_along_axis.bind(tangent, argsort.bind(x, axis=axis), axis=axis)
 
 
-def _sort_vjp(g, primals, out, *, axis):
-    """The cotangent goes back through the inverse of the sorting permutation."""
+def _sort_vjp(g, primals, out, *, axis, stable=True):
+    """The cotangent goes back through the inverse of the sorting permutation (tied
+    elements are equal: any permutation among them sorts, the stable one is taken)."""
     (x,) = primals
     if not differentiable_input(x):
         return (None,)
@@ -188,7 +204,7 @@ def _sort_vjp(g, primals, out, *, axis):
     return (take_along_axis.bind(g, inverse, axis=axis),)
 
 
-sort = _scan("sort", "sort")
+sort = _ordering("sort")
 sort.jvp, sort.vjp = _sort_jvp, _sort_vjp
 
 

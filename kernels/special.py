@@ -271,38 +271,38 @@ def _box_cox_lambda_slope(logarithm, lmbda):
 # d/da of the regularised incomplete gamma functions has no closed form: their partial in
 # a is left out here, and engine/numpy/special.py refuses a differentiated a (as torch does)
 _SPECIAL_UNARY = {
-    erf: (lambda x, out: _gaussian(x), False),
-    erfc: (lambda x, out: negative.bind(_gaussian(x)), False),
+    erf: (lambda x, out: _gaussian(x), True),
+    erfc: (lambda x, out: negative.bind(_gaussian(x)), True),
     erfinv: (lambda x, out: multiply.bind(_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
     erfcinv: (lambda x, out: multiply.bind(-_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
-    gammaln: (lambda x, out: _digamma(x), False),
-    loggamma: (lambda x, out: _digamma(x), False),
-    gamma: (lambda x, out: multiply.bind(out, _digamma(x)), False),
-    ndtr: (lambda x, out: _normal_density(x), False),
+    gammaln: (lambda x, out: _digamma(x), True),
+    loggamma: (lambda x, out: _digamma(x), True),
+    gamma: (lambda x, out: multiply.bind(out, _digamma(x)), True),
+    ndtr: (lambda x, out: _normal_density(x), True),
     ndtri: (lambda x, out: multiply.bind(_SQRT_TWO_PI, exp.bind(multiply.bind(0.5, multiply.bind(out, out)))), True),
     log_ndtr: (lambda x, out: exp.bind(subtract.bind(multiply.bind(-0.5, multiply.bind(x, x)),
-                                                     add.bind(out, _HALF_LOG_TWO_PI))), False),
-    i0: (lambda x, out: i1.bind(x), False),
-    i1: (lambda x, out: _bessel_i1_derivative(x, i0.bind(x), out), False),
-    i0e: (lambda x, out: subtract.bind(i1e.bind(x), multiply.bind(sign.bind(x), out)), False),
+                                                     add.bind(out, _HALF_LOG_TWO_PI))), True),
+    i0: (lambda x, out: i1.bind(x), True),
+    i1: (lambda x, out: _bessel_i1_derivative(x, i0.bind(x), out), True),
+    i0e: (lambda x, out: subtract.bind(i1e.bind(x), multiply.bind(sign.bind(x), out)), True),
     i1e: (lambda x, out: subtract.bind(_bessel_i1_derivative(x, i0e.bind(x), out), multiply.bind(sign.bind(x), out)),
-          False),
+          True),
     erfcx: (lambda x, out: subtract.bind(multiply.bind(multiply.bind(2.0, x), out), _TWO_OVER_SQRT_PI), True),
-    rgamma: (lambda x, out: _rgamma_slope(x, out), False),
-    log_expit: (lambda x, out: negative.bind(expm1.bind(out)), False),  # expit(-x) = 1 - e**out
+    rgamma: (lambda x, out: _rgamma_slope(x, out), True),
+    log_expit: (lambda x, out: negative.bind(expm1.bind(out)), True),  # expit(-x) = 1 - e**out
     entr: (lambda x, out: negative.bind(add.bind(log.bind(x), 1.0)), True),  # inf at 0, NaN below
-    dawsn: (lambda x, out: subtract.bind(1.0, multiply.bind(multiply.bind(2.0, x), out)), False),
+    dawsn: (lambda x, out: subtract.bind(1.0, multiply.bind(multiply.bind(2.0, x), out)), True),
     expi: (lambda x, out: divide.bind(exp.bind(x), x), True),
     exp1: (lambda x, out: negative.bind(divide.bind(exp.bind(negative.bind(x)), x)), True),
     spence: (lambda x, out: _spence_slope(x), True),
-    exprel: (lambda x, out: _exprel_slope(x), False),
-    exp10: (lambda x, out: multiply.bind(out, _LN10), False),
-    sindg: (lambda x, out: multiply.bind(_PI_OVER_180, cosdg.bind(x)), False),
-    cosdg: (lambda x, out: multiply.bind(-_PI_OVER_180, sindg.bind(x)), False),
+    exprel: (lambda x, out: _exprel_slope(x), True),
+    exp10: (lambda x, out: multiply.bind(out, _LN10), True),
+    sindg: (lambda x, out: multiply.bind(_PI_OVER_180, cosdg.bind(x)), True),
+    cosdg: (lambda x, out: multiply.bind(-_PI_OVER_180, sindg.bind(x)), True),
     tandg: (lambda x, out: multiply.bind(_PI_OVER_180, add.bind(1.0, _sq(out))), True),
     cotdg: (lambda x, out: multiply.bind(-_PI_OVER_180, add.bind(1.0, _sq(out))), True),
-    j0: (lambda x, out: negative.bind(j1.bind(x)), False),
-    j1: (lambda x, out: _bessel_i1_derivative(x, j0.bind(x), out), False),  # J1' = J0 - J1 / x, as I1'
+    j0: (lambda x, out: negative.bind(j1.bind(x)), True),
+    j1: (lambda x, out: _bessel_i1_derivative(x, j0.bind(x), out), True),  # J1' = J0 - J1 / x, as I1'
     y0: (lambda x, out: negative.bind(y1.bind(x)), True),
     y1: (lambda x, out: where.bind(equal.bind(x, 0), math.inf, subtract.bind(y0.bind(x), divide.bind(
         out, _nonzero_where(x, 1.0)))), True),
@@ -310,14 +310,14 @@ _SPECIAL_UNARY = {
     k1: (lambda x, out: negative.bind(add.bind(k0.bind(x), divide.bind(out, x))), True),
     k0e: (lambda x, out: subtract.bind(out, k1e.bind(x)), True),  # e**x K0: (K0 + K0') e**x
     k1e: (lambda x, out: subtract.bind(subtract.bind(out, k0e.bind(x)), divide.bind(out, x)), True),
-    sine_integral: (lambda x, out: _quotient_at_origin(sin.bind(x), x, 1.0), False),
+    sine_integral: (lambda x, out: _quotient_at_origin(sin.bind(x), x, 1.0), True),
     cosine_integral: (lambda x, out: divide.bind(cos.bind(x), x), True),
-    riemann_zeta: (lambda x, out: None, False),  # no closed form: engine/numpy/special.py refuses it
+    riemann_zeta: (lambda x, out: None, True),  # no closed form: engine/numpy/special.py refuses it
     special_cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
-    special_exp2: (lambda x, out: multiply.bind(out, _LN2), False),
-    special_expm1: (lambda x, out: add.bind(out, 1.0), False),
+    special_exp2: (lambda x, out: multiply.bind(out, _LN2), True),
+    special_expm1: (lambda x, out: add.bind(out, 1.0), True),
     special_log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
-    expit: (lambda x, out: multiply.bind(out, expit.bind(negative.bind(x))), False),  # expit(x) expit(-x)
+    expit: (lambda x, out: multiply.bind(out, expit.bind(negative.bind(x))), True),  # expit(x) expit(-x)
     logit: (lambda p, out: divide.bind(1.0, multiply.bind(p, subtract.bind(1.0, p))), True),  # inf at 0 and 1
 }
 _SPECIAL_BINARY = {
@@ -326,11 +326,11 @@ _SPECIAL_BINARY = {
     beta: (lambda a, b, out: (
         multiply.bind(out, subtract.bind(_digamma(a), _digamma(add.bind(a, b)))),
         multiply.bind(out, subtract.bind(_digamma(b), _digamma(add.bind(a, b)))),
-    ), False),
+    ), True),
     betaln: (lambda a, b, out: (
         subtract.bind(_digamma(a), _digamma(add.bind(a, b))),
         subtract.bind(_digamma(b), _digamma(add.bind(a, b))),
-    ), False),
+    ), True),
     # x log(y) is 0 where x = 0, whatever y: its y-derivative x / y is 0 at x = y = 0 (0/0)
     xlogy: (lambda x, y, out: (log.bind(y), _quotient_zero_at_origin(x, y)), True),
     xlog1py: (lambda x, y, out: (log1p.bind(y), _quotient_zero_at_origin(x, add.bind(y, 1.0))), True),
@@ -360,7 +360,7 @@ for _prim, (_derivative, _safe) in _SPECIAL_UNARY.items():
     partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
 for _prim, (_partials, _safe) in _SPECIAL_BINARY.items():
     partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
-partial_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),))
+partial_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),), safe=True)
 
 
 # W'(z) = W / (z (1 + W)) = e**-W / (1 + W), as z = W e**W: no quotient by z (1 at z = 0 on the

@@ -210,6 +210,20 @@ def test_writing_a_traced_value_into_a_plain_buffer_gives_the_ad_reason(transfor
     assert "vmap" not in message
 
 
+def test_writing_a_traced_value_into_a_plain_buffer_under_jit_gives_jits_reason():
+    """lf.jit differentiates nothing: the reason is the write it would not record."""
+    def f(v):
+        buffer = np.zeros(4)
+        np.add.at(buffer, np.array([0, 2]), v)
+        return buffer
+
+    with pytest.raises(lf.InplaceError) as excinfo:
+        lf.jit(f)(np.ones(2))
+    message = str(excinfo.value)
+    assert "traced by lf.jit" in message and "would not be recorded" in message
+    assert "derivative" not in message and "numpy.add.at" in message
+
+
 # --- tangents and cotangents are matched by label, never by position alone -------------------------
 @pytest.mark.parametrize("relabel, fix", [(lambda t: t.sortby("b", ascending=False), "reindex_like"),
                                           (lambda t: t.assign_coords(b=[7, 8, 9]), "zeros_like")],

@@ -339,3 +339,24 @@ def test_grad_outside_the_vmap():
         xr.testing.assert_allclose(jitted(v), want)
         xr.testing.assert_identical(jitted(v), lf.grad(loss)(v))
     assert jitted.traces == 2
+
+
+def test_an_array_of_strings_compared_with_a_string_follows_each_calls_strings():
+    """``s == "a"`` of a string argument (NumPy's unicode or object strings) masks as NumPy
+    does, under lf.jit at each call (new strings, same shape) and under vmap of a Dataset
+    whose string data variable is mapped."""
+    x = xr.DataArray([1.0, 2.0, 3.0, 4.0], dims="t")
+
+    def f(s, x):
+        return x.where(s == "a", 0.0) + x.where(s != "b", -1.0)
+
+    jitted = lf.jit(f)
+    for labels in (["a", "b", "a", "c"], ["b", "b", "a", "a"], ["c", "a", "b", "a"]):
+        for s in (xr.DataArray(np.array(labels), dims="t"), xr.DataArray(np.array(labels, dtype=object), dims="t")):
+            xr.testing.assert_identical(jitted(s, x), f(s, x))
+    stations = xr.Dataset({"kind": ("station", ["a", "b", "c"]),
+                           "flow": (("station", "t"), np.arange(12.0).reshape(3, 4))})
+    got = lf.vmap(lambda d: xr.where(d.kind == "b", d.flow, 0.0), dim="station")(stations)
+    want = xr.concat([xr.where(stations.isel(station=k).kind == "b", stations.isel(station=k).flow, 0.0)
+                      for k in range(3)], dim="station")
+    np.testing.assert_array_equal(got.transpose("station", "t").values, want.values)

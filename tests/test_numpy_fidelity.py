@@ -375,3 +375,40 @@ def test_scipy_specials_differentiate(name, exact):
     second = lf.vmap(lf.grad(lf.grad(function)), in_dims=0)(x)
     first = lambda v: lf.vmap(lf.grad(function), in_dims=0)(v)  # noqa: E731
     np.testing.assert_allclose(second, central(first, x), rtol=1e-6, atol=1e-9)
+
+
+# --- sorting: ties in NumPy's order --------------------------------------------------------------
+TIED = np.array([1.0, 0.0, 1.0, -0.0, 1.0, 0.0, 2.0, 1.0, -0.0, 0.0, 1.0, 0.0, -1.0, 1.0, 0.0, 0.0, 1.0, 1.0,
+                 np.nan, 1.0, 2.0, 0.0, 1.0, -0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("kind", [None, "quicksort", "stable", "mergesort"])
+def test_argsort_and_sort_put_ties_and_signed_zeros_where_numpy_does(kind):
+    """NumPy's default kind (quicksort) is not stable: ties (and -0.0 against 0.0) come out
+    in its own order.  The traced sort gives that order, under lf.jit (trace and replay)
+    and lf.vmap (against the loop); kind='stable' the stable one."""
+    rows = np.stack([TIED, TIED[::-1], np.roll(TIED, 5)])
+    for x in rows:
+        want_order, want_sorted = np.argsort(x, kind=kind), np.sort(x, kind=kind)
+        argsort, sort = lf.jit(lambda v: np.argsort(v, kind=kind)), lf.jit(lambda v: np.sort(v, kind=kind))
+        for _ in range(2):
+            np.testing.assert_array_equal(argsort(x), want_order)
+            assert_same_bits(sort(x), want_sorted)
+    mapped = lf.vmap(lambda v: np.argsort(v, kind=kind), in_dims=0)(rows)
+    np.testing.assert_array_equal(mapped, np.stack([np.argsort(x, kind=kind) for x in rows]))
+    mapped_sort = lf.vmap(lambda v: np.sort(v, kind=kind), in_dims=0)(rows)
+    assert_same_bits(mapped_sort, np.stack([np.sort(x, kind=kind) for x in rows]))
+    labeled = xr.DataArray(rows, dims=("station", "t"))
+    got = lf.vmap(lambda d: d.argsort(kind=kind), dim="station")(labeled)
+    np.testing.assert_array_equal(got.transpose("station", "t").values, labeled.argsort(kind=kind).values)
+
+
+def test_the_derivative_through_a_sort_with_ties_is_a_permutation_of_the_tangent():
+    """Tied values are equal, so every permutation among them sorts: the derivative takes
+    the stable one, in forward and reverse mode alike (the transpose of each other)."""
+    x = np.array([1.0, 0.0, 1.0, 2.0, 0.0])
+    weights = np.arange(1.0, 6.0)
+    gradient = lf.grad(lambda v: (np.sort(v) * weights).sum())(x)
+    np.testing.assert_array_equal(gradient, weights[np.argsort(np.argsort(x, kind="stable"), kind="stable")])
+    jacobian = lf.jacfwd(lambda v: np.sort(v))(x)
+    np.testing.assert_array_equal(jacobian.T @ weights, gradient)

@@ -265,10 +265,15 @@ def inplace_assign(dest: Any, src: Any, operation: Any) -> None:
                    "array that is not mapped (it holds one example's values: it would need more "
                    "elements than it has)")
             source = "the mapped input"
-        else:
+        elif top.differentiates:
             why = (f"a value traced by lf.{transform} cannot be written into an array that "
                    f"lf.{transform} does not trace: its derivative would be lost")
             source = "the differentiated input"
+        else:  # lf.jit: the write would happen at the trace only
+            why = (f"a value traced by lf.{transform} cannot be written into an array that "
+                   f"lf.{transform} does not trace: the write would not be recorded, and later "
+                   "calls would not make it")
+            source = "a traced input"
         raise InplaceError(
             f"{operation}: {why}. Build the buffer from {source} instead, e.g. xr.zeros_like(x) "
             "/ np.zeros_like(x.data), or use an out-of-place operation (y = x + v instead of "

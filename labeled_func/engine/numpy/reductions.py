@@ -559,19 +559,27 @@ def _add_reduceat(ufunc, inputs, kwargs):
 
 
 # --- sorting, quantiles --------------------------------------------------------------------------
+def _stable(kind, stable):
+    """Whether NumPy's ``kind`` / ``stable`` ask for a stable sort ('stable', 'mergesort',
+    stable=True); else the order of NumPy's default kind (its quicksort; 'heapsort' is taken
+    as it, a permutation that sorts as well, its ties possibly in another order)."""
+    return bool(stable) or kind in ("stable", "mergesort")
+
+
 @implements(np.sort)
 def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
     a, axis = _along(asarray(a), axis)
-    return kr.sort.bind(a, axis=axis)
+    return kr.sort.bind(a, axis=axis, stable=_stable(kind, stable))
 
 
 @implements(np.argsort)
 def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
-    """Stable sorting permutation along ``axis`` (None: of the flattened array)."""
+    """The sorting permutation along ``axis`` (None: of the flattened array), tied
+    elements in the order NumPy's call with that ``kind`` gives them."""
     if order is not None:
         raise UnsupportedOperationError("numpy.argsort with order= is not supported on traced arrays")
     a, axis = _along(asarray(a), axis)
-    return kr.argsort.bind(a, axis=axis)
+    return kr.argsort.bind(a, axis=axis, stable=_stable(kind, stable))
 
 
 @implements(np.lexsort)

@@ -1,8 +1,8 @@
 """The generator of NumPy's fused kernels: one ``numexpr`` evaluation per tree."""
 from __future__ import annotations
 
-import functools
 import math
+import threading
 
 import numpy as np
 
@@ -55,12 +55,41 @@ class NumexprGenerator(Generator):
 
     def compile(self, expression, names, dtypes, out):
         signature = [(name, _NUMEXPR_TYPES[np.dtype(dtype)]) for name, dtype in zip(names, dtypes)]
-        return functools.partial(  # the keyword numexpr asks for beside out=
-            numexpr.NumExpr(expression, signature=signature),
-            ex_uses_vml=numexpr.necompiler.getExprNames(expression, {})[1])
+        return PerThread(expression, signature)
 
     def shifted(self, evaluate, leaves, out, axis):
         return replay.rolled_evaluation(evaluate, leaves, out, axis)
+
+
+class PerThread:
+    """A compiled numexpr expression, called as ``evaluate(*arrays, out=out)``: one
+    ``numexpr.NumExpr`` object per thread that calls it.  An object keeps the operands of
+    the call it is running (their strides, its memory of them), so two threads calling one
+    object at once race: replays of one program from several threads (Dask blocks) aborted
+    the process (double free) or returned wrong values where a rolled evaluation calls its
+    object on contiguous and on strided operands (measured 2026-12-08, numexpr 2.14).  A
+    thread compiles its own object at its first call."""
+
+    __slots__ = ("expression", "signature", "uses_vml", "_local", "__weakref__")
+
+    def __init__(self, expression, signature):
+        self.expression, self.signature = expression, signature
+        self.uses_vml = numexpr.necompiler.getExprNames(expression, {})[1]  # the keyword numexpr asks for beside out=
+        self._local = threading.local()
+        self._local.compiled = self._compile()  # the compiling thread's, and the errors of the expression now
+
+    def _compile(self):
+        return numexpr.NumExpr(self.expression, signature=self.signature)
+
+    def __call__(self, *arrays, out=None):
+        try:
+            compiled = self._local.compiled
+        except AttributeError:
+            compiled = self._local.compiled = self._compile()
+        return compiled(*arrays, out=out, ex_uses_vml=self.uses_vml)
+
+    def __repr__(self):
+        return f"<numexpr {self.expression!r}, one object per thread>"
 
 
 NUMEXPR = NumexprGenerator()

@@ -1,0 +1,113 @@
+"""Missing values that a reduction skips: the loss does not depend on them, so its
+derivatives are finite, in reverse mode as in forward mode.
+
+A fit to observations with a gap (NaN) computes the residual at the gap too (NaN) and
+xarray's ``mean`` skips it: the cotangent there is 0, and it meets the partial
+derivative of every operation the residual went through, NaN at the gap.  The rules
+multiply cotangents NaN-safely (a zero cotangent stays zero against a partial that is
+not finite), so reverse mode gives what forward mode and central differences give.
+(JAX and torch give NaN there.)  Oracles: ``lf.jacfwd`` (forward mode: the skipping
+reduction drops the NaN tangent by its primal) and central differences.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special
+import xarray as xr
+
+import labeled_func as lf
+
+T = xr.DataArray(np.linspace(0.0, 1.0, 6), dims="time")
+OBSERVED = xr.DataArray([0.1, 0.45, np.nan, 1.2, 1.33, 2.1], dims="time")  # one gap
+PARAMS = xr.Dataset({"a": 1.5, "b": 0.2})
+
+
+def _residual(p):
+    return p.a * T + p.b - OBSERVED
+
+
+def _huber(r, delta=0.1):
+    return xr.where(abs(r) < delta, 0.5 * r ** 2, delta * (abs(r) - delta / 2))
+
+
+LOSSES = {
+    "square": lambda p: np.square(_residual(p)).mean(),
+    "l1": lambda p: abs(_residual(p)).mean(),
+    "log_cosh": lambda p: np.log(np.cosh(_residual(p))).mean(),
+    "huber": lambda p: _huber(_residual(p)).mean(),
+    "exp": lambda p: np.exp(_residual(p)).mean(),
+    "tanh": lambda p: np.tanh(_residual(p)).sum(),
+    "logaddexp": lambda p: np.logaddexp(_residual(p), 0.3).mean(),
+    "erf": lambda p: scipy.special.erf(_residual(p)).mean(),
+    "expit": lambda p: scipy.special.expit(_residual(p)).mean(),
+}
+
+
+def _central(f, p, step=1e-6):
+    return {name: (float(f(p.assign({name: p[name] + step}))) - float(f(p.assign({name: p[name] - step})))) / (2 * step)
+            for name in p.data_vars}
+
+
+@pytest.mark.parametrize("name", LOSSES)
+def test_a_skipped_gap_leaves_the_gradient_finite_in_reverse_mode(name):
+    f = LOSSES[name]
+    assert np.isfinite(float(f(PARAMS)))
+    reverse, forward = lf.grad(f)(PARAMS), lf.jacfwd(f)(PARAMS)
+    central = _central(f, PARAMS)
+    for key in PARAMS.data_vars:
+        assert np.isfinite(float(reverse[key])), (name, key)
+        np.testing.assert_allclose(float(reverse[key]), float(forward[key]), rtol=1e-12)
+        np.testing.assert_allclose(float(reverse[key]), central[key], rtol=1e-6, atol=1e-9)
+
+
+UNARY = {
+    "abs": np.abs, "square": np.square, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1,
+    "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "tanh": np.tanh, "arcsinh": np.arcsinh,
+    "erf": scipy.special.erf, "erfc": scipy.special.erfc, "expit": scipy.special.expit,
+    "gammaln": scipy.special.gammaln, "ndtr": scipy.special.ndtr, "log_expit": scipy.special.log_expit,
+    "dawsn": scipy.special.dawsn, "i0e": scipy.special.i0e, "j0": scipy.special.j0,
+}
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_every_unary_rule_keeps_a_zero_cotangent_zero_against_a_nan_partial(name):
+    """op(x * c) summed with skipna, c holding a NaN: the element at the NaN is skipped, so
+    d/dx there is 0 and the others are c * op'(x c), in both modes."""
+    op = UNARY[name]
+    c = xr.DataArray([np.nan, 0.7, 1.1, 1.3], dims="i")
+    x = xr.DataArray([0.4, 0.5, 0.6, 0.35], dims="i")
+
+    def f(v):
+        return op(v * c).sum()
+
+    reverse, forward = lf.grad(f)(x).values, lf.jacfwd(f)(x).values
+    assert np.isfinite(reverse).all() and reverse[0] == 0.0, (name, reverse)
+    np.testing.assert_allclose(reverse, forward, rtol=1e-12, atol=0)
+    step = 1e-6
+    central = [(float(f(x + step * e)) - float(f(x - step * e))) / (2 * step)
+               for e in (xr.DataArray(np.eye(4)[k], dims="i") for k in range(4))]
+    np.testing.assert_allclose(reverse, central, rtol=1e-6, atol=1e-9)
+
+
+def test_a_skipped_gap_leaves_per_sample_and_jitted_gradients_finite():
+    """The same fit per station (vmap) and under lf.jit: every station's gradient is
+    finite, the jitted one the eager one's bits."""
+    observed = xr.concat([OBSERVED, OBSERVED.shift(time=2), OBSERVED * 0.5], dim="station")
+    params = xr.Dataset({"a": ("station", [1.5, 1.0, 0.5]), "b": ("station", [0.2, 0.0, -0.1])})
+
+    def loss(p, obs):
+        return abs(p.a * T + p.b - obs).mean()
+
+    per_station = lf.vmap(lf.grad(loss), dim="station")
+    eager = per_station(params, observed)
+    jitted = lf.jit(per_station)
+    for _ in range(3):  # the trace, then replays
+        got = jitted(params, observed)
+        xr.testing.assert_identical(got, eager)
+    for k in range(3):
+        one = lf.grad(loss)(params.isel(station=k), observed.isel(station=k))
+        for key in ("a", "b"):
+            assert np.isfinite(float(eager[key][k]))
+            np.testing.assert_allclose(float(eager[key][k]), float(one[key]), rtol=1e-12)
