@@ -27,14 +27,15 @@ from typing import Any
 import numpy as np
 
 from . import elementwise as ew
-from .backend import device_of, dtype_kind, extra, is_integer_dtype, namespace, numpy_namespace, parse_einsum
+from .backend import (all_finite, device_of, dtype_kind, extra, is_integer_dtype, looking_waits, namespace,
+                      numpy_namespace, parse_einsum)
 from .core import expand_dims, reduce_sum, reshape, squeeze, transpose, unbroadcast
 from .indexing import getitem_static
 from .primitive import Primitive
 from .reductions import reduce_max
 from .shape import concatenate, tril, triu
 
-__all__ = ["einsum", "matmul", "solve", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
+__all__ = ["einsum", "matmul", "safe_contraction", "solve", "inv", "det", "slogdet_sign", "slogdet_logabs", "cholesky",
            "eigh_values", "eigh_vectors", "eig_values", "eig_vectors", "svd_u", "svd_values", "svd_vh", "qr_q", "qr_r", "pinv",
            "vector_norm", "transpose_last2"]
 
@@ -106,7 +107,10 @@ def _einsum_cotangent(g, primals, terms, output, k, sizes):
         if letter not in present:
             operands.append(xp.ones((sizes[letter],), dtype=g.dtype, device=device_of(g)))
             in_terms.append(letter)
-    return einsum.bind(*operands, subscripts=",".join(in_terms) + "->" + "".join(target))
+    subscripts = ",".join(in_terms) + "->" + "".join(target)
+    if len(primals) == 2:  # g against the other operand (and constants of 0 and 1): NaN-safe
+        return safe_contraction.bind(*operands, subscripts=subscripts, cotangent=0)
+    return einsum.bind(*operands, subscripts=subscripts)
 
 
 einsum = Primitive("einsum", _einsum_impl, _einsum_batch, _einsum_jvp, _einsum_vjp)
@@ -164,8 +168,10 @@ def _matmul_vjp(g, primals, out):
         g = expand_dims.bind(g, axis=(g.ndim,))
     if a.ndim == 1:
         g = expand_dims.bind(g, axis=(g.ndim - 1,))
-    ga = _unbroadcast(matmul.bind(g, transpose_last2(b_matrix)), a_matrix, a) if _differentiable(a) else None
-    gb = _unbroadcast(matmul.bind(transpose_last2(a_matrix), g), b_matrix, b) if _differentiable(b) else None
+    ga = (_unbroadcast(safe_contraction.bind(g, transpose_last2(b_matrix), subscripts=MATMUL, cotangent=0),
+                       a_matrix, a) if _differentiable(a) else None)
+    gb = (_unbroadcast(safe_contraction.bind(transpose_last2(a_matrix), g, subscripts=MATMUL, cotangent=1),
+                       b_matrix, b) if _differentiable(b) else None)
     return ga, gb
 
 
@@ -175,6 +181,101 @@ def _unbroadcast(g, matrix, original):
 
 
 matmul = Primitive("matmul", _matmul_impl, _matmul_batch, _matmul_jvp, _matmul_vjp)
+
+
+# --- the cotangents of einsum and matmul: contractions NaN-safe as safe_multiply -------------
+MATMUL = "matmul"  # the subscripts of a safe_contraction that is a matrix product (two operands)
+
+
+def _contraction(xp, subscripts):
+    if subscripts == MATMUL:
+        return xp.matmul
+    einsum_of = extra(xp, "einsum")
+    return lambda *operands: einsum_of(subscripts, *operands)
+
+
+def _safe_contraction_impl(*operands, subscripts, cotangent):
+    """The contraction (``einsum`` of ``subscripts``, or ``matmul``) of a cotangent (operand
+    ``cotangent``) with one other operand (and constants of 0s and 1s: a ones vector, an
+    identity), NaN-safe as :data:`safe_multiply` pair by pair: a zero of the cotangent
+    against an entry of the other that is not finite adds 0, not NaN (a missing value that
+    a reduction skipped, met by an observation operator ``H @ v``).
+
+    Decided on the total, as ``multiply_sum``: a finite total had no 0 * inf.  Else, with
+    the other's non-finite entries zeroed, the same contraction; then its terms with an
+    infinity or a NaN where the cotangent is not 0 are counted by the same contraction of
+    indicators (positive and negative cotangents against +inf and -inf, non-zero ones
+    against NaN) and added back as +inf, -inf or NaN: five more contractions of the same
+    shapes, never the products of both operands' dims.  A cotangent that is not finite
+    itself, a complex one, or a GPU's (where looking waits) takes the plain contraction."""
+    xp = namespace(*operands)
+    contract = _contraction(xp, subscripts)
+    total = contract(*operands)
+    g, other = operands[cotangent], operands[1 - cotangent]
+    if (_is_complex(total) or _is_complex(other) or looking_waits(total) or all_finite(total)
+            or not all_finite(g)):
+        return total
+
+    def with_pair(first, second):  # the two operands in their places, the constants after
+        pair = (first, second) if cotangent == 0 else (second, first)
+        return contract(*pair, *operands[2:])
+
+    dtype = total.dtype
+    finite = xp.isfinite(other)
+    base = with_pair(g, xp.where(finite, other, xp.zeros_like(other)))
+    positive, negative = xp.astype(g > 0, dtype), xp.astype(g < 0, dtype)
+    up_inf, down_inf = xp.astype(other == np.inf, dtype), xp.astype(other == -np.inf, dtype)
+    rising = with_pair(positive, up_inf) + with_pair(negative, down_inf)
+    falling = with_pair(positive, down_inf) + with_pair(negative, up_inf)
+    undefined = with_pair(positive + negative, xp.astype(xp.isnan(other), dtype))
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, as the plain sum would give
+        return (base + xp.where(rising > 0, np.inf, 0.0) - xp.where(falling > 0, np.inf, 0.0)
+                + xp.where(undefined > 0, np.nan, 0.0))
+
+
+def _safe_contraction_batch(axis_size, values, batched, *, subscripts, cotangent):
+    if subscripts != MATMUL:
+        ndims = [v.ndim - 1 if b else v.ndim for v, b in zip(values, batched)]
+        inputs, output = parse_einsum(subscripts, ndims)
+        used = set("".join(inputs)) | set(output)
+        letter = next(c for c in string.ascii_letters if c not in used)
+        terms = [letter + term if b else term for term, b in zip(inputs, batched)]
+        return safe_contraction.bind(*values, subscripts=",".join(terms) + "->" + letter + output,
+                                     cotangent=cotangent), True
+    rank = max(v.ndim - b for v, b in zip(values, batched))  # matrices (the rules reshape vectors)
+    values = [_pad_rank(v, b, rank) for v, b in zip(values, batched)]
+    return safe_contraction.bind(*values, subscripts=MATMUL, cotangent=cotangent), True
+
+
+def _plain_contraction(operands, subscripts):
+    return matmul.bind(*operands) if subscripts == MATMUL else einsum.bind(*operands, subscripts=subscripts)
+
+
+def _safe_contraction_jvp(primals, tangents, *, subscripts, cotangent):
+    """Linear in each operand: the cotangent's tangent NaN-safe as the primal, the other's
+    plain (against a finite cotangent)."""
+    out = safe_contraction.bind(*primals, subscripts=subscripts, cotangent=cotangent)
+    terms = []
+    for k in (0, 1):
+        if tangents[k] is None:
+            continue
+        operands = list(primals)
+        operands[k] = tangents[k]
+        terms.append(safe_contraction.bind(*operands, subscripts=subscripts, cotangent=cotangent) if k == cotangent
+                     else _plain_contraction(operands, subscripts))
+    return out, _sum_terms(terms)
+
+
+def _safe_contraction_vjp(g, primals, out, *, subscripts, cotangent):
+    """As the plain contraction's (a second derivative through a masked pair is not
+    NaN-safe)."""
+    if subscripts == MATMUL:
+        return _matmul_vjp(g, primals, out)
+    return _einsum_vjp(g, primals, out, subscripts=subscripts)
+
+
+safe_contraction = Primitive("safe_contraction", _safe_contraction_impl, _safe_contraction_batch,
+                             _safe_contraction_jvp, _safe_contraction_vjp)
 
 
 # --- linalg: helpers shared by the rules -----------------------------------------------

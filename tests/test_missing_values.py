@@ -111,3 +111,51 @@ def test_a_skipped_gap_leaves_per_sample_and_jitted_gradients_finite():
         for key in ("a", "b"):
             assert np.isfinite(float(eager[key][k]))
             np.testing.assert_allclose(float(eager[key][k]), float(one[key]), rtol=1e-12)
+
+
+H = xr.DataArray([[np.nan, np.nan, np.nan], [1.0, 2.0, 0.5], [0.0, 1.0, 3.0], [2.0, -1.0, 1.0]], dims=("obs", "j"))
+Y = xr.DataArray([0.0, 1.0, 2.0, 0.5], dims="obs")
+V = xr.DataArray([0.3, -0.2, 0.7], dims="j")
+OPERATORS = {
+    "xr.dot": lambda v: xr.dot(H, v, dim="j"),
+    "matmul": lambda v: H @ v,
+    "np.dot": lambda v: xr.DataArray(np.dot(H.data, v.data), dims="obs"),
+    "np.einsum": lambda v: xr.DataArray(np.einsum("ij,j->i", H.data, v.data), dims="obs"),
+    "np.tensordot": lambda v: xr.DataArray(np.tensordot(H.data, v.data, axes=1), dims="obs"),
+    "matrix @ matrix": lambda v: xr.DataArray((H.data @ np.stack([v.data, 2 * v.data], axis=1)).sum(-1), dims="obs"),
+}
+
+
+@pytest.mark.parametrize("name", OPERATORS)
+def test_an_observation_operator_with_a_missing_row_leaves_the_gradient_finite(name):
+    """A linear observation operator H with one row missing (NaN) and a loss that skips the
+    missing observation: the gradient is the least-squares one of the other rows, in
+    reverse mode (the contraction's cotangent is NaN-safe) as in forward mode."""
+    operator = OPERATORS[name]
+
+    def loss(v):
+        return ((operator(v) - Y) ** 2).mean()
+
+    rows = H.isel(obs=slice(1, None)).values
+    scale = 2.0 if name != "matrix @ matrix" else 6.0  # that operator is 3 H v
+    exact = scale * rows.T @ (scale / 2 * rows @ V.values - Y.values[1:]) / 3
+    reverse = lf.grad(loss)(V).values
+    np.testing.assert_allclose(reverse, exact, rtol=1e-12)
+    np.testing.assert_allclose(lf.jacrev(loss)(V).values, lf.jacfwd(loss)(V).values, rtol=1e-12)
+    np.testing.assert_allclose(lf.jit(lf.grad(loss))(V).values, reverse, rtol=0)
+    np.testing.assert_allclose(lf.jit(lf.grad(loss))(V * 1.0).values, reverse, rtol=0)
+
+
+def test_an_infinite_entry_against_a_non_zero_cotangent_stays_infinite():
+    """The mask drops only the pairs of a zero cotangent: an infinity (or NaN) the loss
+    reads still reaches the gradient, with its sign."""
+    a = xr.DataArray([[np.inf, 1.0], [2.0, 3.0]], dims=("i", "j"))
+    v = xr.DataArray([1.0, 2.0], dims="j")
+    signs = xr.DataArray([1.0, -1.0], dims="i")
+    gradient = lf.grad(lambda v: (xr.dot(a, v, dim="j") * signs).sum())(v).values
+    assert gradient[0] == np.inf and gradient[1] == -2.0
+    masked = lf.grad(lambda v: (xr.dot(a, v, dim="j") * xr.DataArray([0.0, 1.0], dims="i")).sum())(v).values
+    np.testing.assert_array_equal(masked, [2.0, 3.0])  # the inf row is not read: 0, not NaN
+    both = xr.DataArray([[np.inf, 1.0], [-np.inf, 3.0]], dims=("i", "j"))
+    opposite = lf.grad(lambda v: xr.dot(both, v, dim="j").sum())(v).values
+    assert np.isnan(opposite[0]) and opposite[1] == 4.0  # inf - inf
