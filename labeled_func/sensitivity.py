@@ -132,7 +132,11 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
         (SALib's problem dict given as ``bounds=`` points to ``problem=``), or a model
         output that is not one DataArray or scalar per example (n outputs for a SALib
         model: an array, or a DataArray, of shape (n,)); ``jit`` or
-        ``return_gradients`` that is not a bool (``jit``: or None).
+        ``return_gradients`` that is not a bool (``jit``: or None).  A model whose output,
+        or one of its partial derivatives, is not finite (NaN or infinite) in some
+        samples and finite in others, naming how many and the first ones (on Dask-backed
+        samples, nothing is computed: the measures come out NaN there instead).  An output
+        element that is NaN in every sample (a masked cell of a field) gives NaN measures.
     UnsupportedOperationError
         A sample variable holds a pint Quantity: call ``.pint.dequantify()`` first.
 
@@ -192,20 +196,26 @@ def dgsm(model: Callable[..., Any], samples: Any, *, dim: str = "sample",
     if lazy:
         partials, outputs = batched.lazy(samples, jit is True) if jitted else batched.plain(samples)
         squares = _squares(partials, names, dim)
+        # where the output is not finite its derivative is not the model's (0 through an
+        # xr.where): NaN, so that the measures there are NaN (below: skipna=False)
+        squares = squares.where(np.isfinite(outputs))
         gradients = _stacked(partials, names, dim) if return_gradients else None
     else:
         squares, outputs, gradients = _gradient_blocks(batched, samples, names, dim, size, steps, jitted, jit,
                                                        return_gradients, report)
+        _check_defined(outputs, squares, samples, names, dim)
 
-    centred = outputs - outputs.mean(dim) if dists is not None else None
+    # skipna=False: a sample where the model or its derivative is NaN makes the measures NaN
+    # (in memory it was refused above), never a mean over the other samples
+    centred = outputs - outputs.mean(dim, skipna=False) if dists is not None else None
     entropy = np.random.SeedSequence(seed).entropy
     resampled = _resampled_means(squares, centred, dim, names, num_resamples, entropy, lazy, report)
     report.close()
     z = NormalDist().inv_cdf(0.5 + conf_level / 2)
 
-    result = {"vi": squares.mean(dim), "vi_std": squares.std(dim)}
+    result = {"vi": squares.mean(dim, skipna=False), "vi_std": squares.std(dim, skipna=False)}
     if dists is not None:
-        variance = outputs.var(dim)
+        variance = outputs.var(dim, skipna=False)
         uniform_scale = _per_param(names, [POINCARE["unif"](*dists[n][1]) if dists[n][0] == "unif" else np.nan
                                            for n in names])
         poincare = _per_param(names, [POINCARE[dists[n][0]](*dists[n][1]) if dists[n][0] in POINCARE else np.nan
@@ -685,6 +695,28 @@ def _gradient_blocks(batched, samples, names, dim, size, steps, jitted, jit, ret
     squares, outputs, gradients = (None if parts[0] is None else xr.concat(parts, dim) if len(parts) > 1
                                    else parts[0] for parts in zip(*pieces))
     return squares, outputs, gradients
+
+
+def _check_defined(outputs, squares, samples, names, dim):
+    """Refuse in-memory results where the model's output, or one of its partial derivatives,
+    is not finite in some samples but not in all: a mean over the other samples would be a
+    measure of another model, silently.  (An output element that is NaN in every sample, a
+    masked cell of a field, gives NaN measures there.)  Names how many samples and the first
+    ones, with their parameters."""
+    for what, values in (("output", outputs), ("derivative", squares)):
+        bad = ~np.isfinite(values.transpose(dim, ...).values.reshape(values.sizes[dim], -1))
+        partly = bad.any(axis=0) & ~bad.all(axis=0)
+        if not partly.any():
+            continue
+        rows = np.flatnonzero(bad[:, partly].any(axis=1))
+        shown = rows[:5]
+        listed = "; ".join(f"{k}: " + ", ".join(f"{name}={float(samples[name].values[k]):.6g}" for name in names)
+                           for k in shown)
+        raise ValueError(
+            f"sensitivity.dgsm: the model's {what} is not finite (NaN or infinite) in {len(rows)} of the "
+            f"{values.sizes[dim]} samples, and finite in the others: the measures would average the others "
+            f"only. The {'first 5 ' if len(rows) > 5 else ''}samples (0-based along {dim!r}) and their "
+            f"parameters: {listed}. Fix the model, or keep those samples out")
 
 
 def _padded_call(program, bare, dim, start, stop, block):

@@ -205,3 +205,49 @@ def test_dgsm_variables_say_what_they_are_and_their_units():
     bare = xr.Dataset({name: ("sample", samples[name].values) for name in samples.data_vars})
     plain = lf.sensitivity.dgsm(lambda p: 3 * p.a, bare)
     assert "vi_units" not in plain.coords
+
+
+def _uniform_ab(n=400, seed=3):
+    rng = np.random.default_rng(seed)
+    return xr.Dataset({"a": ("sample", rng.uniform(0, 1, n)), "b": ("sample", rng.uniform(0, 1, n))})
+
+
+AB_BOUNDS = {"a": (0.0, 1.0), "b": (0.0, 1.0)}
+
+
+@pytest.mark.parametrize("model, what", [
+    (lambda p: xr.where(p.b > 0.9, np.nan, p.a + p.b), "output"),  # undefined where b > 0.9
+    (lambda p: np.sqrt(p.a - 0.5) + p.b, "output"),               # NaN where a < 0.5
+    (lambda p: np.cbrt(p.a - 0.5) + p.b, "derivative"),            # its slope at a = 0.5 is infinite
+])
+def test_a_model_undefined_in_some_samples_is_refused_not_averaged_over_the_others(model, what):
+    """As sobol and morris refuse NaN outputs: the mean over the other samples would be the
+    measure of another model (vi was 0.897 where the defined samples give 1.0), silently."""
+    samples = _uniform_ab()
+    if what == "derivative":  # a sample exactly at the kink: a finite output, an infinite derivative
+        samples["a"][7] = 0.5
+    bad = int((~np.isfinite(model(samples))).sum()) if what == "output" else 1
+    with pytest.raises(ValueError, match=rf"dgsm: the model's {what} is not finite .* in {bad} of the 400 samples"):
+        lf.sensitivity.dgsm(model, samples, bounds=AB_BOUNDS)
+
+
+def test_a_model_undefined_in_some_dask_samples_gives_nan_measures():
+    pytest.importorskip("dask.array")
+    samples = _uniform_ab()
+    result = lf.sensitivity.dgsm(lambda p: xr.where(p.b > 0.9, np.nan, p.a + p.b), samples.chunk(sample=100),
+                                 bounds=AB_BOUNDS)
+    with np.errstate(invalid="ignore"):
+        computed = result.compute()
+    assert np.isnan(computed.vi.values).all() and np.isnan(computed.dgsm.values).all()
+
+
+def test_a_field_cell_masked_in_every_sample_gives_nan_there_and_the_measures_elsewhere():
+    samples = _uniform_ab()
+
+    def field(p):
+        return xr.DataArray([1.0, np.nan], dims="cell") * (p.a + p.b ** 2)
+
+    result = lf.sensitivity.dgsm(field, samples, bounds=AB_BOUNDS)
+    assert np.isnan(result.vi.sel(cell=1).values).all()
+    expected = [1.0, float((4 * samples.b ** 2).mean())]  # E[(df/da)^2], E[(df/db)^2] in the open cell
+    np.testing.assert_allclose(result.vi.sel(cell=0).values, expected, rtol=1e-12)
