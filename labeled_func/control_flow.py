@@ -137,9 +137,10 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
     ValueError
         The condition has dims (more than one value per example).
     TypeError
-        Under ``lf.jit`` (a condition it traces): the condition is not a bool or a number,
-        or ``body_fn`` returns another structure, dims, sizes or dtype than ``init_val``
-        (naming the leaf), or the loop value holds an ``xr.Variable``.
+        Under ``lf.jit`` (a condition it traces) or under vmap (a mapped condition):
+        ``body_fn`` returns another structure, dims, sizes or dtype than ``init_val``
+        (naming the leaf).  Under ``lf.jit``: the condition is not a bool or a number, or
+        the loop value holds an ``xr.Variable``.
     UnsupportedOperationError
         Reverse-mode differentiation (``lf.grad``, ``lf.vjp``, ``lf.jacrev``) inside
         ``lf.jit`` through a loop whose condition ``lf.jit`` traces: the number of
@@ -174,10 +175,10 @@ def while_loop(cond_fn: Callable[[Any], Any], body_fn: Callable[[Any], Any], ini
         # The body runs for every example until all are done; it gets a copy of the state,
         # so that an in-place update cannot reach the examples that are already finished.
         if _STRUCTURE_ONLY.get():
-            return _select_tree(pred, body_fn(_fresh(value)), value, "while_loop")
+            return _select_tree(pred, _checked_step(body_fn, value), value, "while_loop")
         if not any_example_true(data):
             return value
-        value = _select_tree(pred, body_fn(_fresh(value)), value, "while_loop")
+        value = _select_tree(pred, _checked_step(body_fn, value), value, "while_loop")
 
 
 def _recorded_loop(cond_fn, body_fn, value, level):
@@ -208,6 +209,17 @@ def _recorded_loop(cond_fn, body_fn, value, level):
         return [ew.where.bind(pred, a, b) for a, b in zip(new, fresh())]
 
     return rebuild(level.process_while_loop(cond, body, arrays))
+
+
+def _checked_step(body_fn, value):
+    """``body_fn`` on a copy of ``value``, under vmap with a mapped condition: the examples
+    that go on take its output and the others keep ``value``, in one array per leaf, so the
+    body must keep each leaf's dims, sizes and dtype (checked: xr.where would promote a dtype
+    and fail on sizes without naming the loop)."""
+    out = body_fn(_fresh(value))
+    leaves, treedef = optree.tree_flatten(value, none_is_leaf=True)
+    _check_body(value, out, [np.asarray(leaf) if _is_number(leaf) else leaf for leaf in leaves], treedef)
+    return out
 
 
 def _is_number(leaf):
@@ -283,9 +295,10 @@ def _check_body(init, out, leaves, treedef):
             number = (f" (the Python number {original!r} in init_val is a 0-d array of dtype {_dtype(a)} "
                       "under lf.jit)") if _is_number(original) else ""
             raise TypeError(f"lf.while_loop: body_fn returns different {what}{where} than the loop value: "
-                            f"init_val has {got_init}{number} and body_fn returns {got_body}. Under lf.jit the "
-                            "loop value keeps its dims, sizes and dtype from one iteration to the next: make "
-                            "body_fn return them (e.g. .astype(...), xr.zeros_like(v)).")
+                            f"init_val has {got_init}{number} and body_fn returns {got_body}. Under lf.jit, and "
+                            "under lf.vmap where examples stop at different iterations, the loop value keeps its "
+                            "dims, sizes and dtype from one iteration to the next: make body_fn return them "
+                            "(e.g. .astype(...), xr.zeros_like(v)).")
 
 
 def _fresh(tree):
@@ -436,7 +449,11 @@ def _select_tree(pred, on_true, on_false, name):
 def _select(pred, a, b):
     if isinstance(a, (xr.DataArray, xr.Dataset)) or isinstance(b, (xr.DataArray, xr.Dataset)):
         condition = pred if isinstance(pred, xr.DataArray) else xr.DataArray(_data(pred))
-        return xr.where(condition, a, b, keep_attrs=True)
+        selected = xr.where(condition, a, b, keep_attrs=True)
+        if isinstance(selected, xr.DataArray):  # the branches' name (xr.where would take the predicate's)
+            names = {x.name for x in (a, b) if isinstance(x, xr.DataArray)}
+            selected.name = names.pop() if len(names) == 1 else None
+        return selected
     if a is None:
         return None
     return ew.where.bind(_data(pred), a, b)

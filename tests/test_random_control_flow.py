@@ -304,6 +304,33 @@ def test_cond_with_mapped_predicate_selects_per_example():
     xr.testing.assert_allclose(result.transpose(*expected.dims), expected)
 
 
+def test_cond_with_a_traced_predicate_keeps_the_branches_names_and_attrs():
+    """xr.where names its result after the predicate: cond's output is named as its branches'
+    (the per-example loop's), under vmap (a mapped predicate, named or not) and lf.jit."""
+    u = xr.DataArray([[4.0, 1.0], [-1.0, 2.0]], dims=("sample", "t"), name="u", attrs={"units": "m"})
+    w = xr.DataArray([3.0, 0.0], dims="sample", name="w", attrs={"units": "K"})
+
+    def f(u, w):
+        return lf.cond(w > 2.5, lambda a: a * 2, lambda a: a - 1, u)
+
+    loop = xr.concat([f(u.isel(sample=i), w.isel(sample=i)) for i in range(2)], dim="sample")
+    for predicate in (w, w.rename(None)):
+        xr.testing.assert_identical(lf.vmap(f, dim="sample")(u, predicate), loop)
+    one = (u.isel(sample=0), w.isel(sample=0))
+    xr.testing.assert_identical(lf.jit(f)(*one), f(*one))
+    ds = xr.Dataset({"u": u, "w": w})
+
+    def g(d):
+        return lf.cond(d.w > 2.5, lambda d: d.u.mean(), lambda d: d.u.max(), d)
+
+    assert lf.vmap(g, dim="sample")(ds).name == g(ds.isel(sample=0)).name == "u"
+
+    def h(u, w):  # branches named differently: no single name (as a loop of mixed examples)
+        return lf.cond(w > 2.5, lambda a: a.rename("doubled") * 2, lambda a: a - 1, u)
+
+    assert lf.vmap(h, dim="sample")(u, w).name is None
+
+
 def test_cond_with_several_operands_and_tuple_outputs():
     def true_fn(a, b):
         return a + b, a * b
@@ -474,3 +501,32 @@ def test_in_place_updates_in_a_mapped_branch_or_body_stay_per_example(func):
             plus = float(func(batch[i] + step))
             minus = float(func(batch[i] - step))
             np.testing.assert_allclose(gradients.values[i, j], (plus - minus) / 2e-6, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("body, what", [
+    (lambda s: (s * 3).astype(np.float32), "different dtypes"),
+    (lambda s: xr.concat([s, s], dim="q"), "different dims"),
+    (lambda s: s.rename(q="r"), "different dims"),
+])
+def test_a_mapped_while_loop_whose_body_changes_a_leaf_is_refused_naming_it(body, what):
+    """Under vmap with a mapped condition the examples that stop keep their value beside the
+    others' next one, in one array: the body must keep each leaf's dims, sizes and dtype (a
+    float32 body silently came back float64; a resized one raised xarray's AlignmentError)."""
+    limit = xr.DataArray([2.0, 20.0], dims="sample")
+
+    def f(lim):
+        return lf.while_loop(lambda s: (s < lim).all(), body, xr.DataArray([1.0], dims="q") + 0 * lim)
+
+    with pytest.raises(TypeError, match=f"lf.while_loop: body_fn returns {what} than the loop value"):
+        lf.vmap(f, dim="sample")(limit)
+
+
+def test_a_mapped_while_loop_whose_body_changes_the_structure_is_refused():
+    limit = xr.DataArray([2.0, 20.0], dims="sample")
+
+    def f(lim):
+        return lf.while_loop(lambda s: s["a"] < lim, lambda s: {"a": s["a"] * 2, "b": s["a"]}, {"a": 1.0 + 0 * lim})
+
+    with pytest.raises(TypeError, match=r"body_fn must return the structure of the loop value: init_val is a dict "
+                                        r"with keys \['a'\] and body_fn returns a dict with keys \['a', 'b'\]"):
+        lf.vmap(f, dim="sample")(limit)
