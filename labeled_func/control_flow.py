@@ -23,6 +23,7 @@ from .engine import any_example_true, is_batched
 from .engine.compiler import recording_of
 from .flat import Arrays, is_number, leaf_arrays
 from .named import tree_nodes
+from .random import both_branches
 
 __all__ = ["cond", "while_loop"]
 
@@ -99,8 +100,9 @@ def cond(pred: Any, true_fn: Callable[..., Any], false_fn: Callable[..., Any], *
         pred = pred != 0  # a number: true where not zero
     # Both branches run: each gets its own copy of the operands, so that an in-place
     # update in one branch is not seen by the other (nor by the caller).
-    on_true = true_fn(*_fresh(operands))
-    on_false = false_fn(*_fresh(operands))
+    with both_branches() if not is_batched(data) else contextlib.nullcontext():  # (lf.jit's alone: no draws)
+        on_true = true_fn(*_fresh(operands))
+        on_false = false_fn(*_fresh(operands))
     _check_branches(on_true, on_false, _branch_name("true_fn", true_fn), _branch_name("false_fn", false_fn))
     return _select_tree(pred, on_true, on_false, "cond")
 

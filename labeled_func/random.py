@@ -342,6 +342,42 @@ def _recorded(recording, sample, rng, shape, dtype, value):
     return tracer
 
 
+_BOTH_BRANCHES = contextvars.ContextVar("lf_random_both_branches", default=False)
+
+
+@contextlib.contextmanager
+def both_branches():
+    """Within: lf.cond runs both of its branches for a predicate that only lf.jit traces (the
+    function as it is would run one)."""
+    token = _BOTH_BRANCHES.set(True)
+    try:
+        yield
+    finally:
+        _BOTH_BRANCHES.reset(token)
+
+
+def _before_recorded_draw(name, recording, rng):
+    """Before a draw that lf.jit's ``recording`` records: refused inside lf.cond's branches
+    (both are recorded and both would draw at every call, where the function draws in one);
+    in a loop's recording, the generator's state noted, to be put back once recorded."""
+    if _BOTH_BRANCHES.get():
+        raise UnsupportedOperationError(
+            f"lf.random.{name} inside a branch of lf.cond under lf.jit, with a predicate that lf.jit traces: "
+            "lf.jit records both branches and runs both at every call, so both would draw (the function "
+            "draws in the branch it takes). Draw before lf.cond and pass the draws to the branches as operands.")
+    if recording.in_loop_body:
+        generator = rng if rng is not None else _generator
+        bit_generator = getattr(generator, "bit_generator", None)
+        if bit_generator is not None:
+            recording.rewind_after_loop(id(generator), functools.partial(_put_state, bit_generator,
+                                                                         bit_generator.state))
+
+
+def _put_state(bit_generator, state):
+    with _lock:
+        bit_generator.state = state
+
+
 def _held_sample(sample, holder, shape, dtype):
     return _sample(sample, holder.generator, shape, dtype)
 
@@ -373,8 +409,10 @@ def _draw(name, sample, sizes, like, rng):
     different = [level for level in levels if level.randomness == "different"]
     full_shape = tuple(level.axis_size for level in different) + shape
     dtype = np.dtype(like.dtype) if like is not None and np.dtype(like.dtype).kind == "f" else None
-    value = _sample(sample, rng, full_shape, dtype)
     recording = next((level for level in active_levels if level.abstract), None)
+    if recording is not None:
+        _before_recorded_draw(name, recording, rng)
+    value = _sample(sample, rng, full_shape, dtype)
     if recording is not None:  # lf.jit: drawn at every call of the compiled program, as the function would
         value = _recorded(recording, sample, rng, full_shape, dtype, value)
     for level in different:  # outermost first: each wraps the one before

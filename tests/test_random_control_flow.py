@@ -530,3 +530,43 @@ def test_a_mapped_while_loop_whose_body_changes_the_structure_is_refused():
     with pytest.raises(TypeError, match=r"body_fn must return the structure of the loop value: init_val is a dict "
                                         r"with keys \['a'\] and body_fn returns a dict with keys \['a', 'b'\]"):
         lf.vmap(f, dim="sample")(limit)
+
+
+def test_a_jitted_while_loop_that_draws_returns_the_functions_draws_on_its_first_call():
+    """lf.jit records the body by running it once, then runs the recorded loop from the
+    first iteration: the recording's draws are put back, so the first call draws what the
+    function draws (it drew one iteration's worth ahead), and the generator ends as the
+    function leaves it."""
+    def h(v, n):
+        return lf.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] + lf.random.uniform(like=s[1])),
+                             (v.isel(t=0), v))[1]
+
+    one = xr.DataArray(np.zeros(3), dims="t")
+    for steps in (1, 3):
+        n = xr.DataArray(float(steps))
+        lf.random.seed(5)
+        want, after = h(one, n), lf.random.uniform({"t": 2})
+        jitted = lf.jit(h)
+        for _ in range(2):  # the trace, then a replay
+            lf.random.seed(5)
+            got = jitted(one, n)
+            xr.testing.assert_identical(got, want)
+            xr.testing.assert_identical(lf.random.uniform({"t": 2}), after)
+
+
+def test_a_draw_in_a_branch_of_a_cond_that_only_jit_traces_is_refused():
+    """Both branches are recorded and both would draw at every call, where the function
+    draws in the branch it takes: refused, with what to do.  A mapped predicate (vmap) runs
+    both branches un-jitted too, and a Python predicate takes one: both allowed."""
+    def f(p, v):
+        return lf.cond(p > 0, lambda a: a + lf.random.normal(like=a), lambda a: a - lf.random.normal(like=a), v)
+
+    v = xr.DataArray(np.zeros(3), dims="t")
+    with pytest.raises(lf.UnsupportedOperationError, match="inside a branch of lf.cond under lf.jit.*Draw before"):
+        lf.jit(f)(xr.DataArray(-1.0), v)
+    mapped = lf.jit(lf.vmap(f, dim="sample", randomness="different"))(xr.DataArray([1.0, -1.0], dims="sample"), v)
+    assert mapped.sizes == {"sample": 2, "t": 3}
+    lf.random.seed(2)
+    eager = f(xr.DataArray(-1.0), v)
+    lf.random.seed(2)
+    np.testing.assert_array_equal(eager.values, -lf.random.normal(like=v).values)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +35,7 @@ class JitLevel(Level):
 
     name = "jit"
     abstract = True
-    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources", "input_names", "_static", "_producer", "_indexed", "_structure")
+    __slots__ = ("program", "_slots", "_seen", "_reads", "_copied", "guards", "sources", "input_names", "_static", "_producer", "_indexed", "_structure", "_rewinds")
 
     def __init__(self):
         super().__init__()
@@ -49,6 +51,7 @@ class JitLevel(Level):
         self._producer = {}  # slot -> the node that computes it (the first _indexed nodes indexed)
         self._indexed = 0
         self._structure = {}  # slot -> _structure_of's answer (a recorded value never changes)
+        self._rewinds = None  # while a loop is recorded: key -> what puts a generator back (rewind_after_loop)
 
     def same_values(self, a, b):
         """Whether ``a`` and ``b`` are one recorded array or copies of it (their values are
@@ -202,6 +205,14 @@ class JitLevel(Level):
         slot = self.new_slot()
         self.program.nodes.append(Node(function, {}, (self.output_slot(tracer),), slot))
         return JitTracer(self, value, slot)
+
+    def rewind_after_loop(self, key: Any, undo: Callable[[], None]) -> None:
+        """A draw while a loop's condition or body is recorded: ``undo()`` puts its generator
+        (``key``) back as it was before its first draw there, when the recording ends.  The
+        recording runs the body once; the recorded loop then runs from the first iteration
+        and draws again, as the function does (see loops.record_while_loop)."""
+        if self._rewinds is not None and key not in self._rewinds:
+            self._rewinds[key] = undo
 
     @property
     def in_loop_body(self):

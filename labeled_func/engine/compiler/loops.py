@@ -84,20 +84,29 @@ def _record_loop(level, cond, body, init, specs):
         return [_build(spec, tracers) for spec in specs]
 
     reads = {}
-    with _recording(level, reads) as cond_program:
-        cond_program.outputs = [_any_true(level, cond(fresh()))]
-    with _recording(level, reads) as body_program:
-        outs = list(body(fresh))
-        if len(outs) != len(specs):
-            raise ValueError(f"lf.while_loop: the body returns {len(outs)} arrays for a state of {len(specs)}")
-        out_specs = [_spec(out, level, []) for out in outs]
-        wider = [_join(spec, out) for spec, out in zip(specs, out_specs)]
-        if wider != specs:
-            return False, wider
-        out_arrays = []
-        for out, spec in zip(outs, specs):
-            _spec(_widened(out, spec), level, out_arrays)
-        body_program.outputs = [_output_slot(level, out, value, reads) for out, value in zip(out_arrays, values)]
+    rewinds = {} if level._rewinds is None else None  # the outermost loop's recording puts the generators back
+    if rewinds is not None:
+        level._rewinds = rewinds
+    try:
+        with _recording(level, reads) as cond_program:
+            cond_program.outputs = [_any_true(level, cond(fresh()))]
+        with _recording(level, reads) as body_program:
+            outs = list(body(fresh))
+            if len(outs) != len(specs):
+                raise ValueError(f"lf.while_loop: the body returns {len(outs)} arrays for a state of {len(specs)}")
+            out_specs = [_spec(out, level, []) for out in outs]
+            wider = [_join(spec, out) for spec, out in zip(specs, out_specs)]
+            if wider != specs:
+                return False, wider
+            out_arrays = []
+            for out, spec in zip(outs, specs):
+                _spec(_widened(out, spec), level, out_arrays)
+            body_program.outputs = [_output_slot(level, out, value, reads) for out, value in zip(out_arrays, values)]
+    finally:
+        if rewinds is not None:  # the draws of the recording's run do not count: the loop below draws them
+            level._rewinds = None
+            for undo in rewinds.values():
+                undo()
     bound = set(slots)
     free = []
     for program in (cond_program, body_program):
