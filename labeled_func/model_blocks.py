@@ -7,6 +7,7 @@ example; ``check_finite``), and the ``progress=`` protocol (``Progress``).  Shar
 from __future__ import annotations
 
 import math
+import re
 import sys
 import warnings
 import weakref
@@ -43,9 +44,31 @@ def check_finite(y, rows, names, first, total, caller, unit="row"):
                      f"design) and their parameters: {listed}. Fix the model or narrow the bounds")
 
 
+_READ_NAME = (re.compile(r"'Dataset' object has no attribute '([^']+)'"), re.compile(r"No variable named '([^']+)'"))
+
+
+def _missing_parameter(error, names):
+    """The name the model read from its example of parameters that the example lacks (from
+    xarray's AttributeError / KeyError), else None."""
+    text = str(error.args[0]) if isinstance(error, KeyError) and error.args else str(error)
+    for pattern in _READ_NAME:
+        found = pattern.search(text)
+        if found and found.group(1) not in names:
+            return found.group(1)
+    return None
+
+
 def checked_model(model, names, dim, caller="sobol"):
     def one(example):
-        output = model(example)
+        try:
+            output = model(example)
+        except (AttributeError, KeyError) as error:
+            missing = _missing_parameter(error, names)
+            if missing is None:
+                raise
+            raise ValueError(f"sensitivity.{caller}: the model reads {missing!r} from its parameters, which "
+                             f"hold {list(names)} (the names of the bounds or problem): add {missing!r} to them, "
+                             "or pass it to the model another way (a closure)") from error
         if isinstance(output, (xr.Dataset, xr.DataTree)):
             raise ValueError(f"sensitivity.{caller}: the model returned a {type(output).__name__}; return one "
                              "DataArray (or a scalar), e.g. lambda p: model(p)['y']")

@@ -110,7 +110,8 @@ def morris(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, A
         distribution), for bad options, or for a model output that is not one
         DataArray (or scalar) per sample, or that has the dim ``dim`` or ``param``; for a
         model output that is not finite (NaN or infinite) in some rows of the design,
-        saying how many and which (their parameters): SALib would give NaN statistics.
+        saying how many and which (their parameters): SALib would give NaN statistics;
+        for a model that reads a parameter the problem or bounds lack, naming it.
 
     Notes
     -----

@@ -123,7 +123,7 @@ def sobol(model: Callable[[xr.Dataset], Any], problem_or_bounds: Mapping[str, An
         that has the dim ``dim``, ``param`` or ``param_2``; for a model output that is
         not finite (NaN or infinite) in some rows of the design, saying how many and
         which (their parameters), since every index would be NaN (with ``chunks``: at
-        compute).
+        compute); for a model that reads a parameter the problem or bounds lack, naming it.
     ImportError
         Without SciPy (its ``qmc.Sobol`` makes the points); ``chunks`` without Dask.
 

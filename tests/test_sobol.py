@@ -719,3 +719,13 @@ def test_a_model_lf_jit_cannot_trace_runs_unjitted():
     with pytest.raises(TypeError, match="not traceable"):
         lf.sensitivity.sobol(failing_trace(stepping), STEPPING_BOUNDS, 64, seed=0, chunk_size=100, jit=True)
 
+
+
+@pytest.mark.parametrize("read", [lambda p: p.a + 2 * p.b, lambda p: p["a"] + 2 * p["b"]], ids=["attribute", "item"])
+@pytest.mark.parametrize("method", ["sobol", "morris", "sobol_convergence"])
+def test_a_parameter_the_model_reads_but_the_bounds_lack_is_named(method, read):
+    with pytest.raises(ValueError, match=rf"sensitivity.{method}: the model reads 'b' from its parameters, which hold "
+                                         r"\['a'\] \(the names of the bounds or problem\)"):
+        getattr(lf.sensitivity, method)(read, {"a": (0.0, 1.0)}, 64, seed=0)
+    with pytest.raises(AttributeError, match="'DataArray' object has no attribute 'nope'"):  # not a parameter: as raised
+        getattr(lf.sensitivity, method)(lambda p: p.a.nope, {"a": (0.0, 1.0)}, 64, seed=0)
