@@ -243,7 +243,15 @@ def _attrs(leaf, var):
 
 
 def _cast(array, dtype):
-    return array if array.dtype == dtype else ew.astype.bind(array, dtype=dtype)
+    """``array`` in ``dtype``; a complex piece of the flat vector going back into a real leaf
+    as its real part (the imaginary part the ravel gave it is 0: no ComplexWarning)."""
+    if array.dtype == dtype:
+        return array
+    if _numpy_dtype(array.dtype).kind == "c" and _numpy_dtype(dtype).kind != "c":
+        array = ew.real.bind(array)
+        if array.dtype == dtype:
+            return array
+    return ew.astype.bind(array, dtype=dtype)
 
 
 def _numpy_dtype(dtype):
