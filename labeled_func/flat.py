@@ -189,16 +189,26 @@ def replace_arrays(leaf, arrays, traced_only=False):
 
 def match_arrays(reference, given, name, what="cotangent"):
     """The arrays of ``given`` aligned with those of ``reference`` (DataArrays by dim name)."""
-    ref_leaves = optree.tree_flatten(reference, none_is_leaf=True)[0]
+    ref_leaves, structure = optree.tree_flatten(reference, none_is_leaf=True)
     try:
         given_leaves = optree.tree_flatten(given, none_is_leaf=True)[0]
         if len(given_leaves) != len(ref_leaves):
             raise ValueError
-        given_leaves = optree.tree_structure(reference, none_is_leaf=True).flatten_up_to(given)
+        given_leaves = structure.flatten_up_to(given)
     except ValueError:
-        raise ValueError(f"{name}: the {what} must have the structure of the output/argument ({reference!r:.200})") from None
-    arrays, dtypes = [], []
-    for ref, value in zip(ref_leaves, given_leaves):
+        try:
+            theirs = repr(optree.tree_structure(given, none_is_leaf=True))
+        except Exception:  # pragma: no cover - optree flattens any object
+            theirs = type(given).__name__
+        raise ValueError(f"{name}: the {what} must have the structure of the value it belongs to: that is "
+                         f"{structure!r} and the {what} is {theirs} (each * an array, a DataArray or a "
+                         "Dataset)") from None
+    paths = optree.tree_paths(reference, none_is_leaf=True)
+    several = len(paths) > 1 or paths != [()]
+    arrays, dtypes, kind = [], [], what
+    for path, ref, value in zip(paths, ref_leaves, given_leaves):
+        if several:  # which leaf the messages below speak of: the cotangent at ['a'][0]
+            what = f"{kind} at [{']['.join(map(repr, path))}]"
         if isinstance(ref, (xr.DataArray, xr.Variable)):  # a Variable's data, by dim name as a DataArray's
             dtypes.append(ref.dtype)
             arrays.append(_align(_as_dataarray(ref), _as_dataarray(value), name, what))

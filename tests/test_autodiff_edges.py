@@ -300,3 +300,19 @@ def test_a_boolean_output_has_a_false_tangent_not_itself():
     np.testing.assert_array_equal(tangent[0], 2 * x)
     for part in tangent[1:]:
         assert np.asarray(part).dtype == np.bool_ and not np.asarray(part).any()
+
+
+def test_a_cotangent_that_does_not_fit_names_the_leaf_of_the_output():
+    """A dict / tuple output: the message says which leaf's cotangent is wrong, and shows
+    both structures where they differ."""
+    x = xr.DataArray([1.0, 2.0], dims="a")
+    _, pull = lf.vjp(lambda x: {"u": x * 2, "v": (x.sum(), x ** 2)}, x)
+    with pytest.raises(ValueError, match=r"the cotangent at \['u'\] has dims \('z',\) but the value it belongs to "
+                                         r"has dims \('a',\)"):
+        pull({"u": x.rename(a="z"), "v": (1.0, x)})
+    with pytest.raises(ValueError, match=r"the cotangent at \['v'\]\[1\] has shape \(1,\)"):
+        pull({"u": x, "v": (1.0, x.isel(a=[0]))})
+    with pytest.raises(ValueError, match=r"that is PyTreeSpec\(\{'u': \*, 'v': \(\*, \*\)\}.* and the cotangent is "
+                                         r"PyTreeSpec\(\{'u': \*\}"):
+        pull({"u": x})
+    np.testing.assert_array_equal(pull({"u": x, "v": (1.0, x)})[0].values, [2 * 1 + 1 + 2 * 1, 2 * 2 + 1 + 2 * 2 * 2])
