@@ -37,6 +37,7 @@ import optree
 import xarray as xr
 
 from labeled_func_kernels import creation as kc
+from labeled_func_kernels import elementwise as ew
 from labeled_func_kernels.backend import dtype_kind
 
 from .assemble import dataarray_holding, dataset_holding, holding
@@ -237,12 +238,16 @@ def match_arrays(reference, given, name, what="cotangent"):
                         else np.asarray(data, dtype=getattr(ref, "dtype", float)))
             dtypes.append(ref.dtype if hasattr(ref, "dtype") else np.asarray(ref).dtype)
             arrays.append(data)
-    for dtype, array in zip(dtypes, arrays):
+    for k, (dtype, array) in enumerate(zip(dtypes, arrays)):
         if dtype_kind(array.dtype) == "c" and dtype_kind(dtype) != "c":
             raise TypeError(
                 f"{name}: the {what} is complex ({array.dtype}) but the value it belongs to is real ({dtype}); "
                 f"a real value's {what} is real (pass its real part, or make the value complex)"
             )
+        if dtype_kind(dtype) in "fc" and array.dtype != dtype:
+            # a float32 (or integer) tangent of a float64 value: in the value's dtype, as the
+            # derivative of that value is (JAX requires them equal; the values are kept)
+            arrays[k] = ew.astype.bind(array, dtype=dtype)
     return arrays
 
 

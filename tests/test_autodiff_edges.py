@@ -316,3 +316,29 @@ def test_a_cotangent_that_does_not_fit_names_the_leaf_of_the_output():
                                          r"PyTreeSpec\(\{'u': \*\}"):
         pull({"u": x})
     np.testing.assert_array_equal(pull({"u": x, "v": (1.0, x)})[0].values, [2 * 1 + 1 + 2 * 1, 2 * 2 + 1 + 2 * 2 * 2])
+
+
+def test_a_tangent_or_cotangent_of_another_dtype_takes_the_values_dtype():
+    """A float32 or integer tangent of a float64 value (given to jvp/vjp, or returned by a
+    custom_jvp rule) is taken in the value's dtype: the derivatives keep the value's."""
+    x = xr.DataArray([1.0, 2.0], dims="a")
+    double = lambda v: v * 2.0  # noqa: E731
+    for tangent in (xr.DataArray(np.array([1, 2]), dims="a"), xr.DataArray(np.array([1, 2], np.float32), dims="a")):
+        _, got = lf.jvp(double, (x,), (tangent,))
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got.values, [2.0, 4.0])
+        (back,) = lf.vjp(double, x)[1](tangent)
+        assert back.dtype == np.float64
+
+    @lf.custom_jvp
+    def cube(v):
+        return v ** 3
+
+    @cube.defjvp
+    def _(primals, tangents):
+        (v,), (t,) = primals, tangents
+        return cube(v), (3 * v ** 2 * t).astype(np.float32)
+
+    _, got = lf.jvp(cube, (x,), (xr.ones_like(x),))
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got.values, [3.0, 12.0])
