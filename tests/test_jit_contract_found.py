@@ -343,3 +343,30 @@ def test_a_write_into_the_real_part_of_a_traced_complex_value_is_refused(transfo
 
     values = np.array([complex(0.07, -1.43), complex(1.0, 2.0)])
     fuzz.assert_same(lf.jit(read_after_write)(values.copy()), read_after_write(values.copy()))
+
+
+def test_a_product_by_ones_of_complex_values_is_kept_in_the_replay():
+    """Found by the long fuzzer (LF_FUZZ_EXAMPLES=1500): the replay dropped a product by the
+    backward pass's ones (``1 * x`` is ``x``), which of complex values is not: (1 + 0j) *
+    (a - 0j) is a + 0j. A per-sample gradient of a complex argument's |arccos| replayed
+    +0.0 where the eager call has -0.0 in an imaginary part."""
+    nan, inf = np.nan, np.inf
+
+    def loss(x):
+        return fuzz.total(abs(np.arccos(x)), skipna=False)
+
+    transform = lf.vmap(lf.grad(loss), dim="a")
+    first = xr.DataArray(np.array([[complex(nan, -1.43), complex(2.7, -1.21), complex(-0.0, 1.89)],
+                                   [complex(2.69, -2.45), complex(-0.0, 0.6), complex(-inf, nan)],
+                                   [complex(1.97, -1.87), complex(inf, -2.67), complex(0.3, -1.35)]]),
+                         dims=("a", "b"), name="x")
+    second = xr.DataArray(np.array([[complex(0.68, -0.0), complex(nan, -inf), complex(-1.87, -inf)],
+                                    [complex(2.15, -0.66), complex(-0.0, nan), complex(-0.0, inf)],
+                                    [complex(-inf, -0.0), complex(-2.41, -2.28), complex(-2.09, 2.04)]]),
+                          dims=("a", "b"), name="x")
+    jitted = lf.jit(transform)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        jitted(first)
+        for x in (second, first, second):
+            fuzz.assert_same(jitted(x), transform(x))

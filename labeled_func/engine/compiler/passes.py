@@ -41,7 +41,8 @@ def drop_ones(program):
     of them with numbers. A product by ones is its other operand, when that has the
     product's shape and dtype and the product is no output (``1 * x`` is ``x``, bit
     for bit; a NaN-safe product with a cotangent of ones never masks), and ``x ** 1``
-    is ``x``. Elsewhere an elementwise operation reads such an array as a scalar of its
+    is ``x``: of real values only (a complex product adds ``0 * a`` to ``1 * b`` in the
+    imaginary part: ``(1 + 0j) * (a - 0j)`` is ``a + 0j``, and NaN where ``a`` is infinite). Elsewhere an elementwise operation reads such an array as a scalar of its
     dtype, where another operand gives the result its shape: the same bits (NumPy
     promotes a NumPy scalar as an array), one array less in memory, and a NaN-safe
     product by a finite nonzero scalar is a plain product."""
@@ -56,14 +57,15 @@ def drop_ones(program):
             uniform[node.slot] = value
             kept.append(node)
             continue
+        complex_result = node.out is not None and node.out[1].kind == "c"  # (1+0j) * (a - 0j): +0j
         if (node.prim is ew.power and len(node.refs) == 2 and type(node.refs[1]) is Constant
                 and type(node.refs[1].value) in (int, float) and node.refs[1].value == 1
-                and node.out is not None and node.slot not in outputs
+                and node.out is not None and node.slot not in outputs and not complex_result
                 and _layout_of(node.refs[0], layout) == node.out and strides.get(node.refs[0]) == node.strides):
             rename[node.slot] = node.refs[0]  # x ** 1 is x (the kernel's copy of it)
             continue
         if (node.prim in (ew.multiply, ew.safe_multiply) and len(node.refs) == 2 and node.out is not None
-                and node.slot not in outputs):
+                and node.slot not in outputs and not complex_result):
             sides = (0, 1) if node.prim is ew.multiply else (0,)  # safe_multiply(g, d): g the ones
             found = next((1 - side for side in sides if _is_one(uniform.get(node.refs[side]))
                           and _layout_of(node.refs[1 - side], layout) == node.out
