@@ -210,7 +210,8 @@ def _safe_contraction_impl(*operands, subscripts, cotangent):
     itself, a complex one, or a GPU's (where looking waits) takes the plain contraction."""
     xp = namespace(*operands)
     contract = _contraction(xp, subscripts)
-    total = contract(*operands)
+    with np.errstate(invalid="ignore"):  # 0 * inf, masked below: no warning for a product nobody sees
+        total = contract(*operands)
     g, other = operands[cotangent], operands[1 - cotangent]
     if (_is_complex(total) or _is_complex(other) or looking_waits(total) or all_finite(total)
             or not all_finite(g)):
@@ -228,9 +229,10 @@ def _safe_contraction_impl(*operands, subscripts, cotangent):
     rising = with_pair(positive, up_inf) + with_pair(negative, down_inf)
     falling = with_pair(positive, down_inf) + with_pair(negative, up_inf)
     undefined = with_pair(positive + negative, xp.astype(xp.isnan(other), dtype))
+    zero, infinite = xp.zeros_like(base), xp.full_like(base, np.inf)
     with np.errstate(invalid="ignore"):  # inf - inf: NaN, as the plain sum would give
-        return (base + xp.where(rising > 0, np.inf, 0.0) - xp.where(falling > 0, np.inf, 0.0)
-                + xp.where(undefined > 0, np.nan, 0.0))
+        return (base + xp.where(rising > 0, infinite, zero) - xp.where(falling > 0, infinite, zero)
+                + xp.where(undefined > 0, xp.full_like(base, np.nan), zero))
 
 
 def _safe_contraction_batch(axis_size, values, batched, *, subscripts, cotangent):

@@ -159,3 +159,25 @@ def test_an_infinite_entry_against_a_non_zero_cotangent_stays_infinite():
     both = xr.DataArray([[np.inf, 1.0], [-np.inf, 3.0]], dims=("i", "j"))
     opposite = lf.grad(lambda v: xr.dot(both, v, dim="j").sum())(v).values
     assert np.isnan(opposite[0]) and opposite[1] == 4.0  # inf - inf
+
+
+def test_the_nan_safe_contraction_on_array_api_strict_arrays_and_without_a_warning():
+    """The masked path in the standard's functions only (array-api-strict: no Python scalars
+    where arrays are required), and NumPy's: the 0 * inf it masks warns nobody."""
+    import warnings
+
+    import array_api_strict as xps
+
+    from labeled_func_kernels.linalg import MATMUL, _safe_contraction_impl
+    g, other = [[0.0, 1.0], [2.0, 0.0]], [[np.inf, 1.0], [2.0, 3.0]]
+    expected = [[2.0, 3.0], [np.inf, 2.0]]  # the zero cotangents against inf add 0
+    for subscripts in (MATMUL, "ij,jk->ik"):
+        got = _safe_contraction_impl(xps.asarray(g), xps.asarray(other), subscripts=subscripts, cotangent=0)
+        np.testing.assert_array_equal(np.asarray(got), expected)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = _safe_contraction_impl(np.array(g), np.array(other), subscripts=subscripts, cotangent=0)
+        np.testing.assert_array_equal(got, expected)
+    # the other operand first (a^T @ g): the cotangent is operand 1
+    got = _safe_contraction_impl(np.array(other).T, np.array(g), subscripts=MATMUL, cotangent=1)
+    np.testing.assert_array_equal(got, [[4.0, np.inf], [6.0, 1.0]])  # inf * 0 masked at (0, 0)
