@@ -11,6 +11,8 @@ reduction drops the NaN tangent by its primal) and central differences.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.special
@@ -181,3 +183,34 @@ def test_the_nan_safe_contraction_on_array_api_strict_arrays_and_without_a_warni
     # the other operand first (a^T @ g): the cotangent is operand 1
     got = _safe_contraction_impl(np.array(other).T, np.array(g), subscripts=MATMUL, cotangent=1)
     np.testing.assert_array_equal(got, [[4.0, np.inf], [6.0, 1.0]])  # inf * 0 masked at (0, 0)
+
+
+@pytest.mark.parametrize("contract", [lambda h, v: h @ v, lambda h, v: xr.dot(h, v, dim="j")], ids=["matmul", "xr.dot"])
+def test_per_station_operators_with_missing_rows_under_vmap_jit_and_hessian(contract):
+    """The NaN-safe contraction batched (each station its own operator and gaps), jitted
+    (the replay's bits, other values), and differentiated again (its JVP: the Hessian of a
+    least-squares loss is 2 H^T H / n over the rows kept)."""
+    rng = np.random.default_rng(8)
+    h = xr.DataArray(rng.normal(size=(5, 4, 3)), dims=("station", "obs", "j"))
+    h[1, 0, :] = np.nan
+    h[3, 2, :] = np.nan
+    y = xr.DataArray(rng.normal(size=(5, 4)), dims=("station", "obs")).where(~h.isnull().any("j"))
+    v = xr.DataArray(rng.normal(size=(5, 3)), dims=("station", "j"))
+
+    def loss(v, h, y):
+        return ((contract(h, v) - y) ** 2).mean()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the forward pass's NaN rows
+        per_station = lf.vmap(lf.grad(loss), dim="station")
+        got = per_station(v, h, y)
+        loop = xr.concat([lf.grad(loss)(v.isel(station=k), h.isel(station=k), y.isel(station=k)) for k in range(5)],
+                         dim="station")
+        assert np.isfinite(got.values).all()
+        np.testing.assert_allclose(got.transpose(*loop.dims).values, loop.values, rtol=1e-12)
+        jitted = lf.jit(per_station)
+        for scale in (1.0, 2.0):
+            np.testing.assert_array_equal(jitted(v * scale, h, y).values, per_station(v * scale, h, y).values)
+        kept = h.isel(station=1).values[1:]
+        hessian = lf.hessian(loss)(v.isel(station=1), h.isel(station=1), y.isel(station=1))
+        np.testing.assert_allclose(hessian.values, 2 * kept.T @ kept / 3, rtol=1e-10)
