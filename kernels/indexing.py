@@ -610,8 +610,10 @@ def _numpy_pad_fills(pad_width, constant_values):
 
 def _numpy_pad(x, widths, borders, block):
     """A padded copy of NumPy array ``x``: its borders filled, then ``x`` into the block
-    (``widths``: the elements each axis gains)."""
-    out = np.empty(tuple(map(operator.add, x.shape, widths)), x.dtype)
+    (``widths``: the elements each axis gains), in ``x``'s memory order as ``np.pad`` lays
+    it out (Fortran order for a Fortran-ordered ``x``: a sum over it adds in that order)."""
+    order = "F" if x.flags.f_contiguous and not x.flags.c_contiguous else "C"
+    out = np.empty(tuple(map(operator.add, x.shape, widths)), x.dtype, order=order)
     for where, value in borders:
         out[where] = value
     out[block] = x

@@ -370,3 +370,44 @@ def test_a_product_by_ones_of_complex_values_is_kept_in_the_replay():
         jitted(first)
         for x in (second, first, second):
             fuzz.assert_same(jitted(x), transform(x))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.uint64, np.int64])
+def test_a_negated_integer_added_to_floats_is_not_a_subtraction_in_the_replay(dtype):
+    """Found by an adversarial sweep: the replay's rewrite of ``y + (-u)`` as ``y - u`` is exact
+    for floats only: NumPy's -u of unsigned integers wraps (-1 is 255 in uint8), and -INT_MIN
+    is INT_MIN. Every replay computed y - u."""
+    rng = np.random.default_rng(12)
+    info = np.iinfo(dtype)
+    u = rng.integers(0, 5, 50).astype(dtype)
+    if info.min < 0:
+        u[:3] = info.min
+    functions = (lambda y, u: y + (-u), lambda y, u: y - (-u), lambda y, u: (-u) + y)
+    for f in functions:
+        jitted = lf.jit(f)
+        for _ in range(3):
+            y = rng.normal(size=50)
+            fuzz.assert_same(jitted(y, u), f(y, u))
+
+
+def test_a_pad_of_a_fortran_ordered_array_is_laid_out_as_numpys_and_summed_as_numpy_sums():
+    """np.pad (and xarray's pad and shift) keeps a Fortran-ordered input in Fortran order: a
+    sum over the result adds in that order. The traced pad wrote it in C order: other bits
+    from the first call on."""
+    rng = np.random.default_rng(4)
+    for dtype in (np.float32, np.float64):
+        a = np.asfortranarray(rng.standard_normal((300, 400)).astype(dtype))
+
+        def f(a):
+            return np.pad(a, ((1, 2), (0, 0)), constant_values=0.5).sum(axis=1)
+
+        def g(u):
+            return u.shift(y=1, fill_value=0.5).sum("x")
+
+        jitted, shifted = lf.jit(f), lf.jit(g)
+        for scale in (1.0, 2.0, 3.0):
+            b = np.asfortranarray(a * dtype(scale))
+            assert lf.jit(lambda a: np.pad(a, 1))(b).flags.f_contiguous
+            fuzz.assert_same(jitted(b), f(b))
+            u = xr.DataArray(b, dims=("y", "x"))
+            fuzz.assert_same(shifted(u), g(u))

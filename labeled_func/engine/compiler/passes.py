@@ -92,18 +92,26 @@ def simplify(program):
     outputs = set(program.outputs)
     fresh = program._fresh_slot()
 
-    def negation(ref):
+    def negation(ref, result=None):
+        """The negation node that makes ``ref``, read once, whose sign another node can take:
+        an exact negation (of floats), or one in the dtype of the ``result`` that absorbs it
+        (integers wrap: -u of a uint8 is 256 - u, -INT_MIN is INT_MIN, so ``y + (-u)`` of a
+        float ``y`` is not ``y - u``)."""
         inner = producer.get(ref) if type(ref) is int else None
-        if inner is not None and inner.function is np.negative and readers.get(ref) == 1 and ref not in outputs:
-            return inner
-        return None
+        if inner is None or inner.function is not np.negative or readers.get(ref) != 1 or ref in outputs:
+            return None
+        dtype = inner.out[1] if inner.out is not None else (inner.fusable.out if inner.fusable is not None else None)
+        if dtype is None or not (np.dtype(dtype).kind in "fc" or (result is not None and result.out is not None
+                                                                and np.dtype(dtype) == result.out[1])):
+            return None
+        return inner
 
     nodes, dropped = [], set()
     for node in program.nodes:
         if node.function in (np.add, np.subtract, np.multiply) and len(node.refs) == 2:
             sides = (1, 0) if node.function is not np.subtract else (1,)
             for side in sides:
-                inner = negation(node.refs[side])
+                inner = negation(node.refs[side], node)
                 if inner is None or (node.function is np.multiply and (
                         inner.out != node.out or node.out is None or node.out[1].kind == "c")):
                     continue  # a negation of a broadcast operand stays on the smaller array, and a
