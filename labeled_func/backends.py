@@ -54,6 +54,9 @@ def check_one_backend(leaves, labels, *, transform=None):
     """
     first = None  # (library, label)
     for leaf, label in zip(leaves, labels):
+        for array, where in _coordinate_arrays(leaf, label):  # a Quantity there: the policy error
+            if _library(array) == "pint":
+                _reject_quantity(array, where, transform)
         for array, where in data_arrays(leaf, label):
             library = _library(array)
             if library is None:
@@ -86,6 +89,18 @@ def data_arrays(value, label):
         for array, suffix in zip(walk.arrays[k:k + count], _suffixes(leaf)):
             yield array, where + suffix
         k += count
+
+
+def _coordinate_arrays(value, label):
+    """(array, label) for the coordinates of the DataArrays and Datasets inside ``value``
+    that are not indexes (an index holds plain values: xarray converts it), as stored."""
+    walk = Arrays(value)
+    for path, leaf in zip(walk.paths, walk.leaves):
+        if isinstance(leaf, (xr.DataArray, xr.Dataset)):
+            where = label + "".join(f"[{key!r}]" for key in path)
+            for name, variable in leaf._coords.items() if isinstance(leaf, xr.DataArray) else leaf.coords.variables.items():
+                if name not in leaf._indexes:
+                    yield variable._data, f"{where}'s coordinate {name!r}"
 
 
 def _suffixes(leaf):
@@ -137,7 +152,7 @@ def reject_quantities(values, labels, *, transform):
     its units then in ``attrs["units"]``, from which derivatives take theirs.
     """
     for value, label in zip(values, labels):
-        for array, where in data_arrays(value, label):
+        for array, where in [*data_arrays(value, label), *_coordinate_arrays(value, label)]:
             if backend_of(array).units:
                 raise UnsupportedOperationError(
                     f"{transform}: {where} holds a pint Quantity ({type(array).__name__}, units "

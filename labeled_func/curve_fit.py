@@ -69,7 +69,8 @@ def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sig
     Raises
     ------
     UnsupportedOperationError
-        Traced data with ``sigma``, finite ``bounds`` or ``full_output=True``.
+        Traced data with ``sigma``, finite ``bounds``, ``full_output=True`` or a
+        ``nan_policy`` other than ``"raise"``.
 
     Examples
     --------
@@ -97,6 +98,11 @@ def curve_fit(f: Callable[..., Any], xdata: Any, ydata: Any, p0: Any = None, sig
     if kwargs.get("full_output"):
         raise UnsupportedOperationError("lf.curve_fit on traced data: full_output=True is not supported (the "
                                         "optimiser's diagnostics have no derivative)")
+    if kwargs.get("nan_policy") not in (None, "raise"):
+        raise UnsupportedOperationError(
+            f"lf.curve_fit on traced data: nan_policy={kwargs['nan_policy']!r} is not supported (the implicit "
+            "derivative would read the residuals of the points SciPy omits, and give NaN); keep the finite points "
+            "yourself, e.g. with a mask: keep = np.isfinite(ydata); lf.curve_fit(f, xdata[keep], ydata[keep])")
     if np.isfinite(np.asarray(bounds[0], dtype=float)).any() or np.isfinite(np.asarray(bounds[1], dtype=float)).any():
         raise UnsupportedOperationError(
             f"lf.curve_fit on traced data: bounds={bounds!r}: at a bound that holds the optimum the gradient of "

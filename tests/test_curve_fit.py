@@ -126,6 +126,7 @@ def test_xarray_curvefit_under_grad_is_the_least_squares_line():
     ({"sigma": np.ones(T.size)}, "sigma="),
     ({"bounds": (0.0, 10.0)}, "bounds="),
     ({"full_output": True}, "full_output=True"),
+    ({"nan_policy": "omit"}, "nan_policy='omit'"),  # its derivative came back NaN, the fit right
 ])
 def test_what_the_implicit_derivative_cannot_take_is_refused_by_name(kwargs, culprit):
     with pytest.raises(lf.UnsupportedOperationError, match=culprit):

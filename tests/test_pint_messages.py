@@ -190,3 +190,25 @@ def test_control_flow_outside_transforms_works_on_quantities(name, run):
 def test_control_flow_inside_transforms_gets_the_transforms_error(name, run):
     with pytest.raises(lf.UnsupportedOperationError, match=r"\.pint\.dequantify\(\)"):
         run(temperature())
+
+
+@pytest.mark.parametrize("transform", ["grad", "vmap", "jit"])
+def test_a_quantity_in_a_coordinate_raises_the_dequantify_error_naming_it(transform):
+    """pint-xarray's .pint.quantify() quantifies coordinates too: a Quantity in a coordinate
+    that is not an index is refused before the function runs, naming the argument and the
+    coordinate (used, it raised array-api-compat's bare TypeError; unused, nothing)."""
+    ureg = pint.UnitRegistry()
+    x = xr.DataArray(np.array([[1.0, 2.0]]), dims=("sample", "i")).assign_coords(
+        height=("i", ureg.Quantity([0.0, 10.0], "m")))
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return (x * 2).sum()
+
+    wrapped = {"grad": lambda: lf.grad(f)(x.isel(sample=0)), "vmap": lambda: lf.vmap(f, dim="sample")(x),
+               "jit": lambda: lf.jit(f)(x)}[transform]
+    with pytest.raises(lf.UnsupportedOperationError, match=r"(argument 'x'|x)'s coordinate 'height' holds a pint "
+                                                           r"Quantity \(Quantity, units meter\)"):
+        wrapped()
+    assert calls == []
