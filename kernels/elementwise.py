@@ -576,7 +576,8 @@ around = elementwise_primitive("around", _round_impl)
 # written with bind so that they differentiate and batch again.  Rules that can meet a
 # partial that is not finite multiply cotangents NaN-safely: a zero cotangent stays zero
 # (xarray masks with where, and 0 * inf would be NaN).  That is every rule whose partial
-# reads the inputs (the flag True): an infinite derivative at a finite input (sqrt at 0,
+# reads the inputs (every one-argument rule; the flag True of _BINARY): an infinite
+# derivative at a finite input (sqrt at 0,
 # log at 0), an overflow (exp), and a missing value (NaN) that a reduction skips later
 # (xarray's mean): the partial is NaN there and the cotangent 0, and one 0 * NaN made the
 # gradient of every shared parameter NaN.  Partials that are constants or indicators
@@ -944,40 +945,40 @@ def _rsqrt(x):
 
 
 _UNARY = {
-    negative: (lambda x, out: _MINUS_ONE, True),
-    positive: (lambda x, out: _ONE, True),
-    absolute: (lambda x, out: sign.bind(x), True),
-    sqrt: (lambda x, out: divide.bind(0.5, out), True),
-    cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
-    square: (lambda x, out: multiply.bind(2.0, x), True),
-    reciprocal: (lambda x, out: negative.bind(_sq(out)), True),
-    exp: (lambda x, out: out, True),
-    exp2: (lambda x, out: multiply.bind(out, _LN2), True),
-    expm1: (lambda x, out: add.bind(out, 1.0), True),
-    log: (lambda x, out: divide.bind(1.0, x), True),
-    log2: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN2)), True),
-    log10: (lambda x, out: divide.bind(1.0, multiply.bind(x, _LN10)), True),
-    log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
-    sin: (lambda x, out: cos.bind(x), True),
-    cos: (lambda x, out: negative.bind(sin.bind(x)), True),
-    tan: (lambda x, out: add.bind(1.0, _sq(out)), True),
-    asin: (lambda x, out: _rsqrt(subtract.bind(1.0, _sq(x))), True),
-    acos: (lambda x, out: negative.bind(_rsqrt(subtract.bind(1.0, _sq(x)))), True),
-    atan: (lambda x, out: divide.bind(1.0, add.bind(1.0, _sq(x))), True),
-    sinh: (lambda x, out: cosh.bind(x), True),
-    cosh: (lambda x, out: sinh.bind(x), True),
-    tanh: (lambda x, out: subtract.bind(1.0, _sq(out)), True),
-    asinh: (lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)), True),
-    acosh: (lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)), True),
-    atanh: (lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))), True),
-    sinc: (lambda x, out: _sinc_slope(x), True),
-    numpy_i0: (lambda x, out: _i0_slope(x), True),
-    deg2rad: (lambda x, out: _PI_OVER_180, True),
-    rad2deg: (lambda x, out: _180_OVER_PI, True),
+    negative: lambda x, out: _MINUS_ONE,
+    positive: lambda x, out: _ONE,
+    absolute: lambda x, out: sign.bind(x),
+    sqrt: lambda x, out: divide.bind(0.5, out),
+    cbrt: lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))),
+    square: lambda x, out: multiply.bind(2.0, x),
+    reciprocal: lambda x, out: negative.bind(_sq(out)),
+    exp: lambda x, out: out,
+    exp2: lambda x, out: multiply.bind(out, _LN2),
+    expm1: lambda x, out: add.bind(out, 1.0),
+    log: lambda x, out: divide.bind(1.0, x),
+    log2: lambda x, out: divide.bind(1.0, multiply.bind(x, _LN2)),
+    log10: lambda x, out: divide.bind(1.0, multiply.bind(x, _LN10)),
+    log1p: lambda x, out: divide.bind(1.0, add.bind(x, 1.0)),
+    sin: lambda x, out: cos.bind(x),
+    cos: lambda x, out: negative.bind(sin.bind(x)),
+    tan: lambda x, out: add.bind(1.0, _sq(out)),
+    asin: lambda x, out: _rsqrt(subtract.bind(1.0, _sq(x))),
+    acos: lambda x, out: negative.bind(_rsqrt(subtract.bind(1.0, _sq(x)))),
+    atan: lambda x, out: divide.bind(1.0, add.bind(1.0, _sq(x))),
+    sinh: lambda x, out: cosh.bind(x),
+    cosh: lambda x, out: sinh.bind(x),
+    tanh: lambda x, out: subtract.bind(1.0, _sq(out)),
+    asinh: lambda x, out: _rsqrt(add.bind(_sq(x), 1.0)),
+    acosh: lambda x, out: _rsqrt(subtract.bind(_sq(x), 1.0)),
+    atanh: lambda x, out: divide.bind(1.0, subtract.bind(1.0, _sq(x))),
+    sinc: lambda x, out: _sinc_slope(x),
+    numpy_i0: lambda x, out: _i0_slope(x),
+    deg2rad: lambda x, out: _PI_OVER_180,
+    rad2deg: lambda x, out: _180_OVER_PI,
 }
 
-for _prim, (_derivative, _safe) in _UNARY.items():
-    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
+for _prim, _derivative in _UNARY.items():
+    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=True)
 
 
 def _reads(x, out):

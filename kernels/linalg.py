@@ -46,12 +46,18 @@ def _einsum_impl(*operands, subscripts):
 
 
 def _einsum_batch(axis_size, values, batched, *, subscripts):
+    return einsum.bind(*values, subscripts=_batched_subscripts(values, batched, subscripts)), True
+
+
+def _batched_subscripts(values, batched, subscripts):
+    """``subscripts`` with a new letter for the batch axis, first in the batched operands
+    and in the output."""
     ndims = [v.ndim - 1 if b else v.ndim for v, b in zip(values, batched)]
     inputs, output = parse_einsum(subscripts, ndims)
     used = set("".join(inputs)) | set(output)
     letter = next(c for c in string.ascii_letters if c not in used)
     terms = [letter + term if b else term for term, b in zip(inputs, batched)]
-    return einsum.bind(*values, subscripts=",".join(terms) + "->" + letter + output), True
+    return ",".join(terms) + "->" + letter + output
 
 
 def _einsum_jvp(primals, tangents, *, subscripts):
@@ -237,12 +243,7 @@ def _safe_contraction_impl(*operands, subscripts, cotangent):
 
 def _safe_contraction_batch(axis_size, values, batched, *, subscripts, cotangent):
     if subscripts != MATMUL:
-        ndims = [v.ndim - 1 if b else v.ndim for v, b in zip(values, batched)]
-        inputs, output = parse_einsum(subscripts, ndims)
-        used = set("".join(inputs)) | set(output)
-        letter = next(c for c in string.ascii_letters if c not in used)
-        terms = [letter + term if b else term for term, b in zip(inputs, batched)]
-        return safe_contraction.bind(*values, subscripts=",".join(terms) + "->" + letter + output,
+        return safe_contraction.bind(*values, subscripts=_batched_subscripts(values, batched, subscripts),
                                      cotangent=cotangent), True
     rank = max(v.ndim - b for v, b in zip(values, batched))  # matrices (the rules reshape vectors)
     values = [_pad_rank(v, b, rank) for v, b in zip(values, batched)]
@@ -269,8 +270,9 @@ def _safe_contraction_jvp(primals, tangents, *, subscripts, cotangent):
 
 
 def _safe_contraction_vjp(g, primals, out, *, subscripts, cotangent):
-    """As the plain contraction's (a second derivative through a masked pair is not
-    NaN-safe)."""
+    """The plain contraction's rule: for a matmul (and an einsum of two arrays) NaN-safe
+    itself; the einsum with constants here (a ones vector, an identity) is not, so a
+    second derivative through a masked pair may be NaN."""
     if subscripts == MATMUL:
         return _matmul_vjp(g, primals, out)
     return _einsum_vjp(g, primals, out, subscripts=subscripts)

@@ -271,95 +271,94 @@ def _box_cox_lambda_slope(logarithm, lmbda):
 # d/da of the regularised incomplete gamma functions has no closed form: their partial in
 # a is left out here, and engine/numpy/special.py refuses a differentiated a (as torch does)
 _SPECIAL_UNARY = {
-    erf: (lambda x, out: _gaussian(x), True),
-    erfc: (lambda x, out: negative.bind(_gaussian(x)), True),
-    erfinv: (lambda x, out: multiply.bind(_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
-    erfcinv: (lambda x, out: multiply.bind(-_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))), True),
-    gammaln: (lambda x, out: _digamma(x), True),
-    loggamma: (lambda x, out: _digamma(x), True),
-    gamma: (lambda x, out: multiply.bind(out, _digamma(x)), True),
-    ndtr: (lambda x, out: _normal_density(x), True),
-    ndtri: (lambda x, out: multiply.bind(_SQRT_TWO_PI, exp.bind(multiply.bind(0.5, multiply.bind(out, out)))), True),
-    log_ndtr: (lambda x, out: exp.bind(subtract.bind(multiply.bind(-0.5, multiply.bind(x, x)),
-                                                     add.bind(out, _HALF_LOG_TWO_PI))), True),
-    i0: (lambda x, out: i1.bind(x), True),
-    i1: (lambda x, out: _bessel_i1_derivative(x, i0.bind(x), out), True),
-    i0e: (lambda x, out: subtract.bind(i1e.bind(x), multiply.bind(sign.bind(x), out)), True),
-    i1e: (lambda x, out: subtract.bind(_bessel_i1_derivative(x, i0e.bind(x), out), multiply.bind(sign.bind(x), out)),
-          True),
-    erfcx: (lambda x, out: subtract.bind(multiply.bind(multiply.bind(2.0, x), out), _TWO_OVER_SQRT_PI), True),
-    rgamma: (lambda x, out: _rgamma_slope(x, out), True),
-    log_expit: (lambda x, out: negative.bind(expm1.bind(out)), True),  # expit(-x) = 1 - e**out
-    entr: (lambda x, out: negative.bind(add.bind(log.bind(x), 1.0)), True),  # inf at 0, NaN below
-    dawsn: (lambda x, out: subtract.bind(1.0, multiply.bind(multiply.bind(2.0, x), out)), True),
-    expi: (lambda x, out: divide.bind(exp.bind(x), x), True),
-    exp1: (lambda x, out: negative.bind(divide.bind(exp.bind(negative.bind(x)), x)), True),
-    spence: (lambda x, out: _spence_slope(x), True),
-    exprel: (lambda x, out: _exprel_slope(x), True),
-    exp10: (lambda x, out: multiply.bind(out, _LN10), True),
-    sindg: (lambda x, out: multiply.bind(_PI_OVER_180, cosdg.bind(x)), True),
-    cosdg: (lambda x, out: multiply.bind(-_PI_OVER_180, sindg.bind(x)), True),
-    tandg: (lambda x, out: multiply.bind(_PI_OVER_180, add.bind(1.0, _sq(out))), True),
-    cotdg: (lambda x, out: multiply.bind(-_PI_OVER_180, add.bind(1.0, _sq(out))), True),
-    j0: (lambda x, out: negative.bind(j1.bind(x)), True),
-    j1: (lambda x, out: _bessel_i1_derivative(x, j0.bind(x), out), True),  # J1' = J0 - J1 / x, as I1'
-    y0: (lambda x, out: negative.bind(y1.bind(x)), True),
-    y1: (lambda x, out: where.bind(equal.bind(x, 0), math.inf, subtract.bind(y0.bind(x), divide.bind(
-        out, _nonzero_where(x, 1.0)))), True),
-    k0: (lambda x, out: negative.bind(k1.bind(x)), True),
-    k1: (lambda x, out: negative.bind(add.bind(k0.bind(x), divide.bind(out, x))), True),
-    k0e: (lambda x, out: subtract.bind(out, k1e.bind(x)), True),  # e**x K0: (K0 + K0') e**x
-    k1e: (lambda x, out: subtract.bind(subtract.bind(out, k0e.bind(x)), divide.bind(out, x)), True),
-    sine_integral: (lambda x, out: _quotient_at_origin(sin.bind(x), x, 1.0), True),
-    cosine_integral: (lambda x, out: divide.bind(cos.bind(x), x), True),
-    riemann_zeta: (lambda x, out: None, True),  # no closed form: engine/numpy/special.py refuses it
-    special_cbrt: (lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))), True),
-    special_exp2: (lambda x, out: multiply.bind(out, _LN2), True),
-    special_expm1: (lambda x, out: add.bind(out, 1.0), True),
-    special_log1p: (lambda x, out: divide.bind(1.0, add.bind(x, 1.0)), True),
-    expit: (lambda x, out: multiply.bind(out, expit.bind(negative.bind(x))), True),  # expit(x) expit(-x)
-    logit: (lambda p, out: divide.bind(1.0, multiply.bind(p, subtract.bind(1.0, p))), True),  # inf at 0 and 1
+    erf: lambda x, out: _gaussian(x),
+    erfc: lambda x, out: negative.bind(_gaussian(x)),
+    erfinv: lambda x, out: multiply.bind(_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))),
+    erfcinv: lambda x, out: multiply.bind(-_SQRT_PI_OVER_TWO, exp.bind(multiply.bind(out, out))),
+    gammaln: lambda x, out: _digamma(x),
+    loggamma: lambda x, out: _digamma(x),
+    gamma: lambda x, out: multiply.bind(out, _digamma(x)),
+    ndtr: lambda x, out: _normal_density(x),
+    ndtri: lambda x, out: multiply.bind(_SQRT_TWO_PI, exp.bind(multiply.bind(0.5, multiply.bind(out, out)))),
+    log_ndtr: lambda x, out: exp.bind(subtract.bind(multiply.bind(-0.5, multiply.bind(x, x)),
+                                                     add.bind(out, _HALF_LOG_TWO_PI))),
+    i0: lambda x, out: i1.bind(x),
+    i1: lambda x, out: _bessel_i1_derivative(x, i0.bind(x), out),
+    i0e: lambda x, out: subtract.bind(i1e.bind(x), multiply.bind(sign.bind(x), out)),
+    i1e: lambda x, out: subtract.bind(_bessel_i1_derivative(x, i0e.bind(x), out), multiply.bind(sign.bind(x), out)),
+    erfcx: lambda x, out: subtract.bind(multiply.bind(multiply.bind(2.0, x), out), _TWO_OVER_SQRT_PI),
+    rgamma: lambda x, out: _rgamma_slope(x, out),
+    log_expit: lambda x, out: negative.bind(expm1.bind(out)),  # expit(-x) = 1 - e**out
+    entr: lambda x, out: negative.bind(add.bind(log.bind(x), 1.0)),  # inf at 0, NaN below
+    dawsn: lambda x, out: subtract.bind(1.0, multiply.bind(multiply.bind(2.0, x), out)),
+    expi: lambda x, out: divide.bind(exp.bind(x), x),
+    exp1: lambda x, out: negative.bind(divide.bind(exp.bind(negative.bind(x)), x)),
+    spence: lambda x, out: _spence_slope(x),
+    exprel: lambda x, out: _exprel_slope(x),
+    exp10: lambda x, out: multiply.bind(out, _LN10),
+    sindg: lambda x, out: multiply.bind(_PI_OVER_180, cosdg.bind(x)),
+    cosdg: lambda x, out: multiply.bind(-_PI_OVER_180, sindg.bind(x)),
+    tandg: lambda x, out: multiply.bind(_PI_OVER_180, add.bind(1.0, _sq(out))),
+    cotdg: lambda x, out: multiply.bind(-_PI_OVER_180, add.bind(1.0, _sq(out))),
+    j0: lambda x, out: negative.bind(j1.bind(x)),
+    j1: lambda x, out: _bessel_i1_derivative(x, j0.bind(x), out),  # J1' = J0 - J1 / x, as I1'
+    y0: lambda x, out: negative.bind(y1.bind(x)),
+    y1: lambda x, out: where.bind(equal.bind(x, 0), math.inf, subtract.bind(y0.bind(x), divide.bind(
+        out, _nonzero_where(x, 1.0)))),
+    k0: lambda x, out: negative.bind(k1.bind(x)),
+    k1: lambda x, out: negative.bind(add.bind(k0.bind(x), divide.bind(out, x))),
+    k0e: lambda x, out: subtract.bind(out, k1e.bind(x)),  # e**x K0: (K0 + K0') e**x
+    k1e: lambda x, out: subtract.bind(subtract.bind(out, k0e.bind(x)), divide.bind(out, x)),
+    sine_integral: lambda x, out: _quotient_at_origin(sin.bind(x), x, 1.0),
+    cosine_integral: lambda x, out: divide.bind(cos.bind(x), x),
+    riemann_zeta: lambda x, out: None,  # no closed form: engine/numpy/special.py refuses it
+    special_cbrt: lambda x, out: divide.bind(1.0, multiply.bind(3.0, _sq(out))),
+    special_exp2: lambda x, out: multiply.bind(out, _LN2),
+    special_expm1: lambda x, out: add.bind(out, 1.0),
+    special_log1p: lambda x, out: divide.bind(1.0, add.bind(x, 1.0)),
+    expit: lambda x, out: multiply.bind(out, expit.bind(negative.bind(x))),  # expit(x) expit(-x)
+    logit: lambda p, out: divide.bind(1.0, multiply.bind(p, subtract.bind(1.0, p))),  # inf at 0 and 1
 }
 _SPECIAL_BINARY = {
-    gammainc: (lambda a, x, out: (None, _lower_gamma_density(a, x)), True),
-    gammaincc: (lambda a, x, out: (None, negative.bind(_lower_gamma_density(a, x))), True),
-    beta: (lambda a, b, out: (
+    gammainc: lambda a, x, out: (None, _lower_gamma_density(a, x)),
+    gammaincc: lambda a, x, out: (None, negative.bind(_lower_gamma_density(a, x))),
+    beta: lambda a, b, out: (
         multiply.bind(out, subtract.bind(_digamma(a), _digamma(add.bind(a, b)))),
         multiply.bind(out, subtract.bind(_digamma(b), _digamma(add.bind(a, b)))),
-    ), True),
-    betaln: (lambda a, b, out: (
+    ),
+    betaln: lambda a, b, out: (
         subtract.bind(_digamma(a), _digamma(add.bind(a, b))),
         subtract.bind(_digamma(b), _digamma(add.bind(a, b))),
-    ), True),
+    ),
     # x log(y) is 0 where x = 0, whatever y: its y-derivative x / y is 0 at x = y = 0 (0/0)
-    xlogy: (lambda x, y, out: (log.bind(y), _quotient_zero_at_origin(x, y)), True),
-    xlog1py: (lambda x, y, out: (log1p.bind(y), _quotient_zero_at_origin(x, add.bind(y, 1.0))), True),
-    rel_entr: (lambda x, y, out: _relative_entropy_partials(x, y, 0), True),
-    kl_div: (lambda x, y, out: _relative_entropy_partials(x, y, 1), True),
-    huber: (lambda delta, r, out: _huber_partials(delta, r), True),
-    pseudo_huber: (lambda delta, r, out: _pseudo_huber_partials(delta, r), True),
-    boxcox: (lambda x, lmbda, out: (lambda: power.bind(x, _shifted(lmbda, -1.0)),
-                                    lambda: _box_cox_lambda_slope(log.bind(x), lmbda)), True),
-    boxcox1p: (lambda x, lmbda, out: (lambda: power.bind(add.bind(x, 1.0), _shifted(lmbda, -1.0)),
-                                      lambda: _box_cox_lambda_slope(log1p.bind(x), lmbda)), True),
+    xlogy: lambda x, y, out: (log.bind(y), _quotient_zero_at_origin(x, y)),
+    xlog1py: lambda x, y, out: (log1p.bind(y), _quotient_zero_at_origin(x, add.bind(y, 1.0))),
+    rel_entr: lambda x, y, out: _relative_entropy_partials(x, y, 0),
+    kl_div: lambda x, y, out: _relative_entropy_partials(x, y, 1),
+    huber: lambda delta, r, out: _huber_partials(delta, r),
+    pseudo_huber: lambda delta, r, out: _pseudo_huber_partials(delta, r),
+    boxcox: lambda x, lmbda, out: (lambda: power.bind(x, _shifted(lmbda, -1.0)),
+                                    lambda: _box_cox_lambda_slope(log.bind(x), lmbda)),
+    boxcox1p: lambda x, lmbda, out: (lambda: power.bind(add.bind(x, 1.0), _shifted(lmbda, -1.0)),
+                                      lambda: _box_cox_lambda_slope(log1p.bind(x), lmbda)),
     # the order has no closed-form derivative: engine/numpy/special.py refuses a differentiated one
-    iv: (lambda v, z, out: (None, _neighbours(iv, v, z, 1)), True),
-    ive: (lambda v, z, out: (None, subtract.bind(_neighbours(ive, v, z, 1), multiply.bind(sign.bind(z), out))),
-          True),  # e**-|z| I_v(z)
-    jv: (lambda v, z, out: (None, _neighbours(jv, v, z, -1)), True),
-    yv: (lambda v, z, out: (None, _neighbours(yv, v, z, -1)), True),
-    kv: (lambda v, z, out: (None, negative.bind(_neighbours(kv, v, z, 1))), True),
-    kve: (lambda v, z, out: (None, subtract.bind(out, _neighbours(kve, v, z, 1))), True),  # e**z K_v(z)
-    yn: (lambda n, z, out: (None, _neighbours(yn, n, z, -1)), True),
-    kn: (lambda n, z, out: (None, negative.bind(_neighbours(kn, n, z, 1))), True),
+    iv: lambda v, z, out: (None, _neighbours(iv, v, z, 1)),
+    ive: lambda v, z, out: (None, subtract.bind(_neighbours(ive, v, z, 1), multiply.bind(sign.bind(z), out))),  # e**-|z| I_v(z)
+    jv: lambda v, z, out: (None, _neighbours(jv, v, z, -1)),
+    yv: lambda v, z, out: (None, _neighbours(yv, v, z, -1)),
+    kv: lambda v, z, out: (None, negative.bind(_neighbours(kv, v, z, 1))),
+    kve: lambda v, z, out: (None, subtract.bind(out, _neighbours(kve, v, z, 1))),  # e**z K_v(z)
+    yn: lambda n, z, out: (None, _neighbours(yn, n, z, -1)),
+    kn: lambda n, z, out: (None, negative.bind(_neighbours(kn, n, z, 1))),
     # d/dq zeta(x, q) = -x zeta(x + 1, q); in x it has no closed form (refused as the orders)
-    zeta: (lambda x, q, out: (None, negative.bind(multiply.bind(x, zeta.bind(_shifted(x, 1), q)))), True),
+    zeta: lambda x, q, out: (None, negative.bind(multiply.bind(x, zeta.bind(_shifted(x, 1), q)))),
 }
 
-for _prim, (_derivative, _safe) in _SPECIAL_UNARY.items():
-    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=_safe)
-for _prim, (_partials, _safe) in _SPECIAL_BINARY.items():
-    partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=_safe)
+# every partial here reads the inputs: NaN-safe products (see elementwise.py's formula sheet)
+for _prim, _derivative in _SPECIAL_UNARY.items():
+    partial_rules(_prim, lambda primals, out, _d=_derivative: (_d(primals[0], out),), safe=True)
+for _prim, _partials in _SPECIAL_BINARY.items():
+    partial_rules(_prim, lambda primals, out, _p=_partials: _p(primals[0], primals[1], out), safe=True)
 partial_rules(polygamma, lambda primals, out, *, n: (polygamma.bind(primals[0], n=n + 1),), safe=True)
 
 
@@ -369,4 +368,4 @@ partial_rules(lambertw, lambda primals, out: (divide.bind(exp.bind(negative.bind
                                               None, None), safe=True)
 # radian(degrees, minutes, seconds) in radians: linear
 partial_rules(radian, lambda primals, out: (_PI_OVER_180, _PI_OVER_180 / 60.0, _PI_OVER_180 / 3600.0))
-del _prim, _derivative, _partials, _safe
+del _prim, _derivative, _partials

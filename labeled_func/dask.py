@@ -106,12 +106,18 @@ def _is_lazy(leaf):
     return is_dask_collection(leaf) and hasattr(leaf, "shape")
 
 
+def in_memory(variable):
+    """Whether ``variable`` surely holds no Dask array, known without importing Dask: its data
+    is NumPy's (asked first: a jitted call asks at every call), or it is an index."""
+    return type(variable._data) is np.ndarray or isinstance(variable, xr.IndexVariable)
+
+
 def _is_dask(variable):
     # ``_data``: ``.chunks`` costs ~60 us (a runtime Protocol check) and ``.data`` may load;
     # an index coordinate always holds its values in memory (xarray loads an index), and asking
     # its pandas adapter costs more than the rest of the check
-    if type(variable._data) is np.ndarray or isinstance(variable, xr.IndexVariable):
-        return False  # (NumPy's arrays first: a jitted call asks at every call)
+    if in_memory(variable):
+        return False
     from dask.base import is_dask_collection
 
     return is_dask_collection(variable._data)

@@ -583,8 +583,7 @@ class _Call:
         # every array and coordinate in NumPy: no Dask collection among them (asked without
         # a second walk over the arguments: a jitted call asks at every call)
         self.numpy_only = None not in layouts and all(
-            type(c._data) is np.ndarray or isinstance(c, xr.IndexVariable)
-            for kind, held in self.check if kind == "coords" for c in held)
+            lazy.in_memory(c) for kind, held in self.check if kind == "coords" for c in held)
         self.key = (self.treedef, tuple(key), statics, layouts, _xarray_options(), _aliasing(self.arrays))
 
     def describe(self, k):

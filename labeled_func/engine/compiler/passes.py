@@ -42,7 +42,8 @@ def drop_ones(program):
     product's shape and dtype and the product is no output (``1 * x`` is ``x``, bit
     for bit; a NaN-safe product with a cotangent of ones never masks), and ``x ** 1``
     is ``x``: of real values only (a complex product adds ``0 * a`` to ``1 * b`` in the
-    imaginary part: ``(1 + 0j) * (a - 0j)`` is ``a + 0j``, and NaN where ``a`` is infinite). Elsewhere an elementwise operation reads such an array as a scalar of its
+    imaginary part: ``(1 + 0j) * (a - 0j)`` is ``a + 0j``, and NaN where ``a`` is
+    infinite). Elsewhere an elementwise operation reads such an array as a scalar of its
     dtype, where another operand gives the result its shape: the same bits (NumPy
     promotes a NumPy scalar as an array), one array less in memory, and a NaN-safe
     product by a finite nonzero scalar is a plain product."""
